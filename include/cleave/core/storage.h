@@ -1,0 +1,36 @@
+// Storage: one owned, aligned allocation shared by every tensor that views it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "cleave/core/device.h"
+
+namespace cleave {
+
+class Storage {
+ public:
+  // Allocates `nbytes` (64-byte aligned) on `device`. Contents are uninitialised.
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+};
+
+// Pluggable allocation for non-CPU devices; the CUDA kernels library installs one.
+struct DeviceAllocator {
+  void* (*allocate)(size_t nbytes, int device_index);
+  void (*deallocate)(void* ptr, int device_index);
+};
+void set_device_allocator(DeviceType type, DeviceAllocator allocator);
+
+}  // namespace cleave

@@ -1,0 +1,83 @@
+// OpDef: everything cleave knows about one primitive, in one registry entry.
+//
+// NOTE [One primitive, one registry entry]
+// An operator is defined once, by an OpDef holding
+//   - its name ("MatMul") and arity,
+//   - `infer`: output shapes and dtypes from input metas and attributes, with the bad-input
+//     errors (the op's whole contract on its inputs lives here),
+//   - `cpu_kernel`: computes preallocated outputs from inputs,
+//   - `grad`: the gradient rule, written with cleave::ops calls, i.e. in primitives. In PyNative
+//     mode the rule runs on concrete tensors; graph-mode autodiff runs the same rule on traced
+//     tensors, so both modes share one definition.
+// Later layers add the sharding rule and CUDA kernel to the same entry.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cleave/core/shape.h"
+#include "cleave/core/tensor.h"
+#include "cleave/ir/attrs.h"
+
+namespace cleave::ir {
+
+struct TensorMeta {
+  Shape shape;
+  DType dtype = DType::kFloat32;
+};
+
+struct OpDef;
+
+struct InferContext {
+  const OpDef& op;
+  const Attrs& attrs;
+  std::span<const TensorMeta> inputs;
+};
+
+struct KernelContext {
+  const OpDef& op;
+  const Attrs& attrs;
+  std::span<const Tensor> inputs;
+  std::span<const Tensor> outputs;  // allocated with the inferred metas; the kernel fills them
+};
+
+struct GradContext {
+  const OpDef& op;
+  const Attrs& attrs;
+  std::span<const Tensor> inputs;        // the forward inputs (no autograd history)
+  std::span<const Tensor> outputs;       // the forward outputs (no autograd history)
+  std::span<const Tensor> output_grads;  // one per output; undefined where none flowed back
+  std::vector<bool> needs_input_grad;    // one per input; rules may skip the others
+};
+
+using InferFn = std::function<std::vector<TensorMeta>(const InferContext&)>;
+using KernelFn = std::function<void(const KernelContext&)>;
+// Returns one gradient per input; an undefined Tensor where there is none.
+using GradFn = std::function<std::vector<Tensor>(const GradContext&)>;
+
+struct OpDef {
+  std::string name;
+  // Number of inputs; kVariadic accepts any number >= 1.
+  int num_inputs = 1;
+  static constexpr int kVariadic = -1;
+  InferFn infer;
+  KernelFn cpu_kernel;
+  // Empty for an op that has no gradient: backward through it is an error naming the op.
+  GradFn grad;
+  // Ops that write into an input in place (optimizer updates). Never recorded by autograd.
+  bool mutates_inputs = false;
+  // Ops whose single output is input 0's elements under a new shape (Reshape, Squeeze, ...):
+  // the output is a view sharing input 0's storage and no kernel runs.
+  bool output_is_view = false;
+};
+
+// ---- helpers for infer functions: each throws Error naming the op and input ----
+void expect_rank(const InferContext& ctx, int input, int64_t rank);
+void expect_min_rank(const InferContext& ctx, int input, int64_t min_rank);
+void expect_floating(const InferContext& ctx, int input);
+void expect_dtype(const InferContext& ctx, int input, std::initializer_list<DType> allowed);
+void expect_same_dtype(const InferContext& ctx, int a, int b);
+
+}  // namespace cleave::ir

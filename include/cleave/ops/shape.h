@@ -1,0 +1,48 @@
+// Primitives that move, copy or select elements without arithmetic.
+#pragma once
+
+#include <vector>
+
+#include "cleave/core/tensor.h"
+
+namespace cleave::ops {
+
+// `shape` may hold one -1, inferred from the element count.
+Tensor reshape(const Tensor& x, const Shape& shape);
+// Output dim i is input dim perm[i].
+Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm);
+Tensor expand_dims(const Tensor& x, int64_t axis);
+// Removes the given size-1 axes; all size-1 axes when `axes` is empty.
+Tensor squeeze(const Tensor& x, const std::vector<int64_t>& axes = {});
+// Keeps dim 0, merges the rest: (N, ...) -> (N, prod(...)).
+Tensor flatten(const Tensor& x);
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis = 0);
+// `output_num` equal parts along `axis` (the size must divide).
+std::vector<Tensor> split(const Tensor& x, int64_t axis, int64_t output_num);
+// x[begin[i] : begin[i] + size[i]] per axis; size -1 means "to the end".
+Tensor slice(const Tensor& x, const std::vector<int64_t>& begin, const std::vector<int64_t>& size);
+
+struct StridedSliceOptions {
+  std::vector<int64_t> begin, end, strides;
+  // Bit i set: ignore begin[i] / end[i] (take the whole range in the stride's direction);
+  // shrink_axis_mask bit i: take the single element begin[i] and drop the axis.
+  int64_t begin_mask = 0, end_mask = 0, shrink_axis_mask = 0;
+};
+Tensor strided_slice(const Tensor& x, const StridedSliceOptions& options);
+Tensor tile(const Tensor& x, const std::vector<int64_t>& multiples);
+Tensor broadcast_to(const Tensor& x, const Shape& shape);
+
+struct OneHotOptions {
+  int64_t depth = 0;
+  double on_value = 1.0;
+  double off_value = 0.0;
+  int64_t axis = -1;
+  DType dtype = DType::kFloat32;
+};
+// Integer indices -> one-hot tensor with a new axis of size depth.
+Tensor one_hot(const Tensor& indices, const OneHotOptions& options);
+// Takes slices of `params` along `axis` at integer `indices`: out shape is
+// params.shape[:axis] + indices.shape + params.shape[axis+1:].
+Tensor gather(const Tensor& params, const Tensor& indices, int64_t axis = 0);
+
+}  // namespace cleave::ops

@@ -1,0 +1,48 @@
+#include "cleave/ir/attrs.h"
+
+#include <fmt/format.h>
+
+namespace cleave::ir {
+
+Attrs& Attrs::set(std::string name, AttrValue value) {
+  for (auto& [key, v] : items_) {
+    if (key == name) {
+      v = std::move(value);
+      return *this;
+    }
+  }
+  items_.emplace_back(std::move(name), std::move(value));
+  return *this;
+}
+
+const AttrValue* Attrs::find(std::string_view name) const {
+  for (const auto& [key, v] : items_) {
+    if (key == name) return &v;
+  }
+  return nullptr;
+}
+
+std::string attr_to_string(const AttrValue& value) {
+  struct Visitor {
+    std::string operator()(bool b) const { return b ? "true" : "false"; }
+    std::string operator()(int64_t i) const { return std::to_string(i); }
+    std::string operator()(double d) const { return fmt::format("{}", d); }
+    std::string operator()(const std::string& s) const { return s; }
+    std::string operator()(const std::vector<int64_t>& v) const {
+      return fmt::format("({})", fmt::join(v, ", "));
+    }
+    std::string operator()(DType d) const { return std::string(dtype_name(d)); }
+  };
+  return std::visit(Visitor{}, value);
+}
+
+std::string Attrs::to_string() const {
+  std::string out = "{";
+  for (size_t i = 0; i < items_.size(); ++i) {
+    if (i) out += ", ";
+    out += items_[i].first + ": " + attr_to_string(items_[i].second);
+  }
+  return out + "}";
+}
+
+}  // namespace cleave::ir

@@ -1,0 +1,22 @@
+// Registration of the built-in primitives, one function per op family (one file each).
+#pragma once
+
+#include "cleave/ir/registry.h"
+
+namespace cleave::ir {
+
+void register_elementwise_ops(Registry& registry);  // elementwise.cc
+void register_reduce_ops(Registry& registry);       // reduce.cc
+void register_shape_ops(Registry& registry);        // shape.cc
+void register_nn_ops(Registry& registry);           // nn.cc, conv.cc, norm.cc, loss.cc, ...
+void register_optim_ops(Registry& registry);        // optim.cc
+
+inline void register_builtin_ops(Registry& registry) {
+  register_elementwise_ops(registry);
+  register_reduce_ops(registry);
+  register_shape_ops(registry);
+  register_nn_ops(registry);
+  register_optim_ops(registry);
+}
+
+}  // namespace cleave::ir

@@ -1,0 +1,96 @@
+// Vectorisable elementwise loops with NumPy broadcasting, parallelised with OpenMP (the one
+// threading layer of cleave: oneDNN runs on the same OpenMP runtime).
+//
+// NOTE [Broadcast loops]
+// An output of shape `out` is produced from inputs whose shapes broadcast to it. Each input is
+// described by its broadcast strides: the row-major stride of a dim, or 0 where the input has
+// size 1 (or lacks the dim). The output is walked as `outer` rows of `inner` contiguous elements,
+// where `inner` is the last output dim; inside a row each input advances by its last-dim stride
+// (1 or 0), which the compiler vectorises. Same-shape and scalar operands take a flat fast path.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cleave/core/shape.h"
+
+namespace cleave::kernels::cpu {
+
+// Below this many elements a loop runs on one thread: spawning costs more than it saves.
+constexpr int64_t kParallelGrain = 1 << 15;
+
+// Row-major strides of `in` broadcast to `out` (0 on broadcast dims), length out.rank().
+std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out);
+
+// out[i] = f(a[i]).
+template <typename In, typename Out, typename F>
+void unary_loop(const In* a, Out* out, int64_t n, F f) {
+#pragma omp parallel for simd if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) out[i] = f(a[i]);
+}
+
+// out[i] = f(a[i], b[i]) with broadcasting of a and b to `out_shape`.
+template <typename A, typename B, typename Out, typename F>
+void binary_loop(const A* a, const Shape& a_shape, const B* b, const Shape& b_shape, Out* out,
+                 const Shape& out_shape, F f) {
+  const int64_t n = out_shape.numel();
+  if (n == 0) return;
+  const int64_t na = a_shape.numel();
+  const int64_t nb = b_shape.numel();
+  if (na == n && nb == n) {
+#pragma omp parallel for simd if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+    return;
+  }
+  if (na == n && nb == 1) {
+    const B bv = b[0];
+#pragma omp parallel for simd if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], bv);
+    return;
+  }
+  if (na == 1 && nb == n) {
+    const A av = a[0];
+#pragma omp parallel for simd if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) out[i] = f(av, b[i]);
+    return;
+  }
+  const std::vector<int64_t> sa = broadcast_strides(a_shape, out_shape);
+  const std::vector<int64_t> sb = broadcast_strides(b_shape, out_shape);
+  const int64_t rank = out_shape.rank();
+  const int64_t inner = out_shape[rank - 1];
+  const int64_t outer = n / inner;
+  const int64_t ia = sa[rank - 1];
+  const int64_t ib = sb[rank - 1];
+#pragma omp parallel for if (n > kParallelGrain)
+  for (int64_t row = 0; row < outer; ++row) {
+    // Offsets of this row in a and b from the row's multi-index (dims 0..rank-2).
+    int64_t oa = 0, ob = 0, rem = row;
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      const int64_t idx = rem % out_shape[d];
+      rem /= out_shape[d];
+      oa += idx * sa[d];
+      ob += idx * sb[d];
+    }
+    const A* pa = a + oa;
+    const B* pb = b + ob;
+    Out* po = out + row * inner;
+    if (ia == 1 && ib == 1) {
+#pragma omp simd
+      for (int64_t i = 0; i < inner; ++i) po[i] = f(pa[i], pb[i]);
+    } else if (ia == 1) {
+      const B bv = pb[0];
+#pragma omp simd
+      for (int64_t i = 0; i < inner; ++i) po[i] = f(pa[i], bv);
+    } else if (ib == 1) {
+      const A av = pa[0];
+#pragma omp simd
+      for (int64_t i = 0; i < inner; ++i) po[i] = f(av, pb[i]);
+    } else {
+      const A av = pa[0];
+      const B bv = pb[0];
+      for (int64_t i = 0; i < inner; ++i) po[i] = f(av, bv);
+    }
+  }
+}
+
+}  // namespace cleave::kernels::cpu

@@ -1,0 +1,92 @@
+#include "cleave/core/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include "testing/gradcheck.h"
+
+namespace cleave {
+namespace {
+
+TEST(Tensor, CreationFillsShapeDtypeAndValues) {
+  Tensor t = Tensor::full({2, 3}, 1.5, DType::kFloat64);
+  EXPECT_EQ(t.shape(), Shape({2, 3}));
+  EXPECT_EQ(t.dtype(), DType::kFloat64);
+  EXPECT_EQ(t.numel(), 6);
+  EXPECT_DOUBLE_EQ(t.at({1, 2}), 1.5);
+  EXPECT_DOUBLE_EQ(Tensor::zeros({4}).at({3}), 0.0);
+  EXPECT_DOUBLE_EQ(Tensor::ones({1}, DType::kInt64).item(), 1.0);
+  EXPECT_EQ(Tensor::scalar(2.0).rank(), 0);
+}
+
+TEST(Tensor, ArangeCountsByStep) {
+  Tensor t = Tensor::arange(0, 5, 2, DType::kInt32);
+  EXPECT_EQ(t.to_vector<int32_t>(), (std::vector<int32_t>{0, 2, 4}));
+  EXPECT_EQ(Tensor::arange(3, 0, -1).numel(), 3);
+  EXPECT_EQ(Tensor::arange(0, 0).numel(), 0);
+  EXPECT_ERROR(Tensor::arange(0, 1, 0), "step is 0");
+}
+
+TEST(Tensor, FromVectorChecksCount) {
+  Tensor t = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  EXPECT_DOUBLE_EQ(t.at({1, 0}), 3.0);
+  EXPECT_ERROR(Tensor::from_vector<float>({1, 2, 3}, {2, 2}), "3 values", "(2, 2)", "holds 4");
+}
+
+TEST(Tensor, ViewsShareStorage) {
+  Tensor t = Tensor::arange(0, 6, 1, DType::kFloat32);
+  Tensor v = t.view({2, 3});
+  EXPECT_TRUE(v.shares_storage_with(t));
+  v.data<float>()[4] = 40;
+  EXPECT_DOUBLE_EQ(t.at({4}), 40.0);
+  Tensor rows = v.narrow_rows(1, 1);
+  EXPECT_DOUBLE_EQ(rows.at({0, 1}), 40.0);
+  EXPECT_FALSE(t.clone().shares_storage_with(t));
+  EXPECT_ERROR(t.view({4}), "holds 4 elements", "holds 6");
+}
+
+TEST(Tensor, NegativeDimIsRejected) {
+  EXPECT_ERROR(Tensor::zeros({2, -1}), "dimension 1", "negative");
+}
+
+TEST(Tensor, DataWithWrongTypeIsRejected) {
+  EXPECT_ERROR(Tensor::zeros({2}).data<double>(), "holds Float32", "Float64 was requested");
+}
+
+TEST(Tensor, SeededRandomIsReproducible) {
+  set_seed(42);
+  Tensor a = Tensor::normal({100});
+  set_seed(42);
+  Tensor b = Tensor::normal({100});
+  EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
+  Tensor tn = Tensor::truncated_normal({1000}, 0.0, 0.02);
+  for (float v : tn.to_vector<float>()) EXPECT_LE(std::abs(v), 0.04f + 1e-7f);
+  Tensor u = Tensor::uniform({1000}, -1, 1);
+  for (float v : u.to_vector<float>()) EXPECT_TRUE(v >= -1 && v < 1);
+  EXPECT_ERROR(Tensor::normal({2}, 0, -1), "std is -1");
+  EXPECT_ERROR(Tensor::uniform({2}, 1, 1), "low 1 is not below high 1");
+}
+
+TEST(Tensor, PrintsShapeDtypeAndValues) {
+  Tensor t = Tensor::from_vector<int32_t>({1, 2, 3, 4}, {2, 2});
+  EXPECT_EQ(t.to_string(), "Tensor(shape=(2, 2), dtype=Int32, value=[[1, 2], [3, 4]])");
+  EXPECT_EQ(Tensor().to_string(), "Tensor(undefined)");
+}
+
+TEST(Tensor, OnlyFloatingTensorsRequireGrad) {
+  Tensor t = Tensor::zeros({2}, DType::kInt32);
+  EXPECT_ERROR(t.set_requires_grad(true), "Int32 tensor cannot require a gradient");
+}
+
+TEST(Shape, NormalizeAxisNamesTheRange) {
+  EXPECT_EQ(normalize_axis(-1, 3, "op"), 2);
+  EXPECT_ERROR(normalize_axis(3, 3, "ReduceSum"), "ReduceSum", "axis 3", "[-3, 2]");
+}
+
+TEST(Shape, BroadcastFollowsNumpy) {
+  EXPECT_EQ(broadcast_shapes({4, 1, 3}, {2, 1}, "Add"), Shape({4, 2, 3}));
+  EXPECT_EQ(broadcast_shapes({}, {2}, "Add"), Shape({2}));
+  EXPECT_ERROR(broadcast_shapes({2, 3}, {4}, "Add"), "Add", "(2, 3)", "(4)");
+}
+
+}  // namespace
+}  // namespace cleave
