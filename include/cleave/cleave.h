@@ -12,3 +12,8 @@
 #include "cleave/ir/op_def.h"
 #include "cleave/ir/registry.h"
 #include "cleave/ops.h"
+#include "cleave/nn/cell.h"
+#include "cleave/nn/init.h"
+#include "cleave/nn/layers.h"
+#include "cleave/nn/loss.h"
+#include "cleave/optim/optimizer.h"

@@ -1,0 +1,74 @@
+// Cell: the unit of a model (MindSpore's nn.Cell), with named parameters and child cells.
+//
+// A Cell owns its parameters (Tensors with requires_grad set for trainable ones) and its
+// children (shared_ptr<Cell>), both registered under names, so that parameters_and_names() yields
+// dotted paths in registration order: "conv1.weight", "fc1.weight", "fc1.bias", ...
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cleave/core/tensor.h"
+
+namespace cleave::nn {
+
+class Cell {
+ public:
+  // `cls_name` is the class name shown in scopes and errors ("Dense", "LeNet").
+  explicit Cell(std::string cls_name);
+  virtual ~Cell() = default;
+  Cell(const Cell&) = delete;
+  Cell& operator=(const Cell&) = delete;
+
+  // The computation of a one-input cell. The default throws Error saying the cell takes
+  // a different number of inputs.
+  virtual Tensor construct(const Tensor& x);
+  // The computation of a two-input cell (losses: logits and labels; WithLossCell: data and
+  // label). The default throws Error.
+  virtual Tensor construct(const Tensor& a, const Tensor& b);
+  Tensor operator()(const Tensor& x) { return construct(x); }
+  Tensor operator()(const Tensor& a, const Tensor& b) { return construct(a, b); }
+
+  // Registers a child under `name` (unique among this cell's children and parameters) and
+  // returns it.
+  template <typename C>
+  std::shared_ptr<C> register_module(const std::string& name, std::shared_ptr<C> cell) {
+    add_child(name, cell);
+    return cell;
+  }
+  // Registers a parameter under `name` and returns it (the same storage). Floating tensors only.
+  Tensor register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
+
+  // Every parameter of this cell and its descendants, depth first in registration order, named
+  // by dotted path.
+  std::vector<std::pair<std::string, Tensor>> parameters_and_names() const;
+  // Parameters with requires_grad (the ones an optimizer updates).
+  std::vector<Tensor> trainable_params() const;
+  // Every parameter.
+  std::vector<Tensor> get_parameters() const;
+  // Direct children, in registration order.
+  const std::vector<std::pair<std::string, std::shared_ptr<Cell>>>& children() const {
+    return children_;
+  }
+
+  // Training mode for this cell and its descendants (Dropout, BatchNorm); returns *this.
+  Cell& set_train(bool mode = true);
+  bool training() const { return training_; }
+
+  const std::string& cls_name() const { return cls_name_; }
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Cell> cell);
+  void check_new_name(const std::string& name) const;
+
+  std::string cls_name_;
+  bool training_ = false;
+  std::vector<std::pair<std::string, Tensor>> parameters_;
+  std::vector<std::pair<std::string, std::shared_ptr<Cell>>> children_;
+};
+
+using CellPtr = std::shared_ptr<Cell>;
+
+}  // namespace cleave::nn

@@ -1,0 +1,141 @@
+// Layers (mindspore.nn): Dense, Conv2d, pooling, activations, normalisation, Dropout, Embedding,
+// SequentialCell. Parameter names and shapes follow MindSpore (and PyTorch): Dense weight is
+// (out_channels, in_channels), Conv2d weight is (out, in / group, kH, kW).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cleave/nn/cell.h"
+#include "cleave/nn/init.h"
+
+namespace cleave::nn {
+
+struct DenseOptions {
+  Initializer weight_init = "normal";
+  Initializer bias_init = "zeros";
+  bool has_bias = true;
+  // Activation applied to the output: "" (none), "relu", "gelu", "sigmoid", "tanh".
+  std::string activation;
+};
+// y = x · Wᵀ + b for x (N, in_channels).
+class Dense : public Cell {
+ public:
+  Dense(int64_t in_channels, int64_t out_channels, DenseOptions options = {});
+  Tensor construct(const Tensor& x) override;
+  Tensor weight, bias;  // bias undefined when has_bias is false
+};
+
+struct Conv2dOptions {
+  std::vector<int64_t> stride = {1, 1};
+  std::string pad_mode = "same";  // MindSpore's default; "valid" | "same" | "pad"
+  std::vector<int64_t> padding = {0, 0, 0, 0};  // top, bottom, left, right (pad_mode "pad")
+  std::vector<int64_t> dilation = {1, 1};
+  int64_t group = 1;
+  bool has_bias = false;
+  Initializer weight_init = "normal";
+  Initializer bias_init = "zeros";
+};
+class Conv2d : public Cell {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
+         Conv2dOptions options = {});
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+         Conv2dOptions options = {})
+      : Conv2d(in_channels, out_channels, {kernel_size, kernel_size}, std::move(options)) {}
+  Tensor construct(const Tensor& x) override;
+  Tensor weight, bias;
+};
+
+class MaxPool2d : public Cell {
+ public:
+  MaxPool2d(int64_t kernel_size = 1, int64_t stride = 1, std::string pad_mode = "valid");
+  Tensor construct(const Tensor& x) override;
+};
+class AvgPool2d : public Cell {
+ public:
+  AvgPool2d(int64_t kernel_size = 1, int64_t stride = 1, std::string pad_mode = "valid");
+  Tensor construct(const Tensor& x) override;
+};
+
+class ReLU : public Cell {
+ public:
+  ReLU();
+  Tensor construct(const Tensor& x) override;
+};
+class GELU : public Cell {
+ public:
+  GELU();
+  Tensor construct(const Tensor& x) override;
+};
+class Sigmoid : public Cell {
+ public:
+  Sigmoid();
+  Tensor construct(const Tensor& x) override;
+};
+class Tanh : public Cell {
+ public:
+  Tanh();
+  Tensor construct(const Tensor& x) override;
+};
+class Softmax : public Cell {
+ public:
+  explicit Softmax(int64_t axis = -1);
+  Tensor construct(const Tensor& x) override;
+};
+// (N, ...) -> (N, prod(...)).
+class Flatten : public Cell {
+ public:
+  Flatten();
+  Tensor construct(const Tensor& x) override;
+};
+
+// Normalises each channel of (N, C, H, W); in training it uses batch statistics and updates
+// moving_mean/moving_variance: moving = momentum * moving + (1 - momentum) * batch (MindSpore's
+// convention, momentum 0.9).
+struct BatchNorm2dOptions {
+  double eps = 1e-5;
+  double momentum = 0.9;
+  Initializer gamma_init = "ones";
+  Initializer beta_init = "zeros";
+};
+class BatchNorm2d : public Cell {
+ public:
+  explicit BatchNorm2d(int64_t num_features, BatchNorm2dOptions options = {});
+  Tensor construct(const Tensor& x) override;
+  Tensor gamma, beta, moving_mean, moving_variance;  // the moving statistics are not trainable
+};
+
+// Normalises over the trailing dims given by `normalized_shape`.
+class LayerNorm : public Cell {
+ public:
+  explicit LayerNorm(std::vector<int64_t> normalized_shape, double epsilon = 1e-5);
+  Tensor construct(const Tensor& x) override;
+  Tensor gamma, beta;
+};
+
+// Drops each element with probability p (0 <= p < 1) in training; identity in evaluation.
+class Dropout : public Cell {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor construct(const Tensor& x) override;
+};
+
+// Integer ids (any shape) -> vectors: out shape ids.shape + (embedding_size).
+class Embedding : public Cell {
+ public:
+  Embedding(int64_t vocab_size, int64_t embedding_size, Initializer embedding_table_init = "normal");
+  Tensor construct(const Tensor& ids) override;
+  Tensor embedding_table;
+};
+
+// Runs its cells in order; children are named "0", "1", ...
+class SequentialCell : public Cell {
+ public:
+  explicit SequentialCell(std::vector<CellPtr> cells);
+  Tensor construct(const Tensor& x) override;
+  void append(CellPtr cell);
+};
+
+}  // namespace cleave::nn

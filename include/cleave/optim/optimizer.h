@@ -1,0 +1,129 @@
+// Optimizers (mindspore.nn.Momentum, SGD, Adam, AdamW) and learning-rate schedules.
+//
+// An optimizer holds the parameters it updates (sharing their storage) and their state. step()
+// applies one update from each parameter's .grad() (parameters without a gradient are skipped);
+// apply(grads) takes the gradients explicitly, in the order of the parameters. Updates run as
+// in-place primitives (ApplyMomentum, ...) under no-grad.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cleave/core/tensor.h"
+
+namespace cleave::optim {
+
+// A learning rate: a constant or a function of the step number (0-based, counted by the
+// optimizer).
+class LearningRate {
+ public:
+  LearningRate(double value);  // NOLINT: implicit so that optimizers take 0.01
+  explicit LearningRate(std::function<double(int64_t step)> schedule, std::string name);
+  double at(int64_t step) const;
+  const std::string& name() const { return name_; }
+
+ private:
+  std::function<double(int64_t)> schedule_;
+  std::string name_;
+};
+
+// lr * gamma^(step / step_size).
+LearningRate step_lr(double lr, int64_t step_size, double gamma = 0.1);
+// Cosine from max_lr to min_lr over decay_steps, then min_lr.
+LearningRate cosine_decay_lr(double min_lr, double max_lr, int64_t decay_steps);
+// Linear from 0 to `after`'s value at warmup_steps over warmup_steps, then `after` (shifted).
+LearningRate warmup_lr(LearningRate after, int64_t warmup_steps);
+
+class Optimizer {
+ public:
+  Optimizer(std::string name, std::vector<Tensor> params, LearningRate lr, double weight_decay);
+  virtual ~Optimizer() = default;
+
+  // One update from the parameters' .grad(); increments the step count.
+  void step();
+  // One update from `grads` (one per parameter, same shapes; undefined = skip).
+  void apply(const std::vector<Tensor>& grads);
+  // Clears every parameter's .grad().
+  void zero_grad();
+
+  const std::vector<Tensor>& parameters() const { return params_; }
+  int64_t step_count() const { return step_; }
+  double current_lr() const { return lr_.at(step_); }
+  // The optimizer state tensors (for checkpoints), named "<state>.<param index>".
+  virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
+
+ protected:
+  // Updates parameter i in place from its gradient with learning rate lr.
+  virtual void update(size_t i, const Tensor& grad, double lr) = 0;
+  double weight_decay_;
+
+ private:
+  std::string name_;
+  std::vector<Tensor> params_;
+  LearningRate lr_;
+  int64_t step_ = 0;
+};
+
+// MindSpore's Momentum: accum = momentum * accum + grad; param -= lr * accum (nesterov:
+// param -= lr * (grad + momentum * accum)).
+class Momentum : public Optimizer {
+ public:
+  Momentum(std::vector<Tensor> params, LearningRate lr, double momentum,
+           double weight_decay = 0.0, bool use_nesterov = false);
+  std::vector<std::pair<std::string, Tensor>> state() const override;
+
+ protected:
+  void update(size_t i, const Tensor& grad, double lr) override;
+
+ private:
+  double momentum_;
+  bool nesterov_;
+  std::vector<Tensor> accum_;
+};
+
+struct SGDOptions {
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+// PyTorch/MindSpore SGD with momentum, dampening, nesterov and weight decay.
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, LearningRate lr, SGDOptions options = {});
+  std::vector<std::pair<std::string, Tensor>> state() const override;
+
+ protected:
+  void update(size_t i, const Tensor& grad, double lr) override;
+
+ private:
+  SGDOptions options_;
+  std::vector<Tensor> accum_;
+  std::vector<bool> started_;
+};
+
+struct AdamOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // Adam: L2 added to the gradient; AdamW: decoupled
+};
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, LearningRate lr, AdamOptions options = {});
+  std::vector<std::pair<std::string, Tensor>> state() const override;
+
+ protected:
+  void update(size_t i, const Tensor& grad, double lr) override;
+  AdamOptions options_;
+  std::vector<Tensor> m_, v_;
+  bool decoupled_ = false;
+};
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, LearningRate lr, AdamOptions options = {.weight_decay = 1e-2});
+};
+
+}  // namespace cleave::optim
