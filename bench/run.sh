@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Benchmarks, side by side with a peer in one run. Usage: bench/run.sh core [SECONDS_PER_ROW]
+#   core: training-step throughput against PyTorch (Debian python3-torch), same threads.
+# Prints one line per row: BENCH <row> cleave=<samples/s> torch=<samples/s> ratio=<cleave/torch>
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+suite=${1:-core}
+seconds=${2:-2}
+build=$root/build/Release
+if [ ! -x "$build/bench/core_bench" ]; then
+  "$root/scripts/build.sh" Release >/dev/null
+fi
+python=/usr/bin/python3
+"$python" -c "import torch" 2>/dev/null || python=python3
+
+case "$suite" in
+  core)
+    rows="lenet5_train_b32_t1 lenet5_train_b32_t2 lenet5_eval_b256_t2 mlp_train_b32_t1 mlp_train_b256_t1 twomatmul_train_b16_t1"
+    for row in $rows; do
+      threads=${row##*_t}
+      c=$(OMP_NUM_THREADS=$threads "$build/bench/core_bench" "$row" "$seconds" | awk '{print $2}')
+      t=$(OMP_NUM_THREADS=$threads "$python" "$root/bench/torch_core.py" "$row" "$seconds" | awk '{print $2}')
+      ratio=$(awk -v c="$c" -v t="$t" 'BEGIN { printf "%.2f", c / t }')
+      echo "BENCH $row cleave=$c torch=$t ratio=$ratio"
+    done
+    ;;
+  *)
+    echo "bench/run.sh: unknown suite '$suite'; expected: core" >&2
+    exit 2
+    ;;
+esac
