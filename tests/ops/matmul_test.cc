@@ -113,8 +113,10 @@ TEST(MatMul, Float32MatchesFloat64OnBothKernelPaths) {
   const std::vector<Case> cases = {{16, 32, 16}, {1, 7, 3},     {3, 20, 40},   {9, 3, 33},
                                    {5, 13, 9},   {7, 33, 17},   {13, 64, 24},  {2, 256, 250},
                                    {64, 96, 80}, {33, 300, 47}, {128, 64, 128}};
+  int small_cases = 0;
   for (const Case& c : cases) {
-    const bool small = c.m * c.n * c.k <= kernels::cpu::kSmallMatMulMacs;
+    const bool small = kernels::cpu::matmul_f32_uses_small_kernel({.m = c.m, .n = c.n, .k = c.k});
+    small_cases += small;
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
       const Tensor a = random_f64(stored({}, c.m, c.k, ta), -1, 1, 21);
@@ -127,6 +129,7 @@ TEST(MatMul, Float32MatchesFloat64OnBothKernelPaths) {
           << (small ? " (small kernel)" : " (oneDNN)");
     }
   }
+  EXPECT_EQ(small_cases, 8);  // and 3 on oneDNN
 }
 
 TEST(MatMul, SmallKernelAndOneDnnAgreeOnTheSameProblems) {
@@ -158,6 +161,9 @@ TEST(MatMul, PathChoiceFollowsTheThreshold) {
   using kernels::cpu::MatMulShape;
   EXPECT_TRUE(kernels::cpu::matmul_f32_uses_small_kernel(MatMulShape{.m = 16, .n = 16, .k = 32}));
   EXPECT_FALSE(kernels::cpu::matmul_f32_uses_small_kernel(MatMulShape{.m = 64, .n = 80, .k = 96}));
+  // A long dot product is small in multiply-adds but padded eightfold by the small kernel.
+  EXPECT_FALSE(
+      kernels::cpu::matmul_f32_uses_small_kernel(MatMulShape{.m = 1, .n = 1, .k = 100000}));
 }
 
 TEST(MatMul, EmptyReductionGivesZerosAndEmptyRowsGiveEmpty) {

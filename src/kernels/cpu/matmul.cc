@@ -76,7 +76,8 @@ MatrixStrides matrix_strides(const MatMulShape& s) {
 // oneDNN's matmul costs about 1.5 us per call however small the product (argument maps, memory
 // objects, its dispatch), which dominates the products of small models: x[16,32]·w[32,16] is
 // 8192 multiply-adds, a fraction of a microsecond of arithmetic. Products of at most
-// kSmallMatMulMacs (2^17) multiply-adds therefore run on this register-blocked kernel instead.
+// kSmallMatMulMacs (2^17) multiply-adds, counting N rounded up to a multiple of 8 as the kernel
+// computes it, therefore run on this register-blocked kernel instead.
 //
 // Terms: C is computed in tiles of MR rows × 8·NV columns held in MR·NV vector accumulators
 // (6 × 16 = 12 AVX2 registers for the main tile). For each k, the tile's row of B is loaded as
@@ -297,7 +298,9 @@ bool handle_degenerate(T* c, const MatMulShape& s) {
 }  // namespace
 
 bool matmul_f32_uses_small_kernel(const MatMulShape& shape) {
-  return shape.m * shape.n * shape.k <= kSmallMatMulMacs;
+  // The work the kernel does: N is padded to a multiple of 8 (so a long dot product, N = 1, is
+  // eight times the work and goes to oneDNN).
+  return shape.m * shape.k * ((shape.n + 7) / 8 * 8) <= kSmallMatMulMacs;
 }
 
 void matmul_f32_small(const float* a, const float* b, float* c, const MatMulShape& shape) {

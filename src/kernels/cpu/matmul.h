@@ -21,7 +21,8 @@ struct MatMulShape {
 };
 
 // NOTE [Small matmul] (in matmul.cc) explains this threshold.
-// Products with m·n·k at most this many multiply-adds use the hand-written kernel.
+// Products with m·k·(n rounded up to a multiple of 8) at most this many multiply-adds use the
+// hand-written kernel.
 constexpr int64_t kSmallMatMulMacs = int64_t{1} << 17;
 
 // C = op(A)·op(B) for every batch index; C is written, not accumulated into. f32 goes to the
