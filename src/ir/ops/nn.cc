@@ -3,8 +3,6 @@
 // convolution and pooling in conv.cc, normalisations in norm.cc, resizing in resize.cc.
 #include "cleave/ops/nn.h"
 
-#include <fmt/format.h>
-
 #include "cleave/core/random.h"
 #include "cleave/ops/elementwise.h"
 #include "cleave/ops/reduce.h"
