@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn.h"
 
@@ -18,43 +20,58 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Float32: oneDNN.
 //
-// NOTE [Plain NCHW memory for convolutions]
-// oneDNN runs fastest on its blocked layouts (nChw8c, OIhw8i8o, ...), which a caller gets by
-// describing the tensors with format_tag::any and reordering in and out. cleave tensors are plain
-// row-major (NOTE [Tensor layout]), so every call would pay two to three reorders. The convs are
-// described with plain nchw / oihw (goihw for groups) memory instead, and oneDNN picks its best
-// implementation for that layout (a gemm-based one for small channel counts, a jit one for
-// others). Measured on this machine with a throwaway program (oneDNN 2.6.3, x86-64-v3, 2 cores,
-// f32, batch 32, mean of 200 runs after warm-up; "blocked" = format_tag::any plus the reorders of
-// x, weight and y that a plain-tensor framework needs on every call):
+// NOTE [Convolution memory layouts]
+// cleave tensors are plain row-major (NOTE [Tensor layout]): x and y are nchw, weights oihw
+// (goihw with groups). oneDNN's fastest convolutions work on blocked layouts (nChw8c, OIhw8i8o on
+// AVX2), which a caller gets by describing the tensors with format_tag::any and reordering its
+// plain tensors in and out on every call. Measured with a throwaway program on this machine
+// (oneDNN 2.6.3, AVX2, f32, batch 32, 10th percentile of 300 runs; "blocked" includes the
+// reorders of both inputs and the output, and their allocations):
 //
-//   LeNet conv                        plain nchw    blocked + reorders
-//   conv1 1->6 k5 32x32  forward        see below   see below
-//   conv2 6->16 k5 14x14 forward
-//   conv1 backward data / weights
-//   conv2 backward data / weights
+//   LeNet conv, 1 thread (2 threads)      plain nchw (gemm)   blocked + reorders (jit:avx2)
+//   conv1 1->6 k5 32x32   forward            430 (221-284) us     302 (160) us
+//                         backward data      636 (320-417) us    1205 (628-643) us
+//                         backward weights   785 (497-950) us    1023 (592-989) us
+//   conv2 6->16 k5 14x14  forward            497 (254-314) us     268 (141-148) us
+//                         backward data      668 (346-416) us     354 (187-203) us
+//                         backward weights   544 (276-290) us     301 (168-205) us
+// (2-thread figures vary with the load of the shared machine: ranges over repeated runs.)
 //
-// (Numbers filled in by the measurement below.)
+// Blocked plus reorders wins everywhere except the backward passes of conv1, whose single input
+// channel is padded to a block of 8 in nChw8c. A sweep of the input channels c (backward data /
+// backward weights, 1 thread, plain vs blocked) places the crossover at c = 3:
+//   6 outputs, 32x32:  c=1  643/785 vs 1202/1025   c=2 1260/1439 vs 1205/1045
+//                      c=3 1875/2093 vs 1216/468   c=4 2517/2754 vs 1225/1034
+//   16 outputs, 14x14: c=1  123/121 vs  349/300    c=2  232/207 vs  350/303
+//                      c=3  346/289 vs  351/127    c=4  454/379 vs  353/301
+// So every pass lets oneDNN choose (format_tag::any) and reorders, except the backward passes of
+// convolutions with fewer than kMinBlockedChannels input channels, which stay on plain memory.
+// (LeNet never runs conv1's backward data: the image needs no gradient.)
 // ---------------------------------------------------------------------------------------------
 
 using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
+constexpr int64_t kMinBlockedChannels = 3;
+
+enum class Pass { kForward, kBackwardData, kBackwardWeights };
+
 struct ConvDescs {
   memory::desc src, weights, dst;
   memory::dims strides, dilates, pad_l, pad_r;
 };
 
-ConvDescs conv_descs(const Conv2DGeometry& g) {
+// The plain layouts of the three tensors, or format_tag::any for oneDNN to choose.
+ConvDescs conv_descs(const Conv2DGeometry& g, bool any) {
   ConvDescs d;
-  d.src = memory::desc({g.n, g.c, g.h, g.w}, dt::f32, tag::nchw);
-  d.dst = memory::desc({g.n, g.o, g.oh, g.ow}, dt::f32, tag::nchw);
+  d.src = memory::desc({g.n, g.c, g.h, g.w}, dt::f32, any ? tag::any : tag::nchw);
+  d.dst = memory::desc({g.n, g.o, g.oh, g.ow}, dt::f32, any ? tag::any : tag::nchw);
   if (g.group == 1) {
-    d.weights = memory::desc({g.o, g.c, g.kh, g.kw}, dt::f32, tag::oihw);
+    d.weights = memory::desc({g.o, g.c, g.kh, g.kw}, dt::f32, any ? tag::any : tag::oihw);
   } else {
-    d.weights =
-        memory::desc({g.group, g.o / g.group, g.c / g.group, g.kh, g.kw}, dt::f32, tag::goihw);
+    d.weights = memory::desc({g.group, g.o / g.group, g.c / g.group, g.kh, g.kw}, dt::f32,
+                             any ? tag::any : tag::goihw);
   }
   d.strides = {g.stride_h, g.stride_w};
   d.dilates = {g.dilation_h - 1, g.dilation_w - 1};  // oneDNN counts the gaps: 0 = dense
@@ -70,64 +87,109 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvDescs& d) {
   return {desc, onednn_engine()};
 }
 
-void onednn_forward(const Conv2DGeometry& g, const Tensor& x, const Tensor& weight,
-                    const Tensor& y) {
-  auto& prim = cached_primitive<dnnl::convolution_forward>("Conv2D f32 " + g.key(), [&] {
-    return dnnl::convolution_forward(forward_pd(conv_descs(g)));
-  });
-  const ConvDescs d = conv_descs(g);
-  auto& engine = onednn_engine();
-  memory src(d.src, engine, x.raw_data());
-  memory wei(d.weights, engine, weight.raw_data());
-  memory dst(d.dst, engine, y.raw_data());
-  prim.execute(onednn_stream(),
-               {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
-  onednn_stream().wait();
+// One oneDNN convolution pass ready to run on plain tensors. It reads two tensors (in0, in1) and
+// writes one (out); `*_layout` is the layout the primitive works in, and the reorders convert
+// from / to the plain layout where the two differ.
+struct ConvPass {
+  dnnl::primitive primitive;
+  int in0_arg, in1_arg, out_arg;
+  memory::desc in0_plain, in1_plain, out_plain;
+  memory::desc in0_layout, in1_layout, out_layout;
+  std::optional<dnnl::reorder> in0_reorder, in1_reorder, out_reorder;
+};
+
+std::optional<dnnl::reorder> make_reorder(const memory::desc& from, const memory::desc& to) {
+  if (from == to) return std::nullopt;
+  return dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), from, onednn_engine(), to));
 }
 
-void onednn_backward_input(const Conv2DGeometry& g, const Tensor& dy, const Tensor& weight,
-                           const Tensor& dx) {
-  auto& prim =
-      cached_primitive<dnnl::convolution_backward_data>("Conv2DBackpropInput f32 " + g.key(), [&] {
-        const ConvDescs d = conv_descs(g);
-        dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.src,
-                                                   d.weights, d.dst, d.strides, d.dilates, d.pad_l,
-                                                   d.pad_r);
-        return dnnl::convolution_backward_data(
-            dnnl::convolution_backward_data::primitive_desc(desc, onednn_engine(), forward_pd(d)));
-      });
-  const ConvDescs d = conv_descs(g);
-  auto& engine = onednn_engine();
-  memory diff_dst(d.dst, engine, dy.raw_data());
-  memory wei(d.weights, engine, weight.raw_data());
-  memory diff_src(d.src, engine, dx.raw_data());
-  prim.execute(
-      onednn_stream(),
-      {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, diff_src}});
-  onednn_stream().wait();
+ConvPass make_pass(const Conv2DGeometry& g, Pass pass) {
+  const bool any = pass == Pass::kForward || g.c >= kMinBlockedChannels;
+  const ConvDescs plain = conv_descs(g, /*any=*/false);
+  const ConvDescs d = conv_descs(g, any);
+  const auto alg = dnnl::algorithm::convolution_direct;
+  ConvPass p;
+  switch (pass) {
+    case Pass::kForward: {
+      const auto pd = forward_pd(d);
+      p = {dnnl::convolution_forward(pd),
+           DNNL_ARG_SRC,
+           DNNL_ARG_WEIGHTS,
+           DNNL_ARG_DST,
+           plain.src,
+           plain.weights,
+           plain.dst,
+           pd.src_desc(),
+           pd.weights_desc(),
+           pd.dst_desc()};
+      break;
+    }
+    case Pass::kBackwardData: {
+      dnnl::convolution_backward_data::desc desc(alg, d.src, d.weights, d.dst, d.strides, d.dilates,
+                                                 d.pad_l, d.pad_r);
+      const dnnl::convolution_backward_data::primitive_desc pd(desc, onednn_engine(),
+                                                               forward_pd(d));
+      p = {dnnl::convolution_backward_data(pd),
+           DNNL_ARG_DIFF_DST,
+           DNNL_ARG_WEIGHTS,
+           DNNL_ARG_DIFF_SRC,
+           plain.dst,
+           plain.weights,
+           plain.src,
+           pd.diff_dst_desc(),
+           pd.weights_desc(),
+           pd.diff_src_desc()};
+      break;
+    }
+    case Pass::kBackwardWeights: {
+      dnnl::convolution_backward_weights::desc desc(alg, d.src, d.weights, d.dst, d.strides,
+                                                    d.dilates, d.pad_l, d.pad_r);
+      const dnnl::convolution_backward_weights::primitive_desc pd(desc, onednn_engine(),
+                                                                  forward_pd(d));
+      p = {dnnl::convolution_backward_weights(pd),
+           DNNL_ARG_DIFF_DST,
+           DNNL_ARG_SRC,
+           DNNL_ARG_DIFF_WEIGHTS,
+           plain.dst,
+           plain.src,
+           plain.weights,
+           pd.diff_dst_desc(),
+           pd.src_desc(),
+           pd.diff_weights_desc()};
+      break;
+    }
+  }
+  p.in0_reorder = make_reorder(p.in0_plain, p.in0_layout);
+  p.in1_reorder = make_reorder(p.in1_plain, p.in1_layout);
+  p.out_reorder = make_reorder(p.out_layout, p.out_plain);
+  return p;
 }
 
-void onednn_backward_filter(const Conv2DGeometry& g, const Tensor& dy, const Tensor& x,
-                            const Tensor& dweight) {
-  auto& prim = cached_primitive<dnnl::convolution_backward_weights>(
-      "Conv2DBackpropFilter f32 " + g.key(), [&] {
-        const ConvDescs d = conv_descs(g);
-        dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, d.src,
-                                                      d.weights, d.dst, d.strides, d.dilates,
-                                                      d.pad_l, d.pad_r);
-        return dnnl::convolution_backward_weights(
-            dnnl::convolution_backward_weights::primitive_desc(desc, onednn_engine(),
-                                                               forward_pd(d)));
-      });
-  const ConvDescs d = conv_descs(g);
+// Runs the cached pass for `g` on plain buffers: out = pass(in0, in1).
+void run_pass(const Conv2DGeometry& g, Pass pass, const Tensor& in0, const Tensor& in1,
+              const Tensor& out) {
+  static constexpr const char* kNames[] = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"};
+  const ConvPass& p =
+      cached_primitive<ConvPass>(std::string(kNames[static_cast<int>(pass)]) + " f32 " + g.key(),
+                                 [&] { return make_pass(g, pass); });
   auto& engine = onednn_engine();
-  memory diff_dst(d.dst, engine, dy.raw_data());
-  memory src(d.src, engine, x.raw_data());
-  memory diff_wei(d.weights, engine, dweight.raw_data());
-  prim.execute(
-      onednn_stream(),
-      {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_WEIGHTS, diff_wei}});
-  onednn_stream().wait();
+  auto& stream = onednn_stream();
+  // A plain tensor as the primitive wants it: itself, or a reordered copy.
+  auto bring_in = [&](const memory::desc& plain, const memory::desc& layout,
+                      const std::optional<dnnl::reorder>& reorder, const Tensor& t) {
+    memory user(plain, engine, t.raw_data());
+    if (!reorder) return user;
+    memory converted(layout, engine);
+    reorder->execute(stream, user, converted);
+    return converted;
+  };
+  memory a = bring_in(p.in0_plain, p.in0_layout, p.in0_reorder, in0);
+  memory b = bring_in(p.in1_plain, p.in1_layout, p.in1_reorder, in1);
+  memory result(p.out_plain, engine, out.raw_data());
+  memory written = p.out_reorder ? memory(p.out_layout, engine) : result;
+  p.primitive.execute(stream, {{p.in0_arg, a}, {p.in1_arg, b}, {p.out_arg, written}});
+  if (p.out_reorder) p.out_reorder->execute(stream, written, result);
+  stream.wait();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -244,7 +306,7 @@ void conv2d_forward(const Conv2DGeometry& g, const Tensor& x, const Tensor& weig
                     const Tensor& y) {
   if (y.numel() == 0) return;
   if (empty_sum(g)) return y.fill(0);
-  if (x.dtype() == DType::kFloat32) return onednn_forward(g, x, weight, y);
+  if (x.dtype() == DType::kFloat32) return run_pass(g, Pass::kForward, x, weight, y);
   reference_forward(g, x.data<double>(), weight.data<double>(), y.data<double>());
 }
 
@@ -252,7 +314,7 @@ void conv2d_backward_input(const Conv2DGeometry& g, const Tensor& dy, const Tens
                            const Tensor& dx) {
   if (dx.numel() == 0) return;
   if (empty_sum(g) || dy.numel() == 0) return dx.fill(0);
-  if (dy.dtype() == DType::kFloat32) return onednn_backward_input(g, dy, weight, dx);
+  if (dy.dtype() == DType::kFloat32) return run_pass(g, Pass::kBackwardData, dy, weight, dx);
   reference_backward_input(g, dy.data<double>(), weight.data<double>(), dx.data<double>());
 }
 
@@ -260,7 +322,7 @@ void conv2d_backward_filter(const Conv2DGeometry& g, const Tensor& dy, const Ten
                             const Tensor& dweight) {
   if (dweight.numel() == 0) return;
   if (empty_sum(g) || dy.numel() == 0) return dweight.fill(0);
-  if (dy.dtype() == DType::kFloat32) return onednn_backward_filter(g, dy, x, dweight);
+  if (dy.dtype() == DType::kFloat32) return run_pass(g, Pass::kBackwardWeights, dy, x, dweight);
   reference_backward_filter(g, dy.data<double>(), x.data<double>(), dweight.data<double>());
 }
 

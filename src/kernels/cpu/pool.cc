@@ -17,7 +17,9 @@ std::string Pool2DGeometry::key() const {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Float32: oneDNN, plain nchw memory (NOTE [Plain NCHW memory for convolutions]).
+// Float32: oneDNN on plain nchw memory. Pooling reads each input once and does little arithmetic,
+// so reordering to a blocked layout and back would cost about as much as the pooling itself
+// (unlike convolutions, NOTE [Convolution memory layouts]).
 //
 // NOTE [Max pooling backward recomputes]
 // oneDNN's max pooling backward reads a workspace that its forward_training pass writes (where
