@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn.h"
@@ -180,6 +181,14 @@ memory channel_memory(int64_t c, const Tensor& t) {
   return memory(memory::desc({c}, dt::f32, tag::a), onednn_engine(), t.raw_data());
 }
 
+// oneDNN 2.6's normalisation backward primitives made with use_shift list DNNL_ARG_SHIFT among
+// their arguments and fail to execute without it, although the gradients do not depend on the
+// shift; the backward primitives here get zeros in its place.
+memory unused_shift_memory(std::vector<float>& zeros) {
+  return memory(memory::desc({static_cast<int64_t>(zeros.size())}, dt::f32, tag::a),
+                onednn_engine(), zeros.data());
+}
+
 void onednn_bn_forward(const BatchNormGeometry& g, const Tensor& x, const Tensor& gamma,
                        const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
                        const Tensor& y, const Tensor& mean_out, const Tensor& var_out) {
@@ -220,6 +229,7 @@ void onednn_bn_backward(const BatchNormGeometry& g, const Tensor& dy, const Tens
                 desc, onednn_engine(), bn_forward_pd(g, dnnl::prop_kind::forward_training)));
       });
   const memory::desc data = bn_data_desc(g);
+  std::vector<float> unused_shift(static_cast<size_t>(g.c), 0.0f);  // see unused_shift_memory
   memory src(data, onednn_engine(), x.raw_data());
   memory diff_dst(data, onednn_engine(), dy.raw_data());
   memory diff_src(data, onednn_engine(), dx.raw_data());
@@ -227,6 +237,7 @@ void onednn_bn_backward(const BatchNormGeometry& g, const Tensor& dy, const Tens
                                  {DNNL_ARG_DIFF_DST, diff_dst},
                                  {DNNL_ARG_DIFF_SRC, diff_src},
                                  {DNNL_ARG_SCALE, channel_memory(g.c, gamma)},
+                                 {DNNL_ARG_SHIFT, unused_shift_memory(unused_shift)},
                                  {DNNL_ARG_MEAN, channel_memory(g.c, mean)},
                                  {DNNL_ARG_VARIANCE, channel_memory(g.c, var)},
                                  {DNNL_ARG_DIFF_SCALE, channel_memory(g.c, dgamma)},
@@ -299,7 +310,9 @@ void onednn_ln_backward(const LayerNormGeometry& g, const Tensor& dy, const Tens
       });
   const LnDescs d = ln_descs(g);
   auto& engine = onednn_engine();
+  std::vector<float> unused_shift(static_cast<size_t>(g.cols), 0.0f);  // see unused_shift_memory
   prim.execute(onednn_stream(), {{DNNL_ARG_SRC, memory(d.data, engine, x.raw_data())},
+                                 {DNNL_ARG_SHIFT, unused_shift_memory(unused_shift)},
                                  {DNNL_ARG_DIFF_DST, memory(d.data, engine, dy.raw_data())},
                                  {DNNL_ARG_DIFF_SRC, memory(d.data, engine, dx.raw_data())},
                                  {DNNL_ARG_SCALE, channel_memory(g.cols, gamma)},
