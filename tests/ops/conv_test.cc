@@ -176,6 +176,20 @@ TEST(Conv2D, GradientOfTheWeightAlone) {
   EXPECT_NEAR(dw.at({2, 1, 0, 0}), corner, 1e-12);
 }
 
+TEST(Conv2D, EmptyBatchAndNoChannels) {
+  for (DType dt : {DType::kFloat64, DType::kFloat32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor w = Tensor::ones({4, 3, 3, 3}, dt).set_requires_grad(true);
+    const Tensor y = ops::conv2d(Tensor::zeros({0, 3, 5, 5}, dt), w, {.pad_mode = "same"});
+    EXPECT_EQ(y.shape(), (Shape{0, 4, 5, 5}));
+    const Tensor dw = autodiff::grad(y, {w}, Tensor::zeros(y.shape(), dt))[0];
+    EXPECT_TRUE(all_close(dw, Tensor::zeros({4, 3, 3, 3}, DType::kFloat64)));
+    // No input channels: every output is an empty sum.
+    const Tensor y0 = ops::conv2d(Tensor::ones({2, 0, 4, 4}, dt), Tensor::ones({3, 0, 2, 2}, dt));
+    EXPECT_TRUE(all_close(y0, Tensor::zeros({2, 3, 3, 3}, DType::kFloat64)));
+  }
+}
+
 TEST(Conv2D, BadInputsAreReported) {
   const Tensor x = Tensor::zeros({1, 4, 5, 5});
   const Tensor w = Tensor::zeros({2, 4, 3, 3});

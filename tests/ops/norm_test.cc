@@ -143,6 +143,16 @@ TEST(BatchNorm, GradcheckThroughTheStatisticsOutputs) {
   }
 }
 
+TEST(BatchNorm, EmptyBatchInInference) {
+  for (DType dt : kBoth) {
+    const Tensor c = Tensor::ones({3}, dt);
+    const ops::BatchNormResult r =
+        ops::batch_norm(Tensor::zeros({0, 3, 2, 2}, dt), c, c, c, c, {.is_training = false});
+    EXPECT_EQ(r.y.shape(), (Shape{0, 3, 2, 2}));
+    EXPECT_TRUE(all_close(r.batch_var, Tensor::ones({3}, DType::kFloat64)));
+  }
+}
+
 TEST(BatchNorm, BadInputsAreReported) {
   const Tensor x = Tensor::zeros({2, 3, 4, 4});
   const Tensor c3 = Tensor::ones({3});
@@ -243,6 +253,16 @@ TEST(LayerNorm, GradcheckThroughTheStatisticsOutputs) {
                         ops::reduce_sum(ops::mul(ops::mul(o[1], o[1]), o[2])));
       },
       ln_inputs({3, 2, 3}, 1, 101)));
+}
+
+TEST(LayerNorm, NoRows) {
+  for (DType dt : kBoth) {
+    Tensor gamma = Tensor::ones({4}, dt).set_requires_grad(true);
+    const Tensor y = ops::layer_norm(Tensor::zeros({0, 4}, dt), gamma, Tensor::zeros({4}, dt));
+    EXPECT_EQ(y.shape(), (Shape{0, 4}));
+    const Tensor dgamma = autodiff::grad(y, {gamma}, Tensor::zeros(y.shape(), dt))[0];
+    EXPECT_TRUE(all_close(dgamma, Tensor::zeros({4}, DType::kFloat64)));
+  }
 }
 
 TEST(LayerNorm, BadInputsAreReported) {

@@ -152,6 +152,19 @@ TEST(Pool2D, GradcheckMaxAndAverage) {
   }
 }
 
+TEST(Pool2D, EmptyBatch) {
+  for (DType dt : kBoth) {
+    SCOPED_TRACE(dtype_name(dt));
+    for (bool max : {true, false}) {
+      Tensor x = Tensor::zeros({0, 2, 4, 4}, dt).set_requires_grad(true);
+      const ops::Pool2DOptions o{.kernel_size = {2, 2}, .stride = {2, 2}};
+      const Tensor y = max ? ops::max_pool2d(x, o) : ops::avg_pool2d(x, o);
+      EXPECT_EQ(y.shape(), (Shape{0, 2, 2, 2}));
+      EXPECT_EQ(autodiff::grad(y, {x}, Tensor::zeros(y.shape(), dt))[0].shape(), x.shape());
+    }
+  }
+}
+
 TEST(Pool2D, BadInputsAreReported) {
   const Tensor x = Tensor::zeros({1, 2, 4, 4});
   const ops::Pool2DOptions k2{.kernel_size = {2, 2}};

@@ -150,6 +150,17 @@ TEST(Resize, GradcheckBothResizesAndBothCornerModes) {
   }
 }
 
+TEST(Resize, EmptyBatch) {
+  for (DType dt : kBoth) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = Tensor::zeros({0, 2, 3, 3}, dt).set_requires_grad(true);
+    for (const Tensor& y : {ops::resize_bilinear(x, {5, 5}), ops::resize_nearest(x, {5, 5})}) {
+      EXPECT_EQ(y.shape(), (Shape{0, 2, 5, 5}));
+      EXPECT_EQ(autodiff::grad(y, {x}, Tensor::zeros(y.shape(), dt))[0].shape(), x.shape());
+    }
+  }
+}
+
 TEST(Resize, BadInputsAreReported) {
   const Tensor x = Tensor::zeros({1, 2, 4, 4});
   EXPECT_ERROR(ops::resize_bilinear(Tensor::zeros({2, 4, 4}), {8, 8}), "ResizeBilinear",
