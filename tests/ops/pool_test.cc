@@ -67,17 +67,20 @@ TEST(Pool2D, MaxGradientGoesToTheFirstMaximumOfATie) {
 }
 
 TEST(Pool2D, MaxTiesAgreeBetweenOneDnnAndReference) {
-  // Values from {0, 1, 2}: most windows hold ties.
-  Tensor x64 = ops::reshape(
-      ops::cast(ops::cast(random_f64({2, 3, 7, 8}, 0, 3, 21), DType::kInt32), DType::kFloat64),
-      {2, 3, 7, 8});
-  const ops::Pool2DOptions o{.kernel_size = {3, 3}, .stride = {2, 1}, .pad_mode = "same"};
-  Tensor x32 = ops::cast(x64, DType::kFloat32).set_requires_grad(true);
-  x64.set_requires_grad(true);
-  const Tensor y64 = ops::max_pool2d(x64, o), y32 = ops::max_pool2d(x32, o);
-  const Tensor dy = random_f64(y64.shape(), -1, 1, 22);
-  EXPECT_TRUE(all_close(autodiff::grad(y32, {x32}, ops::cast(dy, DType::kFloat32))[0],
-                        autodiff::grad(y64, {x64}, dy)[0], 1e-5, 1e-5));
+  // Values from {0, 1, 2}: most windows hold ties. 3 channels run oneDNN's plain-layout backward,
+  // 8 channels its blocked one (NOTE [Pooling memory layouts]).
+  for (int64_t channels : {3, 8}) {
+    SCOPED_TRACE(std::to_string(channels) + " channels");
+    Tensor x64 = ops::cast(ops::cast(random_f64({2, channels, 7, 8}, 0, 3, 21), DType::kInt32),
+                           DType::kFloat64);
+    const ops::Pool2DOptions o{.kernel_size = {3, 3}, .stride = {2, 1}, .pad_mode = "same"};
+    Tensor x32 = ops::cast(x64, DType::kFloat32).set_requires_grad(true);
+    x64.set_requires_grad(true);
+    const Tensor y64 = ops::max_pool2d(x64, o), y32 = ops::max_pool2d(x32, o);
+    const Tensor dy = random_f64(y64.shape(), -1, 1, 22);
+    EXPECT_TRUE(all_close(autodiff::grad(y32, {x32}, ops::cast(dy, DType::kFloat32))[0],
+                          autodiff::grad(y64, {x64}, dy)[0], 1e-5, 1e-5));
+  }
 }
 
 struct PoolCase {
@@ -104,6 +107,10 @@ std::vector<PoolCase> pool_cases() {
        {1, 2, 6, 6},
        {.kernel_size = {4, 4}, .stride = {3, 3}, .pad_mode = "same"}},
       {"lenet", {32, 6, 28, 28}, {.kernel_size = {2, 2}, .stride = {2, 2}}},
+      {"8 channels 3x3 stride 2 same",
+       {2, 8, 9, 7},
+       {.kernel_size = {3, 3}, .stride = {2, 2}, .pad_mode = "same"}},
+      {"16 channels 2x2 stride 2 valid", {3, 16, 6, 6}, {.kernel_size = {2, 2}, .stride = {2, 2}}},
   };
 }
 

@@ -2,10 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <optional>
-
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn.h"
+#include "kernels/cpu/onednn_layout.h"
 
 namespace cleave::kernels::cpu {
 
@@ -87,82 +86,58 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvDescs& d) {
   return {desc, onednn_engine()};
 }
 
-// One oneDNN convolution pass ready to run on plain tensors. It reads two tensors (in0, in1) and
-// writes one (out); `*_layout` is the layout the primitive works in, and the reorders convert
-// from / to the plain layout where the two differ.
+// One oneDNN convolution pass ready to run on plain tensors: it reads two tensors (in0, in1) and
+// writes one (out), each through a bridge from / to the plain layout.
 struct ConvPass {
   dnnl::primitive primitive;
   int in0_arg, in1_arg, out_arg;
-  memory::desc in0_plain, in1_plain, out_plain;
-  memory::desc in0_layout, in1_layout, out_layout;
-  std::optional<dnnl::reorder> in0_reorder, in1_reorder, out_reorder;
+  LayoutBridge in0, in1, out;
 };
-
-std::optional<dnnl::reorder> make_reorder(const memory::desc& from, const memory::desc& to) {
-  if (from == to) return std::nullopt;
-  return dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), from, onednn_engine(), to));
-}
 
 ConvPass make_pass(const Conv2DGeometry& g, Pass pass) {
   const bool any = pass == Pass::kForward || g.c >= kMinBlockedChannels;
   const ConvDescs plain = conv_descs(g, /*any=*/false);
   const ConvDescs d = conv_descs(g, any);
   const auto alg = dnnl::algorithm::convolution_direct;
-  ConvPass p;
   switch (pass) {
     case Pass::kForward: {
       const auto pd = forward_pd(d);
-      p = {dnnl::convolution_forward(pd),
-           DNNL_ARG_SRC,
-           DNNL_ARG_WEIGHTS,
-           DNNL_ARG_DST,
-           plain.src,
-           plain.weights,
-           plain.dst,
-           pd.src_desc(),
-           pd.weights_desc(),
-           pd.dst_desc()};
-      break;
+      return {dnnl::convolution_forward(pd),
+              DNNL_ARG_SRC,
+              DNNL_ARG_WEIGHTS,
+              DNNL_ARG_DST,
+              LayoutBridge::input(plain.src, pd.src_desc()),
+              LayoutBridge::input(plain.weights, pd.weights_desc()),
+              LayoutBridge::output(plain.dst, pd.dst_desc())};
     }
     case Pass::kBackwardData: {
       dnnl::convolution_backward_data::desc desc(alg, d.src, d.weights, d.dst, d.strides, d.dilates,
                                                  d.pad_l, d.pad_r);
       const dnnl::convolution_backward_data::primitive_desc pd(desc, onednn_engine(),
                                                                forward_pd(d));
-      p = {dnnl::convolution_backward_data(pd),
-           DNNL_ARG_DIFF_DST,
-           DNNL_ARG_WEIGHTS,
-           DNNL_ARG_DIFF_SRC,
-           plain.dst,
-           plain.weights,
-           plain.src,
-           pd.diff_dst_desc(),
-           pd.weights_desc(),
-           pd.diff_src_desc()};
-      break;
+      return {dnnl::convolution_backward_data(pd),
+              DNNL_ARG_DIFF_DST,
+              DNNL_ARG_WEIGHTS,
+              DNNL_ARG_DIFF_SRC,
+              LayoutBridge::input(plain.dst, pd.diff_dst_desc()),
+              LayoutBridge::input(plain.weights, pd.weights_desc()),
+              LayoutBridge::output(plain.src, pd.diff_src_desc())};
     }
     case Pass::kBackwardWeights: {
       dnnl::convolution_backward_weights::desc desc(alg, d.src, d.weights, d.dst, d.strides,
                                                     d.dilates, d.pad_l, d.pad_r);
       const dnnl::convolution_backward_weights::primitive_desc pd(desc, onednn_engine(),
                                                                   forward_pd(d));
-      p = {dnnl::convolution_backward_weights(pd),
-           DNNL_ARG_DIFF_DST,
-           DNNL_ARG_SRC,
-           DNNL_ARG_DIFF_WEIGHTS,
-           plain.dst,
-           plain.src,
-           plain.weights,
-           pd.diff_dst_desc(),
-           pd.src_desc(),
-           pd.diff_weights_desc()};
-      break;
+      return {dnnl::convolution_backward_weights(pd),
+              DNNL_ARG_DIFF_DST,
+              DNNL_ARG_SRC,
+              DNNL_ARG_DIFF_WEIGHTS,
+              LayoutBridge::input(plain.dst, pd.diff_dst_desc()),
+              LayoutBridge::input(plain.src, pd.src_desc()),
+              LayoutBridge::output(plain.weights, pd.diff_weights_desc())};
     }
   }
-  p.in0_reorder = make_reorder(p.in0_plain, p.in0_layout);
-  p.in1_reorder = make_reorder(p.in1_plain, p.in1_layout);
-  p.out_reorder = make_reorder(p.out_layout, p.out_plain);
-  return p;
+  CLEAVE_ASSERT(false, "unknown convolution pass");
 }
 
 // Runs the cached pass for `g` on plain buffers: out = pass(in0, in1).
@@ -172,23 +147,12 @@ void run_pass(const Conv2DGeometry& g, Pass pass, const Tensor& in0, const Tenso
   const ConvPass& p =
       cached_primitive<ConvPass>(std::string(kNames[static_cast<int>(pass)]) + " f32 " + g.key(),
                                  [&] { return make_pass(g, pass); });
-  auto& engine = onednn_engine();
   auto& stream = onednn_stream();
-  // A plain tensor as the primitive wants it: itself, or a reordered copy.
-  auto bring_in = [&](const memory::desc& plain, const memory::desc& layout,
-                      const std::optional<dnnl::reorder>& reorder, const Tensor& t) {
-    memory user(plain, engine, t.raw_data());
-    if (!reorder) return user;
-    memory converted(layout, engine);
-    reorder->execute(stream, user, converted);
-    return converted;
-  };
-  memory a = bring_in(p.in0_plain, p.in0_layout, p.in0_reorder, in0);
-  memory b = bring_in(p.in1_plain, p.in1_layout, p.in1_reorder, in1);
-  memory result(p.out_plain, engine, out.raw_data());
-  memory written = p.out_reorder ? memory(p.out_layout, engine) : result;
-  p.primitive.execute(stream, {{p.in0_arg, a}, {p.in1_arg, b}, {p.out_arg, written}});
-  if (p.out_reorder) p.out_reorder->execute(stream, written, result);
+  dnnl::memory written = p.out.place_out(out.raw_data());
+  p.primitive.execute(stream, {{p.in0_arg, p.in0.bring_in(in0.raw_data(), stream)},
+                               {p.in1_arg, p.in1.bring_in(in1.raw_data(), stream)},
+                               {p.out_arg, written}});
+  p.out.take_out(written, out.raw_data(), stream);
   stream.wait();
 }
 
