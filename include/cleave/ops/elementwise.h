@@ -74,5 +74,9 @@ Tensor operator-(const Tensor& a, double b);
 Tensor operator*(const Tensor& a, double b);
 Tensor operator/(const Tensor& a, double b);
 Tensor operator*(double a, const Tensor& b);
+// The scalar on the left: a + b, a - b, a / b with `a` as a scalar of b's dtype.
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
 
 }  // namespace cleave
