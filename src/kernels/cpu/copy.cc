@@ -7,6 +7,7 @@
 
 #include "cleave/core/error.h"
 #include "loops.h"
+#include "parallel.h"
 
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -83,8 +84,7 @@ void copy_walk(const Walk& w, W* dense, W* strided, Direction dir) {
   const int64_t run = w.counts[k - 1];
   const int64_t step = w.steps[k - 1];
   const int64_t rows = w.numel / run;
-#pragma omp parallel for if (w.numel * static_cast <int64_t>(sizeof(W)) > kParallelBytes)
-  for (int64_t row = 0; row < rows; ++row) {
+  parallel_for(rows, w.numel * static_cast<int64_t>(sizeof(W)) > kParallelBytes, [&](int64_t row) {
     int64_t off = w.base, rem = row;
     for (int64_t d = k - 2; d >= 0; --d) {
       off += (rem % w.counts[d]) * w.steps[d];
@@ -103,7 +103,7 @@ void copy_walk(const Walk& w, W* dense, W* strided, Direction dir) {
     } else {
       for (int64_t i = 0; i < run; ++i) ps[i * step] = pd[i];
     }
-  }
+  });
 }
 
 // ---- transpose ----
@@ -219,8 +219,7 @@ void blocked_transpose(const W* in, W* out, const std::vector<int64_t>& counts,
   const int64_t tasks = numel / (nq * nl) * tiles_q * tiles_l;
   const int64_t in_step_l = in_steps[last], out_step_q = out_steps[q];
   const int64_t k = static_cast<int64_t>(outer_counts.size());
-#pragma omp parallel for if (numel * static_cast <int64_t>(sizeof(W)) > kParallelBytes)
-  for (int64_t task = 0; task < tasks; ++task) {
+  parallel_for(tasks, numel * static_cast<int64_t>(sizeof(W)) > kParallelBytes, [&](int64_t task) {
     const int64_t tile = task % (tiles_q * tiles_l);
     int64_t rem = task / (tiles_q * tiles_l);
     int64_t in_off = 0, out_off = 0;
@@ -233,7 +232,7 @@ void blocked_transpose(const W* in, W* out, const std::vector<int64_t>& counts,
     const int64_t i0 = tile / tiles_l * kTile, j0 = tile % tiles_l * kTile;
     transpose_tile(in + in_off, out + out_off, i0, std::min(i0 + kTile, nq), j0,
                    std::min(j0 + kTile, nl), in_step_l, out_step_q);
-  }
+  });
 }
 
 // ---- tile ----
@@ -394,20 +393,18 @@ void gather_rows(const void* params, int64_t outer, int64_t rows, size_t row_byt
     // Rows of one element: a typed loop instead of a memcpy call per element.
     const W* s = reinterpret_cast<const W*>(src);
     W* o = reinterpret_cast<W*>(dst);
-#pragma omp parallel for if (parallel)
-    for (int64_t t = 0; t < total; ++t) {
+    parallel_for(total, parallel, [&](int64_t t) {
       o[t] = s[t / num_indices * rows + static_cast<int64_t>(indices[t % num_indices])];
-    }
+    });
   };
   if (row_bytes == 4) return copy_rows.template operator()<uint32_t>();
   if (row_bytes == 8) return copy_rows.template operator()<uint64_t>();
-#pragma omp parallel for if (parallel)
-  for (int64_t t = 0; t < total; ++t) {
+  parallel_for(total, parallel, [&](int64_t t) {
     const int64_t o = t / num_indices;
     const int64_t row = o * rows + static_cast<int64_t>(indices[t % num_indices]);
     std::memcpy(dst + static_cast<size_t>(t) * row_bytes,
                 src + static_cast<size_t>(row) * row_bytes, row_bytes);
-  }
+  });
 }
 
 template <typename T, typename Index>
@@ -416,8 +413,7 @@ void segment_sum(const T* x, int64_t n, int64_t inner, const Index* ids, T* out)
   // same element and the summation order is fixed.
   constexpr int64_t kCols = 256;
   const int64_t blocks = (inner + kCols - 1) / kCols;
-#pragma omp parallel for if (blocks > 1 && n * inner > kParallelGrain)
-  for (int64_t b = 0; b < blocks; ++b) {
+  parallel_for(blocks, blocks > 1 && n * inner > kParallelGrain, [&](int64_t b) {
     const int64_t c0 = b * kCols, c1 = std::min(inner, c0 + kCols);
     for (int64_t i = 0; i < n; ++i) {
       T* po = out + static_cast<int64_t>(ids[i]) * inner;
@@ -425,22 +421,20 @@ void segment_sum(const T* x, int64_t n, int64_t inner, const Index* ids, T* out)
 #pragma omp simd
       for (int64_t c = c0; c < c1; ++c) po[c] += px[c];
     }
-  }
+  });
 }
 
 template <typename T, typename Index>
 void one_hot(const Index* indices, int64_t outer, int64_t inner, int64_t depth, T on, T off,
              T* out) {
   const int64_t total = outer * depth * inner;
-#pragma omp parallel for simd if (total > kParallelGrain)
-  for (int64_t i = 0; i < total; ++i) out[i] = off;
-#pragma omp parallel for if (total > kParallelGrain)
-  for (int64_t o = 0; o < outer; ++o) {
+  simd_for(total, total > kParallelGrain, [&](int64_t i) { out[i] = off; });
+  parallel_for(outer, total > kParallelGrain, [&](int64_t o) {
     for (int64_t i = 0; i < inner; ++i) {
       const int64_t v = static_cast<int64_t>(indices[o * inner + i]);
       if (v >= 0 && v < depth) out[(o * depth + v) * inner + i] = on;
     }
-  }
+  });
 }
 
 template void gather_rows<int32_t>(const void*, int64_t, int64_t, size_t, const int32_t*, int64_t,

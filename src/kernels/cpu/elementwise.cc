@@ -8,6 +8,7 @@
 #include "loops.h"
 #include "math_f32.h"
 #include "onednn.h"
+#include "parallel.h"
 
 namespace cleave::kernels::cpu {
 namespace {
@@ -213,13 +214,12 @@ void for_each_broadcast_row(const std::array<Shape, N>& in_shapes, const Shape& 
   if (all_full) {
     strides.fill(1);
     const int64_t chunks = (n + kParallelGrain - 1) / kParallelGrain;
-#pragma omp parallel for if (chunks > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
+    parallel_for(chunks, chunks > 1, [&](int64_t c) {
       const int64_t begin = c * kParallelGrain;
       std::array<int64_t, N> o;
       o.fill(begin);
       row(begin, o, strides, std::min(kParallelGrain, n - begin));
-    }
+    });
     return;
   }
   const int64_t rank = out_shape.rank();
@@ -230,8 +230,7 @@ void for_each_broadcast_row(const std::array<Shape, N>& in_shapes, const Shape& 
   }
   const int64_t inner = out_shape[rank - 1];
   const int64_t outer = n / inner;
-#pragma omp parallel for if (n > kParallelGrain)
-  for (int64_t r = 0; r < outer; ++r) {
+  parallel_for(outer, n > kParallelGrain, [&](int64_t r) {
     std::array<int64_t, N> offsets{};
     int64_t rem = r;
     for (int64_t d = rank - 2; d >= 0; --d) {
@@ -240,7 +239,7 @@ void for_each_broadcast_row(const std::array<Shape, N>& in_shapes, const Shape& 
       for (size_t k = 0; k < N; ++k) offsets[k] += idx * bstrides[k][static_cast<size_t>(d)];
     }
     row(r * inner, offsets, strides, inner);
-  }
+  });
 }
 
 template <typename T>
@@ -363,8 +362,7 @@ void compare_typed(CompareOp op, const Tensor& a, const Tensor& b, const Tensor&
 template <typename T>
 void unary_grad_typed(UnaryGradOp op, const T* dy, const T* saved, T* dx, int64_t n) {
   const auto run = [&](auto f) {
-#pragma omp parallel for simd if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) dx[i] = f(dy[i], saved[i]);
+    simd_for(n, n > kParallelGrain, [&](int64_t i) { dx[i] = f(dy[i], saved[i]); });
   };
   switch (op) {
     case UnaryGradOp::kReluFromX:
@@ -397,8 +395,7 @@ void unary_grad_typed(UnaryGradOp op, const T* dy, const T* saved, T* dx, int64_
 
 template <typename T>
 void fill_typed(T* p, int64_t n, T v) {
-#pragma omp parallel for simd if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) p[i] = v;
+  simd_for(n, n > kParallelGrain, [&](int64_t i) { p[i] = v; });
 }
 
 }  // namespace

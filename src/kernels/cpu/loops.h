@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cleave/core/shape.h"
+#include "parallel.h"
 
 namespace cleave::kernels::cpu {
 
@@ -25,8 +26,7 @@ std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out);
 // out[i] = f(a[i]).
 template <typename In, typename Out, typename F>
 void unary_loop(const In* a, Out* out, int64_t n, F f) {
-#pragma omp parallel for simd if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) out[i] = f(a[i]);
+  simd_for(n, n > kParallelGrain, [&](int64_t i) { out[i] = f(a[i]); });
 }
 
 // out[i] = f(a[i], b[i]) with broadcasting of a and b to `out_shape`.
@@ -38,20 +38,17 @@ void binary_loop(const A* a, const Shape& a_shape, const B* b, const Shape& b_sh
   const int64_t na = a_shape.numel();
   const int64_t nb = b_shape.numel();
   if (na == n && nb == n) {
-#pragma omp parallel for simd if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+    simd_for(n, n > kParallelGrain, [&](int64_t i) { out[i] = f(a[i], b[i]); });
     return;
   }
   if (na == n && nb == 1) {
     const B bv = b[0];
-#pragma omp parallel for simd if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], bv);
+    simd_for(n, n > kParallelGrain, [&](int64_t i) { out[i] = f(a[i], bv); });
     return;
   }
   if (na == 1 && nb == n) {
     const A av = a[0];
-#pragma omp parallel for simd if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) out[i] = f(av, b[i]);
+    simd_for(n, n > kParallelGrain, [&](int64_t i) { out[i] = f(av, b[i]); });
     return;
   }
   const std::vector<int64_t> sa = broadcast_strides(a_shape, out_shape);
@@ -61,8 +58,7 @@ void binary_loop(const A* a, const Shape& a_shape, const B* b, const Shape& b_sh
   const int64_t outer = n / inner;
   const int64_t ia = sa[rank - 1];
   const int64_t ib = sb[rank - 1];
-#pragma omp parallel for if (n > kParallelGrain)
-  for (int64_t row = 0; row < outer; ++row) {
+  parallel_for(outer, n > kParallelGrain, [&](int64_t row) {
     // Offsets of this row in a and b from the row's multi-index (dims 0..rank-2).
     int64_t oa = 0, ob = 0, rem = row;
     for (int64_t d = rank - 2; d >= 0; --d) {
@@ -90,7 +86,7 @@ void binary_loop(const A* a, const Shape& a_shape, const B* b, const Shape& b_sh
       const B bv = pb[0];
       for (int64_t i = 0; i < inner; ++i) po[i] = f(av, bv);
     }
-  }
+  });
 }
 
 }  // namespace cleave::kernels::cpu

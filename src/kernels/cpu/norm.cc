@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn.h"
+#include "parallel.h"
 
 namespace cleave::kernels::cpu {
 
@@ -36,8 +37,7 @@ void reference_bn_forward(const BatchNormGeometry& g, const T* x, const T* gamma
                           const T* running_mean, const T* running_var, T* y, T* mean_out,
                           T* var_out) {
   const int64_t m = g.n * g.spatial;
-#pragma omp parallel for if (g.n * g.c * g.spatial > kParallelGrain)
-  for (int64_t c = 0; c < g.c; ++c) {
+  parallel_for(g.c, g.n * g.c * g.spatial > kParallelGrain, [&](int64_t c) {
     T mean = 0, var = 0;
     if (g.training) {
       for (int64_t n = 0; n < g.n; ++n) {
@@ -62,7 +62,7 @@ void reference_bn_forward(const BatchNormGeometry& g, const T* x, const T* gamma
       T* q = y + (n * g.c + c) * g.spatial;
       for (int64_t s = 0; s < g.spatial; ++s) q[s] = (p[s] - mean) * scale + beta[c];
     }
-  }
+  });
 }
 
 template <typename T>
@@ -70,8 +70,7 @@ void reference_bn_backward(const BatchNormGeometry& g, const T* dy, const T* x, 
                            const T* mean, const T* var, T* dx, T* dgamma, T* dbeta, T* dmean,
                            T* dvar) {
   const T m = T(g.n * g.spatial);
-#pragma omp parallel for if (g.n * g.c * g.spatial > kParallelGrain)
-  for (int64_t c = 0; c < g.c; ++c) {
+  parallel_for(g.c, g.n * g.c * g.spatial > kParallelGrain, [&](int64_t c) {
     const T rstd = T(1) / std::sqrt(var[c] + T(g.epsilon));
     T sum_dy = 0, sum_dy_xhat = 0;
     for (int64_t n = 0; n < g.n; ++n) {
@@ -99,14 +98,13 @@ void reference_bn_backward(const BatchNormGeometry& g, const T* dy, const T* x, 
         }
       }
     }
-  }
+  });
 }
 
 template <typename T>
 void reference_ln_forward(const LayerNormGeometry& g, const T* x, const T* gamma, const T* beta,
                           T* y, T* mean_out, T* var_out) {
-#pragma omp parallel for if (g.rows * g.cols > kParallelGrain)
-  for (int64_t r = 0; r < g.rows; ++r) {
+  parallel_for(g.rows, g.rows * g.cols > kParallelGrain, [&](int64_t r) {
     const T* p = x + r * g.cols;
     T mean = 0, var = 0;
     for (int64_t k = 0; k < g.cols; ++k) mean += p[k];
@@ -118,15 +116,14 @@ void reference_ln_forward(const LayerNormGeometry& g, const T* x, const T* gamma
     const T rstd = T(1) / std::sqrt(var + T(g.epsilon));
     T* q = y + r * g.cols;
     for (int64_t k = 0; k < g.cols; ++k) q[k] = gamma[k] * (p[k] - mean) * rstd + beta[k];
-  }
+  });
 }
 
 template <typename T>
 void reference_ln_backward(const LayerNormGeometry& g, const T* dy, const T* x, const T* gamma,
                            const T* mean, const T* var, T* dx, T* dgamma, T* dbeta) {
   auto rstd = [&](int64_t r) { return T(1) / std::sqrt(var[r] + T(g.epsilon)); };
-#pragma omp parallel for if (g.rows * g.cols > kParallelGrain)
-  for (int64_t k = 0; k < g.cols; ++k) {
+  parallel_for(g.cols, g.rows * g.cols > kParallelGrain, [&](int64_t k) {
     T sum_dy = 0, sum_dy_xhat = 0;
     for (int64_t r = 0; r < g.rows; ++r) {
       const T d = dy[r * g.cols + k];
@@ -135,9 +132,8 @@ void reference_ln_backward(const LayerNormGeometry& g, const T* dy, const T* x, 
     }
     dbeta[k] = sum_dy;
     dgamma[k] = sum_dy_xhat;
-  }
-#pragma omp parallel for if (g.rows * g.cols > kParallelGrain)
-  for (int64_t r = 0; r < g.rows; ++r) {
+  });
+  parallel_for(g.rows, g.rows * g.cols > kParallelGrain, [&](int64_t r) {
     const T* p = x + r * g.cols;
     const T* d = dy + r * g.cols;
     const T s = rstd(r);
@@ -153,7 +149,7 @@ void reference_ln_backward(const LayerNormGeometry& g, const T* dy, const T* x, 
       const T xhat = (p[k] - mean[r]) * s;
       q[k] = s * (gamma[k] * d[k] - mean_gdy - xhat * mean_gdy_xhat);
     }
-  }
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

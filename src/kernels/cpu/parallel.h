@@ -23,4 +23,17 @@ inline void parallel_for(int64_t n, bool parallel, F&& body) {
   }
 }
 
+// Like parallel_for, for a vectorisable body: a `simd` loop on the calling thread unless
+// `parallel`, then `parallel for simd`.
+template <typename F>
+inline void simd_for(int64_t n, bool parallel, F&& body) {
+  if (parallel) {
+#pragma omp parallel for simd
+    for (int64_t i = 0; i < n; ++i) body(i);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) body(i);
+  }
+}
+
 }  // namespace cleave::kernels::cpu

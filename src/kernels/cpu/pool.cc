@@ -7,6 +7,7 @@
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn.h"
 #include "kernels/cpu/onednn_layout.h"
+#include "parallel.h"
 
 namespace cleave::kernels::cpu {
 
@@ -196,21 +197,19 @@ int64_t argmax_in_window(const Pool2DGeometry& g, const T* plane, int64_t i, int
 
 template <typename T>
 void reference_max_forward(const Pool2DGeometry& g, const T* x, T* y) {
-#pragma omp parallel for if (g.n * g.c * g.oh * g.ow * g.kh * g.kw > kParallelGrain)
-  for (int64_t p = 0; p < g.n * g.c; ++p) {
+  parallel_for(g.n * g.c, g.n * g.c * g.oh * g.ow * g.kh * g.kw > kParallelGrain, [&](int64_t p) {
     const T* plane = x + p * g.h * g.w;
     for (int64_t i = 0; i < g.oh; ++i) {
       for (int64_t j = 0; j < g.ow; ++j) {
         y[(p * g.oh + i) * g.ow + j] = plane[argmax_in_window(g, plane, i, j)];
       }
     }
-  }
+  });
 }
 
 template <typename T>
 void reference_max_backward(const Pool2DGeometry& g, const T* x, const T* dy, T* dx) {
-#pragma omp parallel for if (g.n * g.c * g.oh * g.ow * g.kh * g.kw > kParallelGrain)
-  for (int64_t p = 0; p < g.n * g.c; ++p) {
+  parallel_for(g.n * g.c, g.n * g.c * g.oh * g.ow * g.kh * g.kw > kParallelGrain, [&](int64_t p) {
     const T* plane = x + p * g.h * g.w;
     T* dplane = dx + p * g.h * g.w;
     std::fill(dplane, dplane + g.h * g.w, T(0));
@@ -219,13 +218,12 @@ void reference_max_backward(const Pool2DGeometry& g, const T* x, const T* dy, T*
         dplane[argmax_in_window(g, plane, i, j)] += dy[(p * g.oh + i) * g.ow + j];
       }
     }
-  }
+  });
 }
 
 template <typename T>
 void reference_avg_forward(const Pool2DGeometry& g, const T* x, T* y) {
-#pragma omp parallel for if (g.n * g.c * g.oh * g.ow * g.kh * g.kw > kParallelGrain)
-  for (int64_t p = 0; p < g.n * g.c; ++p) {
+  parallel_for(g.n * g.c, g.n * g.c * g.oh * g.ow * g.kh * g.kw > kParallelGrain, [&](int64_t p) {
     const T* plane = x + p * g.h * g.w;
     for (int64_t i = 0; i < g.oh; ++i) {
       for (int64_t j = 0; j < g.ow; ++j) {
@@ -237,13 +235,12 @@ void reference_avg_forward(const Pool2DGeometry& g, const T* x, T* y) {
         y[(p * g.oh + i) * g.ow + j] = sum / T((win.r1 - win.r0) * (win.c1 - win.c0));
       }
     }
-  }
+  });
 }
 
 template <typename T>
 void reference_avg_backward(const Pool2DGeometry& g, const T* dy, T* dx) {
-#pragma omp parallel for if (g.n * g.c * g.oh * g.ow * g.kh * g.kw > kParallelGrain)
-  for (int64_t p = 0; p < g.n * g.c; ++p) {
+  parallel_for(g.n * g.c, g.n * g.c * g.oh * g.ow * g.kh * g.kw > kParallelGrain, [&](int64_t p) {
     T* dplane = dx + p * g.h * g.w;
     std::fill(dplane, dplane + g.h * g.w, T(0));
     for (int64_t i = 0; i < g.oh; ++i) {
@@ -255,7 +252,7 @@ void reference_avg_backward(const Pool2DGeometry& g, const T* dy, T* dx) {
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "loops.h"
+#include "parallel.h"
 
 namespace cleave::kernels::cpu {
 namespace {
@@ -126,8 +127,8 @@ void reduce_step(const T* in, T* out, int64_t outer, int64_t r, int64_t inner) {
       for (int64_t o = 0; o < outer; ++o) out[o] = reduce_all<kOp>(in + o * r, r);
       return;
     }
-#pragma omp parallel for if (total > kParallelGrain)
-    for (int64_t o = 0; o < outer; ++o) out[o] = reduce_contiguous<kOp>(in + o * r, r);
+    parallel_for(outer, total > kParallelGrain,
+                 [&](int64_t o) { out[o] = reduce_contiguous<kOp>(in + o * r, r); });
     return;
   }
   // Column reductions, in blocks of the inner dim that stay in L1 while r rows stream past.
@@ -136,13 +137,12 @@ void reduce_step(const T* in, T* out, int64_t outer, int64_t r, int64_t inner) {
   const int64_t blocks = (inner + block - 1) / block;
   const int64_t tasks = outer * blocks;
   if (total <= kParallelGrain || tasks >= threads) {
-#pragma omp parallel for if (total > kParallelGrain)
-    for (int64_t t = 0; t < tasks; ++t) {
+    parallel_for(tasks, total > kParallelGrain, [&](int64_t t) {
       const int64_t o = t / blocks;
       const int64_t b0 = (t % blocks) * block;
       reduce_rows<kOp>(in + o * r * inner + b0, out + o * inner + b0, r,
                        std::min(block, inner - b0), inner);
-    }
+    });
     return;
   }
   // Few outputs and a long reduction: split r across threads into partial outputs.
@@ -237,8 +237,7 @@ void arg_reduce_typed(const T* in, int32_t* out, int64_t outer, int64_t r, int64
     // Two passes over each row: the vectorised max (min), which keeps NaN, then its first
     // position.
     constexpr ReduceOp kOp = kMax ? ReduceOp::kMax : ReduceOp::kMin;
-#pragma omp parallel for if (total > kParallelGrain)
-    for (int64_t o = 0; o < outer; ++o) {
+    parallel_for(outer, total > kParallelGrain, [&](int64_t o) {
       const T* p = in + o * r;
       const T best = reduce_contiguous<kOp>(p, r);
       int64_t k = 0;
@@ -248,7 +247,7 @@ void arg_reduce_typed(const T* in, int32_t* out, int64_t outer, int64_t r, int64
         while (p[k] == p[k]) ++k;  // the first NaN
       }
       out[o] = static_cast<int32_t>(k);
-    }
+    });
     return;
   }
 #pragma omp parallel if (total > kParallelGrain)

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/loops.h"
+#include "parallel.h"
 
 namespace cleave::kernels::cpu {
 namespace {
@@ -158,8 +159,7 @@ void nearest_forward_f32(const Dims& d, const float* x, ResizeCorners corners, f
 void nearest_backward_f32(const Dims& d, const float* dy, ResizeCorners corners, float* dx) {
   const std::vector<int32_t> rows = nearest_table(d.h, d.oh, corners);
   const std::vector<int32_t> cols = nearest_table(d.w, d.ow, corners);
-#pragma omp parallel for if (d.planes * d.oh * d.ow > kParallelGrain)
-  for (int64_t p = 0; p < d.planes; ++p) {
+  parallel_for(d.planes, d.planes * d.oh * d.ow > kParallelGrain, [&](int64_t p) {
     float* plane = dx + p * d.h * d.w;
     std::fill(plane, plane + d.h * d.w, 0.0f);
     for (int64_t i = 0; i < d.oh; ++i) {
@@ -167,7 +167,7 @@ void nearest_backward_f32(const Dims& d, const float* dy, ResizeCorners corners,
       float* r = plane + rows[i] * d.w;
       for (int64_t j = 0; j < d.ow; ++j) r[cols[j]] += g[j];
     }
-  }
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -175,8 +175,7 @@ void nearest_backward_f32(const Dims& d, const float* dy, ResizeCorners corners,
 // ---------------------------------------------------------------------------------------------
 
 void bilinear_forward_ref(const Dims& d, const double* x, ResizeCorners corners, double* y) {
-#pragma omp parallel for if (d.planes * d.oh * d.ow > kParallelGrain)
-  for (int64_t p = 0; p < d.planes; ++p) {
+  parallel_for(d.planes, d.planes * d.oh * d.ow > kParallelGrain, [&](int64_t p) {
     const double* plane = x + p * d.h * d.w;
     for (int64_t i = 0; i < d.oh; ++i) {
       const LinearTap r = linear_tap(i, d.h, d.oh, corners);
@@ -187,12 +186,11 @@ void bilinear_forward_ref(const Dims& d, const double* x, ResizeCorners corners,
         y[(p * d.oh + i) * d.ow + j] = (1 - r.w1) * top + r.w1 * bot;
       }
     }
-  }
+  });
 }
 
 void bilinear_backward_ref(const Dims& d, const double* dy, ResizeCorners corners, double* dx) {
-#pragma omp parallel for if (d.planes * d.oh * d.ow > kParallelGrain)
-  for (int64_t p = 0; p < d.planes; ++p) {
+  parallel_for(d.planes, d.planes * d.oh * d.ow > kParallelGrain, [&](int64_t p) {
     double* plane = dx + p * d.h * d.w;
     std::fill(plane, plane + d.h * d.w, 0.0);
     for (int64_t i = 0; i < d.oh; ++i) {
@@ -206,12 +204,11 @@ void bilinear_backward_ref(const Dims& d, const double* dy, ResizeCorners corner
         plane[r.i1 * d.w + c.i1] += r.w1 * c.w1 * g;
       }
     }
-  }
+  });
 }
 
 void nearest_forward_ref(const Dims& d, const double* x, ResizeCorners corners, double* y) {
-#pragma omp parallel for if (d.planes * d.oh * d.ow > kParallelGrain)
-  for (int64_t p = 0; p < d.planes; ++p) {
+  parallel_for(d.planes, d.planes * d.oh * d.ow > kParallelGrain, [&](int64_t p) {
     for (int64_t i = 0; i < d.oh; ++i) {
       const int64_t r = nearest_tap(i, d.h, d.oh, corners);
       for (int64_t j = 0; j < d.ow; ++j) {
@@ -219,12 +216,11 @@ void nearest_forward_ref(const Dims& d, const double* x, ResizeCorners corners, 
         y[(p * d.oh + i) * d.ow + j] = x[(p * d.h + r) * d.w + c];
       }
     }
-  }
+  });
 }
 
 void nearest_backward_ref(const Dims& d, const double* dy, ResizeCorners corners, double* dx) {
-#pragma omp parallel for if (d.planes * d.oh * d.ow > kParallelGrain)
-  for (int64_t p = 0; p < d.planes; ++p) {
+  parallel_for(d.planes, d.planes * d.oh * d.ow > kParallelGrain, [&](int64_t p) {
     double* plane = dx + p * d.h * d.w;
     std::fill(plane, plane + d.h * d.w, 0.0);
     for (int64_t i = 0; i < d.oh; ++i) {
@@ -233,7 +229,7 @@ void nearest_backward_ref(const Dims& d, const double* dy, ResizeCorners corners
         plane[r * d.w + nearest_tap(j, d.w, d.ow, corners)] += dy[(p * d.oh + i) * d.ow + j];
       }
     }
-  }
+  });
 }
 
 }  // namespace
