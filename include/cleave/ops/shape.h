@@ -44,5 +44,9 @@ Tensor one_hot(const Tensor& indices, const OneHotOptions& options);
 // Takes slices of `params` along `axis` at integer `indices`: out shape is
 // params.shape[:axis] + indices.shape + params.shape[axis+1:].
 Tensor gather(const Tensor& params, const Tensor& indices, int64_t axis = 0);
+// Scatter-add along the leading dims: x has shape segment_ids.shape + rest, the output
+// (num_segments,) + rest with out[s] = sum of x[i] over every i with segment_ids[i] == s (zeros
+// for a segment no id names). Ids must be in [0, num_segments). The gradient of gather.
+Tensor unsorted_segment_sum(const Tensor& x, const Tensor& segment_ids, int64_t num_segments);
 
 }  // namespace cleave::ops

@@ -7,7 +7,9 @@ namespace cleave::ir {
 
 void register_elementwise_ops(Registry& registry);  // elementwise.cc
 void register_reduce_ops(Registry& registry);       // reduce.cc
-void register_shape_ops(Registry& registry);        // shape.cc
+void register_shape_ops(Registry& registry);        // shape.cc: reshape, transpose, tile, ...
+void register_slice_ops(Registry& registry);        // slice.cc: concat, split, (strided) slice
+void register_index_ops(Registry& registry);        // index.cc: gather, one-hot, segment sum
 void register_nn_ops(Registry& registry);           // nn.cc: matmul, softmax, losses, dropout
 void register_conv_ops(Registry& registry);         // conv.cc: convolution and pooling
 void register_norm_ops(Registry& registry);         // norm.cc: batch and layer norm
@@ -18,6 +20,8 @@ inline void register_builtin_ops(Registry& registry) {
   register_elementwise_ops(registry);
   register_reduce_ops(registry);
   register_shape_ops(registry);
+  register_slice_ops(registry);
+  register_index_ops(registry);
   register_nn_ops(registry);
   register_conv_ops(registry);
   register_norm_ops(registry);
