@@ -23,6 +23,9 @@ Tensor tanh(const Tensor& x);
 Tensor erf(const Tensor& x);
 
 // ---- binary, NumPy broadcasting; both inputs of one dtype ----
+// Integer div truncates toward zero (a zero divisor is an Error); integer pow with a negative
+// exponent truncates too. maximum/minimum propagate NaN; their gradient splits ties evenly
+// between a and b. The gradient of pow with respect to b is taken as 0 where a == 0.
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -74,5 +77,9 @@ Tensor operator-(const Tensor& a, double b);
 Tensor operator*(const Tensor& a, double b);
 Tensor operator/(const Tensor& a, double b);
 Tensor operator*(double a, const Tensor& b);
+// The scalar on the left: a + b, a - b, a / b with `a` as a scalar of b's dtype.
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
 
 }  // namespace cleave

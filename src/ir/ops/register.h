@@ -5,7 +5,8 @@
 
 namespace cleave::ir {
 
-void register_elementwise_ops(Registry& registry);  // elementwise.cc
+void register_elementwise_ops(Registry& registry);  // elementwise.cc: unary math, arithmetic
+void register_compare_ops(Registry& registry);      // compare.cc: comparisons, logic, Select
 void register_reduce_ops(Registry& registry);       // reduce.cc
 void register_shape_ops(Registry& registry);        // shape.cc: reshape, transpose, tile, ...
 void register_slice_ops(Registry& registry);        // slice.cc: concat, split, (strided) slice
@@ -18,6 +19,7 @@ void register_optim_ops(Registry& registry);        // optim.cc: in-place optimi
 
 inline void register_builtin_ops(Registry& registry) {
   register_elementwise_ops(registry);
+  register_compare_ops(registry);
   register_reduce_ops(registry);
   register_shape_ops(registry);
   register_slice_ops(registry);
