@@ -11,7 +11,8 @@ void register_reduce_ops(Registry& registry);       // reduce.cc
 void register_shape_ops(Registry& registry);        // shape.cc: reshape, transpose, tile, ...
 void register_slice_ops(Registry& registry);        // slice.cc: concat, split, (strided) slice
 void register_index_ops(Registry& registry);        // index.cc: gather, one-hot, segment sum
-void register_nn_ops(Registry& registry);           // nn.cc: matmul, softmax, losses, dropout
+void register_nn_ops(Registry& registry);           // nn.cc: matmul, bias, softmax, dropout
+void register_loss_ops(Registry& registry);         // loss.cc: cross entropy, MSE
 void register_conv_ops(Registry& registry);         // conv.cc: convolution and pooling
 void register_norm_ops(Registry& registry);         // norm.cc: batch and layer norm
 void register_resize_ops(Registry& registry);       // resize.cc: bilinear and nearest
@@ -25,6 +26,7 @@ inline void register_builtin_ops(Registry& registry) {
   register_slice_ops(registry);
   register_index_ops(registry);
   register_nn_ops(registry);
+  register_loss_ops(registry);
   register_conv_ops(registry);
   register_norm_ops(registry);
   register_resize_ops(registry);
