@@ -33,7 +33,7 @@ class Dense : public Cell {
 
 struct Conv2dOptions {
   std::vector<int64_t> stride = {1, 1};
-  std::string pad_mode = "same";                // MindSpore's default; "valid" | "same" | "pad"
+  std::string pad_mode = "same";  // MindSpore's default; "valid" | "same" | "pad"
   std::vector<int64_t> padding = {0, 0, 0, 0};  // top, bottom, left, right (pad_mode "pad")
   std::vector<int64_t> dilation = {1, 1};
   int64_t group = 1;
@@ -45,7 +45,8 @@ class Conv2d : public Cell {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
          Conv2dOptions options = {});
-  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv2dOptions options = {})
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+         Conv2dOptions options = {})
       : Conv2d(in_channels, out_channels, {kernel_size, kernel_size}, std::move(options)) {}
   Tensor construct(const Tensor& x) override;
   Tensor weight, bias;
@@ -155,8 +156,7 @@ class Dropout : public Cell {
 // Integer ids (any shape) -> vectors: out shape ids.shape + (embedding_size).
 class Embedding : public Cell {
  public:
-  Embedding(int64_t vocab_size, int64_t embedding_size,
-            Initializer embedding_table_init = "normal");
+  Embedding(int64_t vocab_size, int64_t embedding_size, Initializer embedding_table_init = "normal");
   Tensor construct(const Tensor& ids) override;
   Tensor embedding_table;
 

@@ -72,8 +72,8 @@ class Optimizer {
 // param -= lr * (grad + momentum * accum)).
 class Momentum : public Optimizer {
  public:
-  Momentum(std::vector<Tensor> params, LearningRate lr, double momentum, double weight_decay = 0.0,
-           bool use_nesterov = false);
+  Momentum(std::vector<Tensor> params, LearningRate lr, double momentum,
+           double weight_decay = 0.0, bool use_nesterov = false);
   std::vector<std::pair<std::string, Tensor>> state() const override;
 
  protected:
