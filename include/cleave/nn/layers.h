@@ -25,6 +25,10 @@ class Dense : public Cell {
   Dense(int64_t in_channels, int64_t out_channels, DenseOptions options = {});
   Tensor construct(const Tensor& x) override;
   Tensor weight, bias;  // bias undefined when has_bias is false
+
+ private:
+  int64_t in_channels_, out_channels_;
+  std::string activation_;
 };
 
 struct Conv2dOptions {
@@ -46,17 +50,30 @@ class Conv2d : public Cell {
       : Conv2d(in_channels, out_channels, {kernel_size, kernel_size}, std::move(options)) {}
   Tensor construct(const Tensor& x) override;
   Tensor weight, bias;
+
+ private:
+  int64_t in_channels_, out_channels_;
+  std::vector<int64_t> kernel_size_;
+  Conv2dOptions options_;  // normalised: 2 strides and dilations, 4 paddings
 };
 
 class MaxPool2d : public Cell {
  public:
   MaxPool2d(int64_t kernel_size = 1, int64_t stride = 1, std::string pad_mode = "valid");
   Tensor construct(const Tensor& x) override;
+
+ private:
+  int64_t kernel_size_, stride_;
+  std::string pad_mode_;
 };
 class AvgPool2d : public Cell {
  public:
   AvgPool2d(int64_t kernel_size = 1, int64_t stride = 1, std::string pad_mode = "valid");
   Tensor construct(const Tensor& x) override;
+
+ private:
+  int64_t kernel_size_, stride_;
+  std::string pad_mode_;
 };
 
 class ReLU : public Cell {
@@ -83,6 +100,9 @@ class Softmax : public Cell {
  public:
   explicit Softmax(int64_t axis = -1);
   Tensor construct(const Tensor& x) override;
+
+ private:
+  int64_t axis_;
 };
 // (N, ...) -> (N, prod(...)).
 class Flatten : public Cell {
@@ -105,6 +125,10 @@ class BatchNorm2d : public Cell {
   explicit BatchNorm2d(int64_t num_features, BatchNorm2dOptions options = {});
   Tensor construct(const Tensor& x) override;
   Tensor gamma, beta, moving_mean, moving_variance;  // the moving statistics are not trainable
+
+ private:
+  int64_t num_features_;
+  double eps_, momentum_;
 };
 
 // Normalises over the trailing dims given by `normalized_shape`.
@@ -113,6 +137,10 @@ class LayerNorm : public Cell {
   explicit LayerNorm(std::vector<int64_t> normalized_shape, double epsilon = 1e-5);
   Tensor construct(const Tensor& x) override;
   Tensor gamma, beta;
+
+ private:
+  std::vector<int64_t> normalized_shape_;
+  double epsilon_;
 };
 
 // Drops each element with probability p (0 <= p < 1) in training; identity in evaluation.
@@ -120,6 +148,9 @@ class Dropout : public Cell {
  public:
   explicit Dropout(double p = 0.5);
   Tensor construct(const Tensor& x) override;
+
+ private:
+  double p_;
 };
 
 // Integer ids (any shape) -> vectors: out shape ids.shape + (embedding_size).
@@ -128,6 +159,9 @@ class Embedding : public Cell {
   Embedding(int64_t vocab_size, int64_t embedding_size, Initializer embedding_table_init = "normal");
   Tensor construct(const Tensor& ids) override;
   Tensor embedding_table;
+
+ private:
+  int64_t vocab_size_, embedding_size_;
 };
 
 // Runs its cells in order; children are named "0", "1", ...

@@ -49,6 +49,8 @@ class Optimizer {
   void zero_grad();
 
   const std::vector<Tensor>& parameters() const { return params_; }
+  // "Momentum", "SGD", "Adam", "AdamW": the prefix of this optimizer's errors.
+  const std::string& name() const { return name_; }
   int64_t step_count() const { return step_; }
   double current_lr() const { return lr_.at(step_); }
   // The optimizer state tensors (for checkpoints), named "<state>.<param index>".
@@ -116,10 +118,16 @@ class Adam : public Optimizer {
   std::vector<std::pair<std::string, Tensor>> state() const override;
 
  protected:
+  // For AdamW: `decoupled` applies weight decay to the parameter instead of the gradient.
+  Adam(std::string name, std::vector<Tensor> params, LearningRate lr, AdamOptions options,
+       bool decoupled);
   void update(size_t i, const Tensor& grad, double lr) override;
   AdamOptions options_;
   std::vector<Tensor> m_, v_;
   bool decoupled_ = false;
+  // Updates applied to each parameter so far (the t of the bias correction; a parameter skipped
+  // for lack of a gradient does not advance, as in PyTorch).
+  std::vector<int64_t> param_steps_;
 };
 class AdamW : public Adam {
  public:

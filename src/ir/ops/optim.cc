@@ -1,8 +1,270 @@
 // Optimizer update primitives: they write the parameter and its state in place.
+//
+// NOTE [In-place optimizer primitives]
+// ApplyMomentum, SGD and Adam take the parameter, its state tensors and the gradient as inputs,
+// have no outputs (infer returns {}), and overwrite the parameter and state in their kernels
+// (`mutates_inputs`, so autograd never records them). Hyper-parameters, including the learning
+// rate of this step, are attributes. Each kernel is one fused pass over the elements: every
+// element of the parameter is independent, so the loop is `omp parallel for simd` with the
+// per-element state kept in registers. Float32 computes in float (the hyper-parameters are
+// rounded to float once), Float64 in double.
+#include <cmath>
+#include <string_view>
+
+#include "kernels/cpu/loops.h"
 #include "op_helpers.h"
 
 namespace cleave::ir {
+namespace {
 
-void register_optim_ops(Registry& r) { (void)r; }
+using kernels::cpu::kParallelGrain;
+
+// Checks that every input is a floating tensor with input 0's shape and dtype. `roles` names
+// the inputs ("variable", "accumulation", "gradient") for the messages.
+void expect_matching_inputs(const InferContext& ctx,
+                            std::initializer_list<std::string_view> roles) {
+  const std::vector<std::string_view> names(roles);
+  const TensorMeta& first = ctx.inputs[0];
+  CLEAVE_CHECK_ARG(is_floating(first.dtype),
+                   "{}: input 0 ({}) has dtype {}; expected Float32 or Float64", ctx.op.name,
+                   names[0], dtype_name(first.dtype));
+  for (size_t i = 1; i < ctx.inputs.size(); ++i) {
+    const TensorMeta& in = ctx.inputs[i];
+    CLEAVE_CHECK_ARG(
+        in.dtype == first.dtype,
+        "{}: input {} ({}) has dtype {} but input 0 ({}) has dtype {}; they must match",
+        ctx.op.name, i, names[i], dtype_name(in.dtype), names[0], dtype_name(first.dtype));
+    CLEAVE_CHECK_ARG(
+        in.shape == first.shape,
+        "{}: input {} ({}) has shape {} but input 0 ({}) has shape {}; they must match",
+        ctx.op.name, i, names[i], in.shape.to_string(), names[0], first.shape.to_string());
+  }
+}
+
+double finite_attr(const InferContext& ctx, std::string_view name) {
+  const double v = ctx.attrs.get<double>(name, ctx.op.name);
+  CLEAVE_CHECK_ARG(std::isfinite(v), "{}: attribute '{}' is {}; expected a finite number",
+                   ctx.op.name, name, v);
+  return v;
+}
+
+// ---- ApplyMomentum(variable, accumulation, gradient) ----
+// With g = gradient + weight_decay * variable:
+//   accumulation = momentum * accumulation + g
+//   variable    -= lr * accumulation                  (use_nesterov false)
+//   variable    -= lr * (g + momentum * accumulation) (use_nesterov true)
+
+std::vector<TensorMeta> infer_apply_momentum(const InferContext& ctx) {
+  expect_matching_inputs(ctx, {"variable", "accumulation", "gradient"});
+  finite_attr(ctx, "lr");
+  finite_attr(ctx, "momentum");
+  ctx.attrs.get<bool>("use_nesterov", ctx.op.name);
+  CLEAVE_CHECK_ARG(std::isfinite(ctx.attrs.get_or("weight_decay", 0.0)),
+                   "{}: attribute 'weight_decay' is not finite", ctx.op.name);
+  return {};
+}
+
+template <typename T>
+void apply_momentum(T* __restrict var, T* __restrict acc, const T* __restrict grad, int64_t n, T lr,
+                    T momentum, T weight_decay, bool nesterov) {
+  if (nesterov) {
+#pragma omp parallel for simd if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) {
+      const T g = grad[i] + weight_decay * var[i];
+      const T a = momentum * acc[i] + g;
+      acc[i] = a;
+      var[i] -= lr * (g + momentum * a);
+    }
+  } else {
+#pragma omp parallel for simd if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) {
+      const T g = grad[i] + weight_decay * var[i];
+      const T a = momentum * acc[i] + g;
+      acc[i] = a;
+      var[i] -= lr * a;
+    }
+  }
+}
+
+void apply_momentum_kernel(const KernelContext& ctx) {
+  const Tensor &var = ctx.inputs[0], &acc = ctx.inputs[1], &grad = ctx.inputs[2];
+  const double lr = ctx.attrs.get<double>("lr");
+  const double momentum = ctx.attrs.get<double>("momentum");
+  const double weight_decay = ctx.attrs.get_or("weight_decay", 0.0);
+  const bool nesterov = ctx.attrs.get<bool>("use_nesterov");
+  CLEAVE_DISPATCH_FLOAT(var.dtype(), [&] {
+    apply_momentum<T>(var.data<T>(), acc.data<T>(), grad.data<T>(), var.numel(), static_cast<T>(lr),
+                      static_cast<T>(momentum), static_cast<T>(weight_decay), nesterov);
+  });
+}
+
+// ---- SGD(parameter, gradient, accumulation, stat) ----
+// PyTorch's and MindSpore's SGD. With g = gradient + weight_decay * parameter and momentum > 0:
+//   accumulation = g                                             (stat != 0: first step)
+//   accumulation = momentum * accumulation + (1 - dampening) * g (otherwise)
+//   g = g + momentum * accumulation (nesterov) or g = accumulation
+// then parameter -= lr * g, and stat is set to 0. `stat` is a one-element tensor of the
+// parameter's dtype; with momentum 0 the accumulation is left untouched.
+
+std::vector<TensorMeta> infer_sgd(const InferContext& ctx) {
+  std::vector<TensorMeta> first_three(ctx.inputs.begin(), ctx.inputs.begin() + 3);
+  expect_matching_inputs(InferContext{ctx.op, ctx.attrs, first_three},
+                         {"parameter", "gradient", "accumulation"});
+  const TensorMeta& stat = ctx.inputs[3];
+  CLEAVE_CHECK_ARG(stat.shape.numel() == 1 && stat.dtype == ctx.inputs[0].dtype,
+                   "{}: input 3 (stat) is {} {}; expected a one-element {} tensor", ctx.op.name,
+                   dtype_name(stat.dtype), stat.shape.to_string(), dtype_name(ctx.inputs[0].dtype));
+  finite_attr(ctx, "lr");
+  const double momentum = finite_attr(ctx, "momentum");
+  const double dampening = finite_attr(ctx, "dampening");
+  finite_attr(ctx, "weight_decay");
+  const bool nesterov = ctx.attrs.get<bool>("nesterov", ctx.op.name);
+  CLEAVE_CHECK_ARG(!nesterov || (momentum > 0 && dampening == 0),
+                   "{}: nesterov needs momentum > 0 and dampening 0; got momentum {} and "
+                   "dampening {}",
+                   ctx.op.name, momentum, dampening);
+  return {};
+}
+
+template <typename T>
+void sgd(T* __restrict param, const T* __restrict grad, T* __restrict acc, int64_t n, T lr,
+         T momentum, T one_minus_dampening, T weight_decay, bool nesterov, bool first) {
+  if (momentum == T(0)) {
+#pragma omp parallel for simd if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) param[i] -= lr * (grad[i] + weight_decay * param[i]);
+    return;
+  }
+  // On the first step the accumulation is g itself: the same loop with momentum' = 0 and
+  // (1 - dampening)' = 1.
+  const T keep = first ? T(0) : momentum;
+  const T scale = first ? T(1) : one_minus_dampening;
+  // The step is coef_g * g + coef_a * a: g + momentum * a (nesterov) or a.
+  const T coef_g = nesterov ? T(1) : T(0);
+  const T coef_a = nesterov ? momentum : T(1);
+#pragma omp parallel for simd if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    const T g = grad[i] + weight_decay * param[i];
+    const T a = keep * acc[i] + scale * g;
+    acc[i] = a;
+    param[i] -= lr * (coef_g * g + coef_a * a);
+  }
+}
+
+void sgd_kernel(const KernelContext& ctx) {
+  const Tensor &param = ctx.inputs[0], &grad = ctx.inputs[1], &acc = ctx.inputs[2];
+  const Tensor& stat = ctx.inputs[3];
+  CLEAVE_DISPATCH_FLOAT(param.dtype(), [&] {
+    T* stat_value = stat.data<T>();
+    sgd<T>(param.data<T>(), grad.data<T>(), acc.data<T>(), param.numel(),
+           static_cast<T>(ctx.attrs.get<double>("lr")),
+           static_cast<T>(ctx.attrs.get<double>("momentum")),
+           static_cast<T>(1.0 - ctx.attrs.get<double>("dampening")),
+           static_cast<T>(ctx.attrs.get<double>("weight_decay")), ctx.attrs.get<bool>("nesterov"),
+           *stat_value != T(0));
+    *stat_value = T(0);
+  });
+}
+
+// ---- Adam(parameter, m, v, gradient) ----
+// PyTorch's Adam / AdamW at 1-based step t:
+//   parameter *= 1 - lr * weight_decay        (decoupled: AdamW)
+//   g = gradient + weight_decay * parameter   (not decoupled: Adam's L2 term)
+//   m = beta1 * m + (1 - beta1) * g
+//   v = beta2 * v + (1 - beta2) * g²
+//   parameter -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+
+std::vector<TensorMeta> infer_adam(const InferContext& ctx) {
+  expect_matching_inputs(ctx, {"parameter", "m", "v", "gradient"});
+  finite_attr(ctx, "lr");
+  const double beta1 = finite_attr(ctx, "beta1");
+  const double beta2 = finite_attr(ctx, "beta2");
+  const double eps = finite_attr(ctx, "eps");
+  finite_attr(ctx, "weight_decay");
+  ctx.attrs.get<bool>("decoupled", ctx.op.name);
+  CLEAVE_CHECK_ARG(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
+                   "{}: beta1 {} and beta2 {} must lie in [0, 1)", ctx.op.name, beta1, beta2);
+  CLEAVE_CHECK_ARG(eps > 0, "{}: eps is {}; expected eps > 0", ctx.op.name, eps);
+  const int64_t step = ctx.attrs.get<int64_t>("step", ctx.op.name);
+  CLEAVE_CHECK_ARG(step >= 1, "{}: step is {}; expected the 1-based step number (>= 1)",
+                   ctx.op.name, step);
+  return {};
+}
+
+// The per-call scalars of one Adam update, computed in double whatever the dtype (1 - 0.999
+// rounded in float would be off by 1e-5 relative) and then rounded once to T.
+template <typename T>
+struct AdamScalars {
+  T beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
+  T l2;              // weight decay added to the gradient (Adam)
+  T decay_factor;    // 1 - lr * weight_decay applied to the parameter (AdamW)
+  T step_size;       // lr / (1 - beta1^t)
+  T inv_sqrt_bias2;  // 1 / sqrt(1 - beta2^t)
+};
+
+template <typename T>
+void adam(T* __restrict param, T* __restrict m, T* __restrict v, const T* __restrict grad,
+          int64_t n, const AdamScalars<T> s) {
+#pragma omp parallel for simd if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    const T p = param[i] * s.decay_factor;
+    const T g = grad[i] + s.l2 * param[i];
+    const T mi = s.beta1 * m[i] + s.one_minus_beta1 * g;
+    const T vi = s.beta2 * v[i] + s.one_minus_beta2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] = p - s.step_size * mi / (std::sqrt(vi) * s.inv_sqrt_bias2 + s.eps);
+  }
+}
+
+void adam_kernel(const KernelContext& ctx) {
+  const Tensor &param = ctx.inputs[0], &m = ctx.inputs[1], &v = ctx.inputs[2];
+  const Tensor& grad = ctx.inputs[3];
+  const double lr = ctx.attrs.get<double>("lr");
+  const double beta1 = ctx.attrs.get<double>("beta1");
+  const double beta2 = ctx.attrs.get<double>("beta2");
+  const double weight_decay = ctx.attrs.get<double>("weight_decay");
+  const bool decoupled = ctx.attrs.get<bool>("decoupled");
+  const double t = static_cast<double>(ctx.attrs.get<int64_t>("step"));
+  CLEAVE_DISPATCH_FLOAT(param.dtype(), [&] {
+    const AdamScalars<T> s{
+        .beta1 = static_cast<T>(beta1),
+        .one_minus_beta1 = static_cast<T>(1.0 - beta1),
+        .beta2 = static_cast<T>(beta2),
+        .one_minus_beta2 = static_cast<T>(1.0 - beta2),
+        .eps = static_cast<T>(ctx.attrs.get<double>("eps")),
+        .l2 = static_cast<T>(decoupled ? 0.0 : weight_decay),
+        .decay_factor = static_cast<T>(decoupled ? 1.0 - lr * weight_decay : 1.0),
+        .step_size = static_cast<T>(lr / (1.0 - std::pow(beta1, t))),
+        .inv_sqrt_bias2 = static_cast<T>(1.0 / std::sqrt(1.0 - std::pow(beta2, t))),
+    };
+    adam<T>(param.data<T>(), m.data<T>(), v.data<T>(), grad.data<T>(), param.numel(), s);
+  });
+}
+
+}  // namespace
+
+void register_optim_ops(Registry& r) {
+  r.add(OpDef{
+      .name = "ApplyMomentum",
+      .num_inputs = 3,
+      .infer = infer_apply_momentum,
+      .cpu_kernel = apply_momentum_kernel,
+      .mutates_inputs = true,
+  });
+  r.add(OpDef{
+      .name = "SGD",
+      .num_inputs = 4,
+      .infer = infer_sgd,
+      .cpu_kernel = sgd_kernel,
+      .mutates_inputs = true,
+  });
+  r.add(OpDef{
+      .name = "Adam",
+      .num_inputs = 4,
+      .infer = infer_adam,
+      .cpu_kernel = adam_kernel,
+      .mutates_inputs = true,
+  });
+}
 
 }  // namespace cleave::ir

@@ -1,0 +1,96 @@
+#include "cleave/nn/cell.h"
+
+#include <unordered_set>
+
+#include "cleave/core/error.h"
+
+namespace cleave::nn {
+
+Cell::Cell(std::string cls_name) : cls_name_(std::move(cls_name)) {}
+
+Tensor Cell::construct(const Tensor& /*x*/) {
+  CLEAVE_FAIL("{} takes 2 input(s); it was called with 1 (or it does not define construct)",
+              cls_name_);
+}
+
+Tensor Cell::construct(const Tensor& /*a*/, const Tensor& /*b*/) {
+  CLEAVE_FAIL("{} takes 1 input(s); it was called with 2 (or it does not define construct)",
+              cls_name_);
+}
+
+void Cell::check_new_name(const std::string& name) const {
+  CLEAVE_CHECK_ARG(!name.empty(), "{}: a parameter or child cell needs a non-empty name",
+                   cls_name_);
+  CLEAVE_CHECK_ARG(name.find('.') == std::string::npos,
+                   "{}: name '{}' contains '.'; names are joined by '.' into paths, so they "
+                   "cannot contain one",
+                   cls_name_, name);
+  for (const auto& [existing, value] : parameters_) {
+    CLEAVE_CHECK_ARG(existing != name,
+                     "{}: name '{}' is already used by parameter '{}' ({} {}); names of "
+                     "parameters and child cells must be unique within a cell",
+                     cls_name_, name, existing, dtype_name(value.dtype()),
+                     value.shape().to_string());
+  }
+  for (const auto& [existing, child] : children_) {
+    CLEAVE_CHECK_ARG(existing != name,
+                     "{}: name '{}' is already used by child cell '{}' ({}); names of "
+                     "parameters and child cells must be unique within a cell",
+                     cls_name_, name, existing, child->cls_name());
+  }
+}
+
+void Cell::add_child(const std::string& name, std::shared_ptr<Cell> cell) {
+  CLEAVE_CHECK_ARG(cell != nullptr, "{}: child cell '{}' is null", cls_name_, name);
+  CLEAVE_CHECK_ARG(cell.get() != this, "{}: a cell cannot be its own child ('{}')", cls_name_,
+                   name);
+  check_new_name(name);
+  children_.emplace_back(name, std::move(cell));
+}
+
+Tensor Cell::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
+  CLEAVE_CHECK_ARG(value.defined(), "{}: parameter '{}' is an undefined Tensor", cls_name_, name);
+  CLEAVE_CHECK_ARG(is_floating(value.dtype()),
+                   "{}: parameter '{}' has dtype {}; parameters must be Float32 or Float64",
+                   cls_name_, name, dtype_name(value.dtype()));
+  check_new_name(name);
+  value.set_requires_grad(requires_grad);
+  parameters_.emplace_back(name, value);
+  return value;
+}
+
+// A parameter reachable along several paths (a child cell registered twice, for weight sharing)
+// is listed once, under the first path, so that an optimizer updates it once.
+std::vector<std::pair<std::string, Tensor>> Cell::parameters_and_names() const {
+  std::vector<std::pair<std::string, Tensor>> out = parameters_;
+  for (const auto& [child_name, child] : children_) {
+    for (auto& [path, value] : child->parameters_and_names()) {
+      out.emplace_back(child_name + "." + path, std::move(value));
+    }
+  }
+  std::unordered_set<const TensorImpl*> seen;
+  std::erase_if(out, [&](const auto& entry) { return !seen.insert(entry.second.impl()).second; });
+  return out;
+}
+
+std::vector<Tensor> Cell::trainable_params() const {
+  std::vector<Tensor> out;
+  for (auto& [name, value] : parameters_and_names()) {
+    if (value.requires_grad()) out.push_back(std::move(value));
+  }
+  return out;
+}
+
+std::vector<Tensor> Cell::get_parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, value] : parameters_and_names()) out.push_back(std::move(value));
+  return out;
+}
+
+Cell& Cell::set_train(bool mode) {
+  training_ = mode;
+  for (const auto& [name, child] : children_) child->set_train(mode);
+  return *this;
+}
+
+}  // namespace cleave::nn

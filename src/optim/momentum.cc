@@ -1,0 +1,86 @@
+// Momentum and SGD: one ApplyMomentum / SGD primitive call per parameter.
+#include <cmath>
+
+#include "cleave/core/error.h"
+#include "cleave/ir/dispatch.h"
+#include "cleave/ir/registry.h"
+#include "cleave/optim/optimizer.h"
+
+namespace cleave::optim {
+namespace {
+
+std::vector<Tensor> zeros_like_each(const std::vector<Tensor>& params) {
+  std::vector<Tensor> out;
+  out.reserve(params.size());
+  for (const Tensor& p : params) out.push_back(Tensor::zeros(p.shape(), p.dtype()));
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> named(const std::string& prefix,
+                                                  const std::vector<Tensor>& tensors) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    out.emplace_back(prefix + std::to_string(i), tensors[i]);
+  return out;
+}
+
+}  // namespace
+
+// ---- Momentum ----
+
+Momentum::Momentum(std::vector<Tensor> params, LearningRate lr, double momentum,
+                   double weight_decay, bool use_nesterov)
+    : Optimizer("Momentum", std::move(params), std::move(lr), weight_decay),
+      momentum_(momentum),
+      nesterov_(use_nesterov) {
+  CLEAVE_CHECK_ARG(std::isfinite(momentum) && momentum >= 0,
+                   "Momentum: momentum is {}; expected a finite value >= 0", momentum);
+  accum_ = zeros_like_each(parameters());
+}
+
+std::vector<std::pair<std::string, Tensor>> Momentum::state() const {
+  return named("moments.", accum_);
+}
+
+void Momentum::update(size_t i, const Tensor& grad, double lr) {
+  static const ir::OpDef& op = ir::Registry::global().get("ApplyMomentum");
+  ir::call(op, {parameters()[i], accum_[i], grad},
+           {{"lr", lr},
+            {"momentum", momentum_},
+            {"use_nesterov", nesterov_},
+            {"weight_decay", weight_decay_}});
+}
+
+// ---- SGD ----
+
+SGD::SGD(std::vector<Tensor> params, LearningRate lr, SGDOptions options)
+    : Optimizer("SGD", std::move(params), std::move(lr), options.weight_decay), options_(options) {
+  CLEAVE_CHECK_ARG(std::isfinite(options.momentum) && options.momentum >= 0,
+                   "SGD: momentum is {}; expected a finite value >= 0", options.momentum);
+  CLEAVE_CHECK_ARG(std::isfinite(options.dampening) && options.dampening >= 0,
+                   "SGD: dampening is {}; expected a finite value >= 0", options.dampening);
+  CLEAVE_CHECK_ARG(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
+                   "SGD: nesterov needs momentum > 0 and dampening 0; got momentum {} and "
+                   "dampening {}",
+                   options.momentum, options.dampening);
+  accum_ = zeros_like_each(parameters());
+  started_.assign(parameters().size(), false);
+}
+
+std::vector<std::pair<std::string, Tensor>> SGD::state() const { return named("accum.", accum_); }
+
+void SGD::update(size_t i, const Tensor& grad, double lr) {
+  static const ir::OpDef& op = ir::Registry::global().get("SGD");
+  const Tensor& param = parameters()[i];
+  // stat 1 marks the first update of this parameter: the accumulation starts as the gradient.
+  const Tensor stat = Tensor::full({1}, started_[i] ? 0.0 : 1.0, param.dtype());
+  ir::call(op, {param, grad, accum_[i], stat},
+           {{"lr", lr},
+            {"momentum", options_.momentum},
+            {"dampening", options_.dampening},
+            {"weight_decay", weight_decay_},
+            {"nesterov", options_.nesterov}});
+  started_[i] = true;
+}
+
+}  // namespace cleave::optim
