@@ -18,8 +18,10 @@ packages=(
   # communication and the control plane
   libgloo-dev libopenmpi-dev openmpi-bin libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
   protobuf-compiler
-  # graph dumps; PyTorch as the parity and speed peer
-  graphviz python3-torch python3-numpy
+  # graph dumps; PyTorch as the parity and speed peer. Debian's torch calls the system BLAS,
+  # which without OpenBLAS is the slow reference BLAS (MLP training measured 10x slower): the
+  # peer gets OpenBLAS so that bench/run.sh compares against a fairly configured PyTorch.
+  graphviz python3-torch python3-numpy libopenblas0-openmp
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

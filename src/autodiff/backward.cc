@@ -129,8 +129,15 @@ void backward(const Tensor& output, const Tensor& grad_output) {
     void leaf(const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) override {
       if (!leaf->requires_grad) return;
       Tensor current(leaf->grad);
-      // A fresh buffer: the grad rule may have returned a view of another tensor.
-      leaf->grad = current.defined() ? ops::add(current, g).impl_ptr() : g.clone().impl_ptr();
+      if (current.defined()) {
+        leaf->grad = ops::add(current, g).impl_ptr();
+      } else if (g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1) {
+        leaf->grad = g.impl_ptr();  // nothing else sees this buffer: keep it without a copy
+      } else {
+        // The grad rule returned a tensor that is also used elsewhere (e.g. Add passes dy on
+        // to both inputs): copy, so that later accumulation cannot write through to it.
+        leaf->grad = g.clone().impl_ptr();
+      }
     }
     void node_output(const GradNode*, int, const Tensor&) override {}
   } sink;

@@ -1,7 +1,10 @@
 #include "cleave/core/storage.h"
 
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "cleave/core/error.h"
 
@@ -11,7 +14,88 @@ namespace {
 constexpr size_t kAlignment = 64;
 DeviceAllocator g_cuda_allocator{nullptr, nullptr};
 
+// NOTE [CPU allocation cache]
+// A training step allocates the same large buffers (activations, gradients) every step. glibc
+// serves blocks this large with mmap and returns them with munmap, so each step paid for fresh
+// zeroed pages: page faults were 15-20% of a LeNet/MLP step. Freed blocks of at least
+// kCacheMinBytes are therefore kept in free lists keyed by their size (rounded up to a page) and
+// handed out again; smaller blocks go straight to malloc, whose own bins are fast. The cache holds
+// at most CLEAVE_CPU_CACHE_MB (default 2048) MiB; beyond that blocks are freed at once.
+constexpr size_t kCacheMinBytes = size_t{64} << 10;
+constexpr size_t kPage = 4096;
+
+class CpuBlockCache {
+ public:
+  static CpuBlockCache& instance() {
+    static CpuBlockCache* cache = new CpuBlockCache();  // never destroyed: used by static dtors
+    return *cache;
+  }
+
+  void* allocate(size_t nbytes) {
+    const size_t size = rounded(nbytes);
+    if (size >= kCacheMinBytes) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(size);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_bytes_ -= size;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(kAlignment, size);
+    if (p == nullptr) throw std::bad_alloc();
+    return p;
+  }
+
+  void deallocate(void* p, size_t nbytes) {
+    const size_t size = rounded(nbytes);
+    if (size >= kCacheMinBytes) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cached_bytes_ + size <= limit_bytes_) {
+        free_[size].push_back(p);
+        cached_bytes_ += size;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, blocks] : free_) {
+      for (void* p : blocks) std::free(p);
+    }
+    free_.clear();
+    cached_bytes_ = 0;
+  }
+
+  size_t cached_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cached_bytes_;
+  }
+
+ private:
+  CpuBlockCache() {
+    const char* env = std::getenv("CLEAVE_CPU_CACHE_MB");
+    limit_bytes_ = (env != nullptr ? std::strtoull(env, nullptr, 10) : 2048) << 20;
+  }
+  static size_t rounded(size_t nbytes) {
+    const size_t n = std::max<size_t>(nbytes, 1);
+    const size_t unit = n >= kCacheMinBytes ? kPage : kAlignment;
+    return (n + unit - 1) / unit * unit;
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_bytes_ = 0;
+  size_t limit_bytes_ = 0;
+};
+
 }  // namespace
+
+size_t cpu_cached_bytes() { return CpuBlockCache::instance().cached_bytes(); }
+void release_cpu_cache() { CpuBlockCache::instance().release(); }
 
 void set_device_allocator(DeviceType type, DeviceAllocator allocator) {
   CLEAVE_ASSERT(type == DeviceType::kCUDA, "only CUDA takes a device allocator");
@@ -20,9 +104,7 @@ void set_device_allocator(DeviceType type, DeviceAllocator allocator) {
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (device.is_cpu()) {
-    const size_t rounded = (std::max<size_t>(nbytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-    data_ = std::aligned_alloc(kAlignment, rounded);
-    if (data_ == nullptr) throw std::bad_alloc();
+    data_ = CpuBlockCache::instance().allocate(nbytes);
     return;
   }
   CLEAVE_CHECK_ARG(
@@ -35,7 +117,7 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 
 Storage::~Storage() {
   if (device_.is_cpu()) {
-    std::free(data_);
+    CpuBlockCache::instance().deallocate(data_, nbytes_);
   } else if (data_ != nullptr) {
     g_cuda_allocator.deallocate(data_, device_.index);
   }

@@ -69,3 +69,21 @@ TEST(Gradcheck, AddMulBroadcast) {
 
 }  // namespace
 }  // namespace cleave
+
+namespace cleave {
+namespace {
+
+TEST(Backward, LeafGradientsNeverShareStorage) {
+  // Add hands the same dy to both inputs; each leaf must get its own buffer so that
+  // accumulating into one cannot change the other.
+  Tensor a = Tensor::ones({4}).set_requires_grad(true);
+  Tensor b = Tensor::ones({4}).set_requires_grad(true);
+  autodiff::backward(ops::reduce_sum(a + b));
+  EXPECT_FALSE(a.grad().shares_storage_with(b.grad()));
+  autodiff::backward(ops::reduce_sum(a * 3.0));
+  EXPECT_TRUE(testing::all_close(a.grad(), Tensor::full({4}, 4.0)));
+  EXPECT_TRUE(testing::all_close(b.grad(), Tensor::ones({4})));
+}
+
+}  // namespace
+}  // namespace cleave

@@ -90,3 +90,25 @@ TEST(Shape, BroadcastFollowsNumpy) {
 
 }  // namespace
 }  // namespace cleave
+
+namespace cleave {
+namespace {
+
+TEST(Storage, LargeBlocksAreReusedFromTheCache) {
+  release_cpu_cache();
+  void* first;
+  {
+    Tensor a = Tensor::empty({1 << 16});  // 256 KiB: cached on free
+    first = a.raw_data();
+  }
+  EXPECT_GE(cpu_cached_bytes(), size_t{1} << 18);
+  Tensor b = Tensor::empty({1 << 16});
+  EXPECT_EQ(b.raw_data(), first);
+  EXPECT_EQ(cpu_cached_bytes(), 0u);
+  b = Tensor();
+  release_cpu_cache();
+  EXPECT_EQ(cpu_cached_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace cleave

@@ -26,6 +26,11 @@ class Storage {
   Device device_;
 };
 
+// Bytes held in the CPU block cache (NOTE [CPU allocation cache] in storage.cc), and a way to
+// return them all to the system.
+size_t cpu_cached_bytes();
+void release_cpu_cache();
+
 // Pluggable allocation for non-CPU devices; the CUDA kernels library installs one.
 struct DeviceAllocator {
   void* (*allocate)(size_t nbytes, int device_index);
