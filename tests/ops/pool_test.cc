@@ -1,5 +1,6 @@
-// MaxPool2D, AvgPool2D and their backward primitives: hand-computed values, tie handling, oneDNN
-// (Float32) against the reference loops (Float64), finite-difference gradients, bad inputs.
+// MaxPool2D, AvgPool2D and their backward primitives: hand-computed values, tie handling, the
+// Float32 kernels against the reference loops (Float64), finite-difference gradients, bad inputs.
+// tests/kernels/pool_test.cc checks each Float32 path (kernels::cpu::PoolPath) on its own.
 #include <gtest/gtest.h>
 
 #include "cleave/cleave.h"
@@ -66,9 +67,8 @@ TEST(Pool2D, MaxGradientGoesToTheFirstMaximumOfATie) {
   }
 }
 
-TEST(Pool2D, MaxTiesAgreeBetweenOneDnnAndReference) {
-  // Values from {0, 1, 2}: most windows hold ties. 3 channels run oneDNN's plain-layout backward,
-  // 8 channels its blocked one (NOTE [Pooling memory layouts]).
+TEST(Pool2D, MaxTiesAgreeBetweenFloat32AndReference) {
+  // Values from {0, 1, 2}: most windows hold ties.
   for (int64_t channels : {3, 8}) {
     SCOPED_TRACE(std::to_string(channels) + " channels");
     Tensor x64 = ops::cast(ops::cast(random_f64({2, channels, 7, 8}, 0, 3, 21), DType::kInt32),
@@ -111,6 +111,10 @@ std::vector<PoolCase> pool_cases() {
        {2, 8, 9, 7},
        {.kernel_size = {3, 3}, .stride = {2, 2}, .pad_mode = "same"}},
       {"16 channels 2x2 stride 2 valid", {3, 16, 6, 6}, {.kernel_size = {2, 2}, .stride = {2, 2}}},
+      {"2x2 stride 2 valid odd, 9 outputs a row",
+       {2, 3, 7, 19},
+       {.kernel_size = {2, 2}, .stride = {2, 2}}},
+      {"global 7x7", {2, 5, 7, 7}, {.kernel_size = {7, 7}, .stride = {7, 7}}},
   };
 }
 

@@ -1,5 +1,6 @@
-// 2-D max and average pooling kernels (NCHW): forward and backward. Float32 runs on oneDNN,
-// Float64 on reference loops.
+// 2-D max and average pooling kernels (NCHW): forward and backward. Float32 runs on hand-written
+// vector loops, which NOTE [Pooling paths] (pool.cc) measured faster than oneDNN 2.6 on every
+// shape tried; Float64 runs on reference loops.
 #pragma once
 
 #include <cstdint>
@@ -28,15 +29,24 @@ struct Pool2DGeometry {
 // Where several cells of a window hold the maximum, the whole gradient of that output goes to
 // the first of them in row-major window order (smallest row, then smallest column), as in
 // oneDNN, PyTorch and MindSpore. The reference loops implement the same rule and the tests check
-// that both kernels agree on inputs with ties.
+// that all kernels agree on inputs with ties.
 
-void max_pool2d_forward(const Pool2DGeometry& g, const Tensor& x, const Tensor& y);
+// Which implementation runs a Float32 pooling (NOTE [Pooling paths] in pool.cc). The ops use
+// kAuto: the hand-written kernels, with specialised ones for 2x2 windows of stride 2 and for
+// global pooling. kGeneral forces the hand-written general kernels and kOneDnn oneDNN, so that
+// tests and bench/pool_bench can compare the paths on the same problem. Float64 ignores it.
+enum class PoolPath { kAuto, kGeneral, kOneDnn };
+
+void max_pool2d_forward(const Pool2DGeometry& g, const Tensor& x, const Tensor& y,
+                        PoolPath path = PoolPath::kAuto);
 // dx = gradient of sum(max_pool(x) · dy) with respect to x (overwrites dx). Needs x itself to
 // find the maxima (see NOTE [Max pooling backward recomputes] in pool.cc).
 void max_pool2d_backward(const Pool2DGeometry& g, const Tensor& x, const Tensor& dy,
-                         const Tensor& dx);
-void avg_pool2d_forward(const Pool2DGeometry& g, const Tensor& x, const Tensor& y);
+                         const Tensor& dx, PoolPath path = PoolPath::kAuto);
+void avg_pool2d_forward(const Pool2DGeometry& g, const Tensor& x, const Tensor& y,
+                        PoolPath path = PoolPath::kAuto);
 // dx = gradient of sum(avg_pool(x) · dy) with respect to x (overwrites dx).
-void avg_pool2d_backward(const Pool2DGeometry& g, const Tensor& dy, const Tensor& dx);
+void avg_pool2d_backward(const Pool2DGeometry& g, const Tensor& dy, const Tensor& dx,
+                         PoolPath path = PoolPath::kAuto);
 
 }  // namespace cleave::kernels::cpu
