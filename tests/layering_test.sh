@@ -5,14 +5,22 @@ set -u
 root=${1:-$(dirname "$0")/..}
 cd "$root" || exit 2
 
-# layer -> layers it may include (the public cleave/ops/*.h headers belong to ir).
+# layer -> the layers it may include: itself and those it links (CMakeLists.txt). The public
+# cleave/ops/*.h headers belong to ir.
+ir_up="core kernels ir ops"
 declare -A allowed=(
   [core]="core"
   [kernels]="core kernels"
-  [ir]="core kernels ir ops"
-  [autodiff]="core kernels ir ops autodiff"
-  [nn]="core kernels ir ops autodiff nn"
-  [optim]="core kernels ir ops autodiff nn optim"
+  [ir]="$ir_up"
+  [autodiff]="$ir_up autodiff"
+  [comm]="core comm"
+  [cluster]="core comm cluster"
+  [parallel]="$ir_up parallel"
+  [runtime]="$ir_up autodiff comm cluster parallel runtime"
+  [nn]="$ir_up autodiff comm cluster parallel runtime nn"
+  [optim]="$ir_up autodiff comm cluster parallel runtime nn optim"
+  [data]="$ir_up data"
+  [train]="$ir_up autodiff comm cluster parallel runtime nn optim data train"
 )
 status=0
 for layer in "${!allowed[@]}"; do
