@@ -3,8 +3,8 @@
 //   roundtrip [sleep_ms]  every rank sets a store key, reads every other rank's, adds to a shared
 //                         counter, passes a barrier and checks the counter; prints
 //                         "rank R of N ok"; sleeps sleep_ms, then releases and exits 0.
-//   hang                  joins, passes barrier 'start', prints "ready rank R", then waits at
-//                         barrier 'never' (which a lost rank never reaches).
+//   hang                  joins, passes barrier 'start', prints "ready rank R", then waits for
+//                         store key 'never_set', which no rank sets.
 //   fail R                joins, passes barrier 'start'; rank R exits with status 3, the others
 //                         wait at barrier 'end'.
 #include <cstdio>
@@ -54,8 +54,8 @@ int hang() {
   cleave::cluster::barrier("start");
   std::printf("ready rank %d\n", cleave::get_rank());
   std::fflush(stdout);
-  cleave::cluster::barrier("never");
-  return fail("passed barrier 'never'");
+  cleave::cluster::job_store()->get("never_set", std::chrono::seconds(60));
+  return fail("read store key 'never_set'");
 }
 
 int fail_rank(int failing) {
