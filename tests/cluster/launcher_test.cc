@@ -1,0 +1,64 @@
+// cleave-run over real processes: it starts the scheduler and the workers, writes one log per
+// process, and on the first failure stops the rest and exits with the failing rank's status.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "cluster/job.h"
+
+namespace cleave::testing {
+namespace {
+
+std::vector<std::string> launch(Job& job, const std::string& log_dir,
+                                const std::vector<std::string>& program_args) {
+  std::vector<std::string> argv = {CLEAVE_RUN_PROGRAM,
+                                   "--worker_num",
+                                   "4",
+                                   "--master_port",
+                                   job.env().at("MS_SCHED_PORT"),
+                                   "--log_dir",
+                                   job.path(log_dir),
+                                   "--join",
+                                   "--",
+                                   CLEAVE_CLUSTER_TEST_PROGRAM};
+  argv.insert(argv.end(), program_args.begin(), program_args.end());
+  return argv;
+}
+
+TEST(ClusterLauncher, RunsFourWorkersWithOneLogEach) {
+  Job job("launcher_ok", 4);
+  pid_t run = job.start_program(launch(job, "logs", {"roundtrip"}), {}, "cleave_run.log");
+  EXPECT_EQ(job.wait(run, seconds(20)), 0) << job.log("cleave_run.log");
+  std::string output = job.log("cleave_run.log");
+  for (int rank = 0; rank < 4; ++rank) {
+    std::string line = fmt::format("rank {} of 4 ok", rank);
+    EXPECT_NE(job.log(fmt::format("logs/worker_{}.log", rank)).find(line), std::string::npos);
+    EXPECT_NE(output.find(fmt::format("[rank {}] {}", rank, line)), std::string::npos) << output;
+  }
+  EXPECT_NE(job.log("logs/scheduler.log").find("all 4 workers finished"), std::string::npos);
+}
+
+TEST(ClusterLauncher, FailingRankStopsTheJobWithItsStatus) {
+  Job job("launcher_fail", 4);
+  pid_t run = job.start_program(launch(job, "logs", {"fail", "1"}), {}, "cleave_run.log");
+  EXPECT_EQ(job.wait(run, seconds(20)), 3) << job.log("cleave_run.log");
+  std::string output = job.log("cleave_run.log");
+  EXPECT_NE(output.find("cleave-run: rank 1 (pid "), std::string::npos) << output;
+  EXPECT_NE(output.find("failed with status 3; stopping the other processes"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("last lines of rank 1"), std::string::npos) << output;
+  EXPECT_NE(output.find("  rank 1 fails on purpose"), std::string::npos) << output;
+}
+
+TEST(ClusterLauncher, RejectsMoreLocalWorkersThanWorkers) {
+  Job job("launcher_usage", 2);
+  pid_t run = job.start_program(
+      {CLEAVE_RUN_PROGRAM, "--worker_num", "2", "--local_worker_num", "3", "--", "true"}, {},
+      "cleave_run.log");
+  EXPECT_EQ(job.wait(run), 2);
+  EXPECT_NE(job.log("cleave_run.log").find("--local_worker_num 3 exceeds --worker_num 2"),
+            std::string::npos)
+      << job.log("cleave_run.log");
+}
+
+}  // namespace
+}  // namespace cleave::testing
