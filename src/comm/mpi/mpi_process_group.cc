@@ -138,6 +138,11 @@ class MpiProcessGroup final : public ProcessGroup {
                   peers.empty() ? -1 : peers[i]);
         if (done) break;
         if (Clock::now() > deadline) {
+          // Point-to-point requests can be withdrawn; collectives cannot (the group is broken).
+          for (size_t j = i; j < requests.size() && !peers.empty(); ++j) {
+            MPI_Cancel(&requests[j]);
+            MPI_Request_free(&requests[j]);
+          }
           throw BackendFailure(fmt::format("timed out after {} ms", options().timeout.count()),
                                peers.empty() ? -1 : peers[i]);
         }
