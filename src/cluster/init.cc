@@ -10,6 +10,8 @@
 #include <set>
 
 #include "cleave/cluster/cluster.h"
+#include "cleave/comm/group_registry.h"
+#include "cleave/comm/process_group.h"
 #include "cleave/core/error.h"
 #include "cluster/config.h"
 #include "cluster/rank_table.h"
@@ -69,6 +71,7 @@ struct ClusterState {
   std::shared_ptr<comm::Store> store;
   std::chrono::milliseconds comm_timeout{300'000};
   std::map<std::string, std::vector<int>> groups;  // created groups: world rank of each member
+  std::shared_ptr<comm::ProcessGroup> world;       // null when standalone or from a rank table
 };
 
 std::mutex state_mu;
@@ -163,10 +166,54 @@ void join_rank_table(ClusterState& s, const std::string& path) {
   }
 }
 
+// The address this worker's Gloo transport listens on (NOTE [Backend rendezvous]).
+std::string transport_host(const std::string& sched_host) {
+  if (std::optional<std::string> ip = env_value("MS_WORKER_IP")) return *ip;
+  if (sched_host == "127.0.0.1" || sched_host == "localhost") return "127.0.0.1";
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "127.0.0.1";
+  return name;
+}
+
+// NOTE [Backend rendezvous]
+// The world comm::ProcessGroup is made inside init(). In dynamic networking its backend meets
+// through the scheduler's store (Gloo exchanges its TCP addresses there; NCCL its unique id); the
+// Gloo transport listens on MS_WORKER_IP when set, 127.0.0.1 when the scheduler is on loopback,
+// and this host's name otherwise. Under mpirun the "mpi" backend needs no store. A rank table
+// gives ranks but no store to meet through: no world group is made then (collectives need MS_*
+// variables or mpirun), and standalone needs none (world size 1, collectives are identities).
+void connect_backend(ClusterState& s) {
+  if (s.mode == JoinMode::kStandalone || s.mode == JoinMode::kRankTable) return;
+  CLEAVE_CHECK_ARG(comm::backend_available(s.backend),
+                   "cleave::init: backend '{}' is not available in this build (gloo always is; "
+                   "mpi with OpenMPI, nccl with CUDA)",
+                   s.backend);
+  CLEAVE_CHECK_ARG(s.mode != JoinMode::kMpi || s.backend == "mpi",
+                   "cleave::init('{}'): under mpirun only the 'mpi' backend can meet without a "
+                   "scheduler; call init() or init(\"mpi\"), or start the job with cleave-run",
+                   s.backend);
+  comm::ProcessGroupOptions options;
+  options.backend = s.backend;
+  options.store = s.store;
+  options.rank = s.rank;
+  options.size = s.world_size;
+  options.name = kWorldGroup;
+  options.timeout = s.comm_timeout;
+  if (s.client) options.host = transport_host(s.client->config().sched_host);
+  cluster::ActivityScope activity(
+      fmt::format("connecting the '{}' backend of the world group", s.backend));
+  s.world = comm::create_process_group(options);
+  comm::register_group(kWorldGroup, s.world);
+}
+
 void release_at_exit() {
   try {
     std::lock_guard lock(state_mu);
-    if (state.initialized && state.client) state.client->finish();
+    if (!state.initialized) return;
+    if (state.client) state.client->finish();
+    // The backend's threads go before the static objects they use.
+    comm::clear_groups();
+    state = ClusterState();
   } catch (const std::exception& error) {
     std::fprintf(stderr, "cleave: release at exit failed: %s\n", error.what());
   }
@@ -216,8 +263,7 @@ void init(const std::string& backend) {
     s.backend = choose_backend(backend, s.mode);
     s.store = std::make_shared<LocalStore>();
   }
-  // TODO(#5): create the world comm::ProcessGroup on s.backend here, rendezvoused through
-  // s.store (comm::create_process_group), once the comm backends are merged.
+  connect_backend(s);
   s.initialized = true;
   state = std::move(s);
 }
@@ -229,6 +275,7 @@ void release() {
     require_initialized("release");
     client = std::move(state.client);
     state = ClusterState();
+    comm::clear_groups();
   }
   if (client) client->finish();
 }
@@ -300,7 +347,13 @@ void create_group(const std::string& name, const std::vector<int>& ranks) {
     CLEAVE_CHECK_ARG(seen.insert(rank).second,
                      "cleave::create_group: group '{}' lists rank {} twice", name, rank);
   }
-  // TODO(#5): create the group's comm::ProcessGroup on the members once comm is merged.
+  CLEAVE_CHECK_ARG(std::is_sorted(ranks.begin(), ranks.end()),
+                   "cleave::create_group: group '{}' lists ranks [{}]; they must be ascending",
+                   name, fmt::join(ranks, ", "));
+  if (state.world && seen.count(state.rank) > 0) {
+    cluster::ActivityScope activity(fmt::format("creating group '{}'", name));
+    comm::register_group(name, comm::create_subgroup(*state.world, ranks, name));
+  }
   state.groups[name] = ranks;
 }
 
@@ -310,6 +363,7 @@ void destroy_group(const std::string& name) {
   CLEAVE_CHECK_ARG(!is_world(name), "cleave::destroy_group: the world group cannot be destroyed");
   group_ranks(name, "destroy_group");
   state.groups.erase(name);
+  comm::unregister_group(name);
 }
 
 int get_world_rank_from_group_rank(const std::string& group, int group_rank) {

@@ -22,6 +22,16 @@ TEST(ClusterJob, SchedulerAndFourWorkersSucceed) {
     EXPECT_NE(all.find("rank " + std::to_string(rank) + " of 4 ok"), std::string::npos) << all;
   }
   EXPECT_NE(job.log("scheduler.log").find("all 4 workers finished"), std::string::npos);
+  // The Gloo world group met through the scheduler's store, and so did the sub-group.
+  auto count = [&](const std::string& fragment) {
+    int n = 0;
+    for (size_t at = all.find(fragment); at != std::string::npos; at = all.find(fragment, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count("all_reduce over 'world' ok"), 4) << all;
+  EXPECT_EQ(count("all_reduce over 'evens' ok"), 2) << all;
 }
 
 TEST(ClusterJob, NodeIdFixesTheRank) {
