@@ -389,6 +389,8 @@ int run_scheduler(const JobConfig& config) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config.address(), grpc::InsecureServerCredentials(), &port);
+  // A second job on the same port must fail to start, not share the port (gRPC's default).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
   builder.RegisterService(&job);

@@ -1,6 +1,6 @@
 // Failures of a running job (NOTE [Stopping on a failed job] in src/cluster/worker.h): a worker
 // killed or stopped mid-job, or the scheduler killed, ends every other process with status 1 and
-// one line naming what was lost, well within the heartbeat bound (2 s in these tests).
+// one line naming what was lost, well within the heartbeat bound (3 s in these tests).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -83,6 +83,32 @@ TEST(ClusterFault, KilledSchedulerStopsEveryWorker) {
     EXPECT_NE(log.find("this process was waiting for store key 'never_set'"), std::string::npos)
         << log;
   }
+}
+
+TEST(ClusterFault, StoppedSchedulerIsLostByHeartbeatTimeout) {
+  WaitingJob running("stopped_scheduler");
+  ASSERT_EQ(kill(running.scheduler, SIGSTOP), 0);
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    EXPECT_EQ(running.job.wait(running.workers[rank], seconds(15)), 1);
+    std::string log = running.job.log(WaitingJob::worker_log(rank));
+    EXPECT_EQ(count(log, " stops: "), 1) << log;
+    EXPECT_NE(log.find("lost the scheduler at 127.0.0.1:"), std::string::npos) << log;
+    EXPECT_NE(log.find("no heartbeat reply for"), std::string::npos) << log;
+  }
+}
+
+TEST(ClusterFault, SecondSchedulerOnTheSamePortFails) {
+  Job job("port_taken", 1);
+  pid_t first = job.scheduler();
+  ASSERT_TRUE(job.wait_for_log("scheduler.log", "serving a job"));
+  pid_t second =
+      job.start_program({CLEAVE_CLUSTER_TEST_PROGRAM}, {{"MS_ROLE", "MS_SCHED"}}, "second.log");
+  EXPECT_EQ(job.wait(second), 1);
+  EXPECT_NE(job.log("second.log").find("cannot listen on 127.0.0.1:"), std::string::npos)
+      << job.log("second.log");
+  pid_t worker = job.worker("0", {"roundtrip"});
+  EXPECT_EQ(job.wait(worker), 0) << job.log("worker_0.log");
+  EXPECT_EQ(job.wait(first), 0);
 }
 
 TEST(ClusterFault, MissingWorkerFailsTheTopologyWait) {

@@ -1,6 +1,6 @@
 // A job of real processes on 127.0.0.1 for the cluster tests: the scheduler and workers all run
 // cluster_test_program, started as seed 000's run.sh does (same program, MS_ROLE per process),
-// with short timeouts (heartbeat every 200 ms, a worker lost after 2 s).
+// with short timeouts (heartbeat every 200 ms, a worker lost after 3 s).
 #pragma once
 
 #include "cluster/processes.h"
@@ -22,7 +22,7 @@ class Job {
             {"CLEAVE_JOB_TOKEN", "token-" + name},
             {"MS_TOPO_TIMEOUT", "10"},
             {"CLEAVE_HEARTBEAT_INTERVAL_MS", "200"},
-            {"CLEAVE_HEARTBEAT_TIMEOUT_MS", "2000"}};
+            {"CLEAVE_HEARTBEAT_TIMEOUT_MS", "3000"}};
   }
 
   pid_t scheduler(const std::vector<std::string>& args = {"roundtrip"}) {
