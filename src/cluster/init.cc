@@ -81,9 +81,7 @@ void require_initialized(const char* what) {
   CLEAVE_CHECK_ARG(state.initialized, "cleave::{}: call cleave::init() first", what);
 }
 
-bool is_world(const std::string& group) {
-  return group == kWorldGroup || group == "hccl_world_group" || group == "nccl_world_group";
-}
+bool is_world(const std::string& group) { return comm::is_world_group_name(group); }
 
 const std::vector<int>& group_ranks(const std::string& group, const char* what) {
   auto it = state.groups.find(group);
@@ -96,7 +94,13 @@ const std::vector<int>& group_ranks(const std::string& group, const char* what) 
 
 std::string choose_backend(const std::string& requested, JoinMode mode) {
   if (requested.empty()) return mode == JoinMode::kMpi ? "mpi" : "gloo";
-  if (requested == "gloo" || requested == "mpi" || requested == "nccl") return requested;
+  if (requested == "gloo" || requested == "mpi" || requested == "nccl") {
+    CLEAVE_CHECK_ARG(comm::backend_available(requested),
+                     "cleave::init: backend '{}' is not available in this build (gloo always is; "
+                     "mpi when built with OpenMPI, nccl when built with CUDA and NCCL)",
+                     requested);
+    return requested;
+  }
   if (requested == "hccl") {
     CLEAVE_FAIL(
         "cleave::init: backend 'hccl' (Huawei Ascend) is not available: cleave has no Ascend "
@@ -184,10 +188,6 @@ std::string transport_host(const std::string& sched_host) {
 // variables or mpirun), and standalone needs none (world size 1, collectives are identities).
 void connect_backend(ClusterState& s) {
   if (s.mode == JoinMode::kStandalone || s.mode == JoinMode::kRankTable) return;
-  CLEAVE_CHECK_ARG(comm::backend_available(s.backend),
-                   "cleave::init: backend '{}' is not available in this build (gloo always is; "
-                   "mpi with OpenMPI, nccl with CUDA)",
-                   s.backend);
   CLEAVE_CHECK_ARG(s.mode != JoinMode::kMpi || s.backend == "mpi",
                    "cleave::init('{}'): under mpirun only the 'mpi' backend can meet without a "
                    "scheduler; call init() or init(\"mpi\"), or start the job with cleave-run",

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "cleave/cluster/cluster.h"
+#include "cleave/comm/process_group.h"
 #include "testing/gradcheck.h"
 
 namespace cleave {
@@ -112,6 +113,9 @@ TEST(ClusterInit, BackendsAreCheckedByName) {
   EXPECT_ERROR(init("hccl"), "backend 'hccl' (Huawei Ascend) is not available", "'gloo'", "'mpi'",
                "'nccl'");
   EXPECT_ERROR(init("tpu"), "unknown backend 'tpu'; expected one of gloo, mpi, nccl");
+  if (!comm::backend_available("nccl")) {
+    EXPECT_ERROR(init("nccl"), "backend 'nccl' is not available in this build");
+  }
   EXPECT_FALSE(is_initialized());
 }
 

@@ -2,6 +2,7 @@
 // started as seed 000's run.sh does (same program, MS_ROLE per process).
 #include "cluster/job.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace cleave::testing {
@@ -32,6 +33,24 @@ TEST(ClusterJob, SchedulerAndFourWorkersSucceed) {
   };
   EXPECT_EQ(count("all_reduce over 'world' ok"), 4) << all;
   EXPECT_EQ(count("all_reduce over 'evens' ok"), 2) << all;
+}
+
+TEST(ClusterJob, JobsOfOneTwoThreeAndEightWorkersSucceed) {
+  for (int size : {1, 2, 3, 8}) {
+    Job job("size" + std::to_string(size), size);
+    pid_t scheduler = job.scheduler();
+    std::vector<pid_t> workers;
+    for (int i = 0; i < size; ++i) workers.push_back(job.worker(std::to_string(i), {"roundtrip"}));
+    std::string all;
+    for (int i = 0; i < size; ++i) {
+      EXPECT_EQ(job.wait(workers[i]), 0) << job.log("worker_" + std::to_string(i) + ".log");
+      all += job.log("worker_" + std::to_string(i) + ".log");
+    }
+    EXPECT_EQ(job.wait(scheduler), 0) << job.log("scheduler.log");
+    for (int rank = 0; rank < size; ++rank) {
+      EXPECT_NE(all.find(fmt::format("rank {} of {} ok", rank, size)), std::string::npos) << all;
+    }
+  }
 }
 
 TEST(ClusterJob, NodeIdFixesTheRank) {

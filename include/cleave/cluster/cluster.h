@@ -19,13 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "cleave/comm/group_registry.h"
 #include "cleave/comm/store.h"
 
 namespace cleave {
 
 // The name of the group of all ranks. MindSpore's names for it ("hccl_world_group",
 // "nccl_world_group") are accepted wherever a group name is.
-inline constexpr const char* kWorldGroup = "world";
+inline constexpr const char* kWorldGroup = comm::kWorldGroup;
 
 // How this process joined its job.
 enum class JoinMode { kStandalone, kDynamic, kMpi, kRankTable };
