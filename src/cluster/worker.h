@@ -18,26 +18,11 @@
 #include <thread>
 #include <vector>
 
+#include "cleave/cluster/activity.h"
 #include "cleave/comm/store.h"
 #include "cluster/config.h"
 
 namespace cleave::cluster {
-
-// What this process is doing, for the line printed when the job fails. Scopes nest; the innermost
-// one is reported.
-class ActivityScope {
- public:
-  explicit ActivityScope(std::string activity);
-  ~ActivityScope();
-  ActivityScope(const ActivityScope&) = delete;
-  ActivityScope& operator=(const ActivityScope&) = delete;
-
-  // The innermost activity of this process.
-  static std::string current();
-
- private:
-  std::string previous_;
-};
 
 // Prints `line` to stderr and ends the process with status 1 (no destructors run: other threads
 // may be blocked inside a communication library).

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 
+#include "cleave/cluster/activity.h"
 #include "cleave/cluster/cluster.h"
 #include "cleave/comm/process_group.h"
 #include "testing/gradcheck.h"
@@ -245,3 +246,23 @@ TEST_F(ClusterRankTable, BadValuesAreNamed) {
 
 }  // namespace
 }  // namespace cleave
+
+namespace cleave::cluster {
+namespace {
+
+TEST(ClusterActivity, InnermostScopeIsReported) {
+  std::string outside = ActivityScope::current();
+  {
+    ActivityScope step("in step 3");
+    EXPECT_EQ(ActivityScope::current(), "in step 3");
+    {
+      ActivityScope reduce("in all_reduce on group 'world'");
+      EXPECT_EQ(ActivityScope::current(), "in all_reduce on group 'world'");
+    }
+    EXPECT_EQ(ActivityScope::current(), "in step 3");
+  }
+  EXPECT_EQ(ActivityScope::current(), outside);
+}
+
+}  // namespace
+}  // namespace cleave::cluster
