@@ -2,6 +2,7 @@
 #pragma once
 
 #include "cleave/autodiff/backward.h"
+#include "cleave/cluster/cluster.h"
 #include "cleave/core/device.h"
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
