@@ -8,6 +8,7 @@
 #include "cleave/comm/process_group.h"
 #include "cleave/core/shape.h"
 #include "cleave/ir/attrs.h"
+#include "cleave/ir/registry.h"
 
 namespace cleave::runtime {
 
@@ -30,5 +31,8 @@ void check_rank(const GroupRef& g, int64_t rank, const char* attr, const std::st
 // A list of shapes as one int list: for each shape its rank, then its dims.
 std::vector<int64_t> encode_shapes(const std::vector<Shape>& shapes);
 std::vector<Shape> decode_shapes(const std::vector<int64_t>& flat, const std::string& op);
+
+// neighbor_exchange_v2.cc: NeighborExchangeV2 and its backward-only NeighborExchangeV2Grad.
+void register_neighbor_exchange_v2(ir::Registry& registry);
 
 }  // namespace cleave::runtime

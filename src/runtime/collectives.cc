@@ -369,6 +369,7 @@ std::vector<Tensor> grad_recv(const GradContext& ctx) {
 }  // namespace
 
 void register_collective_ops(ir::Registry& r) {
+  register_neighbor_exchange_v2(r);
   auto add = [&r](OpDef def) {
     if (r.find(def.name) == nullptr) r.add(std::move(def));
   };

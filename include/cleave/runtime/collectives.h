@@ -1,6 +1,7 @@
 // Collective primitives, called eagerly: each is a registry entry (AllReduce, AllGather,
-// ReduceScatter, Broadcast, AlltoAll, NeighborExchange, Send, Recv) with a gradient rule written
-// in these primitives, so a graph traced through them differentiates the same way.
+// ReduceScatter, Broadcast, AlltoAll, NeighborExchange, NeighborExchangeV2, Send, Recv) with a
+// gradient rule written in these primitives, so a graph traced through them differentiates the same
+// way.
 //
 // Every rank of the group calls the same collectives in the same order. `group` names a group of
 // the registry (cleave/comm/group_registry.h); the world group is "hccl_world_group" (also
@@ -13,6 +14,7 @@
 //   AllGather <-> ReduceScatter(sum).   Broadcast(root) -> AllReduce(sum), kept on root only.
 //   AlltoAll -> AlltoAll with split_dim and concat_dim swapped.
 //   NeighborExchange -> NeighborExchange with send and receive ranks swapped.   Send <-> Recv.
+//   NeighborExchangeV2 -> NeighborExchangeV2Grad (halos sent back and added into the strips).
 #pragma once
 
 #include <string>
@@ -75,6 +77,22 @@ struct NeighborExchangeOptions {
 // recv_rank_ids[k] (shape recv_shapes[k]); all posted at once, so any pattern is deadlock-free.
 std::vector<Tensor> neighbor_exchange(const std::vector<Tensor>& xs,
                                       const NeighborExchangeOptions& options);
+
+struct NeighborExchangeV2Options {
+  // Eight ranks, clockwise from the top: top, top_right, right, bottom_right, bottom,
+  // bottom_left, left, top_left; -1 where there is no neighbour.
+  std::vector<int64_t> send_rank_ids = std::vector<int64_t>(8, -1);
+  std::vector<int64_t> recv_rank_ids = std::vector<int64_t>(8, -1);
+  std::vector<int64_t> send_lens = {0, 0, 0, 0};  // [top, bottom, left, right]
+  std::vector<int64_t> recv_lens = {0, 0, 0, 0};  // [top, bottom, left, right]
+  std::string data_format = "NCHW";
+  std::string group = kWorldCommGroup;
+};
+// MindSpore's NeighborExchangeV2, the 2-D halo exchange: x (N, C, H, W) is sent in strips and
+// corners (send_lens wide) to the neighbours, and the result is x padded with the halos received
+// (recv_lens wide): (N, C, H + recv_top + recv_bottom, W + recv_left + recv_right), zeros where
+// no neighbour sends. NOTE [NeighborExchangeV2 regions] in src/runtime/neighbor_exchange_v2.cc.
+Tensor neighbor_exchange_v2(const Tensor& x, const NeighborExchangeV2Options& options);
 
 struct SendOptions {
   int64_t dest_rank = 0;
