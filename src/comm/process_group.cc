@@ -4,6 +4,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "cleave/core/dtype.h"
@@ -126,52 +127,6 @@ void scale_by_size(const Tensor& t, int size) {
     const int64_t n = t.numel();
     for (int64_t i = 0; i < n; ++i) p[i] *= s;
   });
-}
-
-// Sends to this rank itself are matched with receives from itself in order, here, so backends
-// see only real peers.
-void split_self(int rank, const std::vector<PeerBuffer>& sends,
-                const std::vector<PeerBuffer>& recvs, std::vector<PeerBuffer>& remote_sends,
-                std::vector<PeerBuffer>& remote_recvs, const ProcessGroup& g, const char* op) {
-  std::vector<const PeerBuffer*> self_sends;
-  for (const PeerBuffer& s : sends) {
-    if (s.peer == rank) {
-      self_sends.push_back(&s);
-    } else {
-      remote_sends.push_back(s);
-    }
-  }
-  size_t next = 0;
-  for (const PeerBuffer& r : recvs) {
-    if (r.peer != rank) {
-      remote_recvs.push_back(r);
-      continue;
-    }
-    CLEAVE_CHECK_ARG(next < self_sends.size(),
-                     "{} on group '{}' (rank {}): a receive from this rank itself has no matching "
-                     "send to itself",
-                     op, g.name(), rank);
-    const Tensor& src = self_sends[next++]->tensor;
-    CLEAVE_CHECK_ARG(src.nbytes() == r.tensor.nbytes(),
-                     "{} on group '{}' (rank {}): the send to itself has {} bytes but the receive "
-                     "from itself expects {}",
-                     op, g.name(), rank, src.nbytes(), r.tensor.nbytes());
-  }
-  CLEAVE_CHECK_ARG(next == self_sends.size(),
-                   "{} on group '{}' (rank {}): {} sends to this rank itself but {} receives", op,
-                   g.name(), rank, self_sends.size(), next);
-}
-
-void copy_self(int rank, const std::vector<PeerBuffer>& sends,
-               const std::vector<PeerBuffer>& recvs) {
-  size_t next = 0;
-  std::vector<const PeerBuffer*> self_sends;
-  for (const PeerBuffer& s : sends) {
-    if (s.peer == rank) self_sends.push_back(&s);
-  }
-  for (const PeerBuffer& r : recvs) {
-    if (r.peer == rank) copy_bytes(r.tensor, self_sends[next++]->tensor);
-  }
 }
 
 }  // namespace
@@ -412,24 +367,57 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_async(const Tensor& output, const
 }
 
 namespace {
+// The remote messages of an exchange with their tags resolved, and the messages to this rank
+// itself paired up (matched by tag, in order) so that backends see only real peers.
 struct ExchangePlan {
-  std::vector<PeerBuffer> sends, recvs;  // remote only
+  std::vector<PeerBuffer> sends, recvs;                // remote only
+  std::vector<std::pair<Tensor, Tensor>> self_copies;  // (destination, source)
 };
 
 ExchangePlan plan_exchange(const ProcessGroup& g, const char* op,
                            const std::vector<PeerBuffer>& sends,
-                           const std::vector<PeerBuffer>& recvs) {
-  for (const PeerBuffer& s : sends) {
+                           const std::vector<PeerBuffer>& recvs, int tag) {
+  ExchangePlan plan;
+  std::vector<PeerBuffer> self_sends;
+  for (PeerBuffer s : sends) {
     check_tensor(g, op, "send", s.tensor);
     check_peer(g, op, "destination", s.peer);
+    if (s.tag < 0) s.tag = tag;
+    (s.peer == g.rank() ? self_sends : plan.sends).push_back(s);
   }
-  for (const PeerBuffer& r : recvs) {
+  std::vector<bool> used(self_sends.size(), false);
+  for (PeerBuffer r : recvs) {
     check_tensor(g, op, "receive", r.tensor);
     check_peer(g, op, "source", r.peer);
+    if (r.tag < 0) r.tag = tag;
+    if (r.peer != g.rank()) {
+      plan.recvs.push_back(r);
+      continue;
+    }
+    size_t k = 0;
+    while (k < self_sends.size() && (used[k] || self_sends[k].tag != r.tag)) ++k;
+    CLEAVE_CHECK_ARG(k < self_sends.size(),
+                     "{} on group '{}' (rank {}): a receive from this rank itself (tag {}) has no "
+                     "matching send to itself",
+                     op, g.name(), g.rank(), r.tag);
+    used[k] = true;
+    CLEAVE_CHECK_ARG(self_sends[k].tensor.nbytes() == r.tensor.nbytes(),
+                     "{} on group '{}' (rank {}): the send to itself has {} bytes but the receive "
+                     "from itself expects {}",
+                     op, g.name(), g.rank(), self_sends[k].tensor.nbytes(), r.tensor.nbytes());
+    plan.self_copies.emplace_back(r.tensor, self_sends[k].tensor);
   }
-  ExchangePlan plan;
-  split_self(g.rank(), sends, recvs, plan.sends, plan.recvs, g, op);
+  const auto unmatched = std::count(used.begin(), used.end(), false);
+  CLEAVE_CHECK_ARG(unmatched == 0,
+                   "{} on group '{}' (rank {}): {} sends to this rank itself have no matching "
+                   "receive from itself",
+                   op, g.name(), g.rank(), unmatched);
   return plan;
+}
+
+void run_plan(const ExchangePlan& plan, const std::function<void()>& remote) {
+  for (const auto& [dst, src] : plan.self_copies) copy_bytes(dst, src);
+  if (!plan.sends.empty() || !plan.recvs.empty()) remote();
 }
 
 int single_peer(const std::vector<PeerBuffer>& sends, const std::vector<PeerBuffer>& recvs) {
@@ -441,11 +429,9 @@ int single_peer(const std::vector<PeerBuffer>& sends, const std::vector<PeerBuff
 void ProcessGroup::exchange(const std::vector<PeerBuffer>& sends,
                             const std::vector<PeerBuffer>& recvs, int tag) {
   const char* op = sends.empty() ? "Recv" : recvs.empty() ? "Send" : "NeighborExchange";
-  ExchangePlan plan = plan_exchange(*this, op, sends, recvs);
-  run({op, single_peer(sends, recvs)}, [&] {
-    copy_self(rank(), sends, recvs);
-    if (!plan.sends.empty() || !plan.recvs.empty()) do_exchange(plan.sends, plan.recvs, tag);
-  });
+  const ExchangePlan plan = plan_exchange(*this, op, sends, recvs, tag);
+  run({op, single_peer(sends, recvs)},
+      [&] { run_plan(plan, [&] { do_exchange(plan.sends, plan.recvs); }); });
 }
 
 // NOTE [Asynchronous point-to-point]
@@ -457,13 +443,10 @@ void ProcessGroup::exchange(const std::vector<PeerBuffer>& sends,
 std::shared_ptr<Work> ProcessGroup::exchange_async(const std::vector<PeerBuffer>& sends,
                                                    const std::vector<PeerBuffer>& recvs, int tag) {
   const char* op = sends.empty() ? "Recv" : recvs.empty() ? "Send" : "NeighborExchange";
-  ExchangePlan plan = plan_exchange(*this, op, sends, recvs);
+  const ExchangePlan plan = plan_exchange(*this, op, sends, recvs, tag);
   const OpInfo info{op, single_peer(sends, recvs)};
-  auto task = std::make_shared<std::packaged_task<void()>>([this, info, sends, recvs, plan, tag] {
-    guarded(info, [&] {
-      copy_self(rank(), sends, recvs);
-      if (!plan.sends.empty() || !plan.recvs.empty()) do_exchange(plan.sends, plan.recvs, tag);
-    });
+  auto task = std::make_shared<std::packaged_task<void()>>([this, info, plan] {
+    guarded(info, [&] { run_plan(plan, [&] { do_exchange(plan.sends, plan.recvs); }); });
   });
   auto work = std::make_shared<Work>(task->get_future().share());
   std::thread([task] { (*task)(); }).detach();

@@ -216,3 +216,23 @@ TEST(ProcessGroupFactory, UnknownAndHcclBackendsAreErrors) {
 
 }  // namespace
 }  // namespace cleave::comm
+
+namespace cleave::comm {
+namespace {
+
+// Built with CUDA and NCCL but run where no GPU is visible: a clear error, not a crash.
+TEST(NcclBackend, WithoutAGpuTheErrorSaysSo) {
+  if (!backend_available("nccl")) GTEST_SKIP() << "built without NCCL";
+  ProcessGroupOptions o;
+  o.backend = "nccl";
+  o.store = make_memory_store();
+  try {
+    auto g = create_process_group(o);
+    EXPECT_EQ(g->backend(), "nccl");  // a GPU is present: the group of one rank forms
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA GPU is visible"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace cleave::comm

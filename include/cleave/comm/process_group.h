@@ -75,10 +75,13 @@ class Work {
   std::shared_future<void> done_;
 };
 
-// A buffer sent to or received from one peer (group rank) in exchange().
+// A buffer sent to or received from one peer (group rank) in exchange(). A send matches the
+// peer's receive with the same tag (in posting order among equal tags); tag -1 takes the tag
+// given to exchange(). Tags are >= 0 and below 2^15 (MPI's guaranteed bound).
 struct PeerBuffer {
   Tensor tensor;
   int peer = 0;
+  int tag = -1;
 };
 
 class ProcessGroup {
@@ -135,8 +138,9 @@ class ProcessGroup {
   virtual void do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) = 0;
   virtual void do_broadcast(const Tensor& tensor, int root) = 0;
   virtual void do_all_to_all(const Tensor& output, const Tensor& input) = 0;
+  // Every buffer's tag is resolved (>= 0); none is addressed to this rank itself.
   virtual void do_exchange(const std::vector<PeerBuffer>& sends,
-                           const std::vector<PeerBuffer>& recvs, int tag) = 0;
+                           const std::vector<PeerBuffer>& recvs) = 0;
   virtual void do_barrier() = 0;
   // Makes the sub-group described by `options` (rank, size, world_ranks and name set; store the
   // parent's store namespaced by the parent's name). `parent_ranks` are its members' ranks in

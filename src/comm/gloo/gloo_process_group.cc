@@ -196,26 +196,29 @@ class GlooProcessGroup final : public ProcessGroup {
     gloo::barrier(opts);
   }
 
-  void do_exchange(const std::vector<PeerBuffer>& sends, const std::vector<PeerBuffer>& recvs,
-                   int tag) override {
-    const uint64_t slot = gloo::Slot::build(kPeerSlotPrefix, static_cast<uint32_t>(tag));
+  void do_exchange(const std::vector<PeerBuffer>& sends,
+                   const std::vector<PeerBuffer>& recvs) override {
+    auto slot_of = [](int tag) {
+      return static_cast<uint64_t>(gloo::Slot::build(kPeerSlotPrefix, static_cast<uint32_t>(tag)));
+    };
     struct Posted {
       std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
       int peer;
+      int tag;
       bool is_send;
     };
     std::vector<Posted> posted;
     for (const PeerBuffer& s : sends) {
       if (s.tensor.nbytes() == 0) continue;
       auto buf = context_->createUnboundBuffer(s.tensor.raw_data(), s.tensor.nbytes());
-      buf->send(s.peer, slot);
-      posted.push_back({std::move(buf), s.peer, true});
+      buf->send(s.peer, slot_of(s.tag));
+      posted.push_back({std::move(buf), s.peer, s.tag, true});
     }
     for (const PeerBuffer& r : recvs) {
       if (r.tensor.nbytes() == 0) continue;
       auto buf = context_->createUnboundBuffer(r.tensor.raw_data(), r.tensor.nbytes());
-      buf->recv(r.peer, slot);
-      posted.push_back({std::move(buf), r.peer, false});
+      buf->recv(r.peer, slot_of(r.tag));
+      posted.push_back({std::move(buf), r.peer, r.tag, false});
     }
     const auto deadline = Clock::now() + options().timeout;
     for (Posted& p : posted) {
@@ -226,12 +229,12 @@ class GlooProcessGroup final : public ProcessGroup {
       try {
         done = p.is_send ? p.buffer->waitSend(left) : p.buffer->waitRecv(left);
       } catch (const std::exception& e) {
-        throw BackendFailure(fmt::format("{} (tag {}, {} bytes)", e.what(), tag, p.buffer->size),
+        throw BackendFailure(fmt::format("{} (tag {}, {} bytes)", e.what(), p.tag, p.buffer->size),
                              p.peer);
       }
       if (!done) {
         throw BackendFailure(
-            fmt::format("the {} with tag {} was aborted", p.is_send ? "send" : "receive", tag),
+            fmt::format("the {} with tag {} was aborted", p.is_send ? "send" : "receive", p.tag),
             p.peer);
       }
     }

@@ -206,15 +206,15 @@ class MpiProcessGroup final : public ProcessGroup {
     wait_one(req);
   }
 
-  void do_exchange(const std::vector<PeerBuffer>& sends, const std::vector<PeerBuffer>& recvs,
-                   int tag) override {
+  void do_exchange(const std::vector<PeerBuffer>& sends,
+                   const std::vector<PeerBuffer>& recvs) override {
     std::vector<MPI_Request> requests;
     std::vector<int> peers;
     for (const PeerBuffer& r : recvs) {
       if (r.tensor.nbytes() == 0) continue;
       MPI_Request req;
       check_mpi(MPI_Irecv(r.tensor.raw_data(), count_of(r.tensor.nbytes(), "Recv"), MPI_BYTE,
-                          r.peer, tag, comm_, &req),
+                          r.peer, r.tag, comm_, &req),
                 "MPI_Irecv", r.peer);
       requests.push_back(req);
       peers.push_back(r.peer);
@@ -223,7 +223,7 @@ class MpiProcessGroup final : public ProcessGroup {
       if (s.tensor.nbytes() == 0) continue;
       MPI_Request req;
       check_mpi(MPI_Isend(s.tensor.raw_data(), count_of(s.tensor.nbytes(), "Send"), MPI_BYTE,
-                          s.peer, tag, comm_, &req),
+                          s.peer, s.tag, comm_, &req),
                 "MPI_Isend", s.peer);
       requests.push_back(req);
       peers.push_back(s.peer);
