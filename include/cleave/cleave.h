@@ -2,6 +2,7 @@
 #pragma once
 
 #include "cleave/autodiff/backward.h"
+#include "cleave/autodiff/graph_grad.h"
 #include "cleave/core/device.h"
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
@@ -9,6 +10,9 @@
 #include "cleave/core/tensor.h"
 #include "cleave/ir/attrs.h"
 #include "cleave/ir/dispatch.h"
+#include "cleave/ir/dump.h"
+#include "cleave/ir/graph.h"
+#include "cleave/ir/passes.h"
 #include "cleave/ir/op_def.h"
 #include "cleave/ir/registry.h"
 #include "cleave/ops.h"
@@ -17,3 +21,7 @@
 #include "cleave/nn/layers.h"
 #include "cleave/nn/loss.h"
 #include "cleave/optim/optimizer.h"
+#include "cleave/optim/train_one_step.h"
+#include "cleave/runtime/compile.h"
+#include "cleave/runtime/context.h"
+#include "cleave/runtime/executor.h"
