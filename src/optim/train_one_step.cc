@@ -53,14 +53,15 @@ TrainOneStep::Compiled TrainOneStep::trace_and_compile(const Tensor& data, const
                        dtype_name(loss.dtype()), loss.shape().to_string());
       graph.outputs = {tracer.value_of(loss)};
       runtime::dump_stage(graph, 1, "trace");
-      std::vector<Tensor> grads = autodiff::graph_grad(loss, params);
+      const std::vector<Tensor> grads = autodiff::graph_grad(loss, params);
       runtime::dump_stage(graph, 5, "autodiff");
       if (update_in_graph_) {
         const int64_t step_before = optimizer_.step_count();
+        ir::ScopeGuard scope("optimizer", optimizer_.name());
         optimizer_.apply(grads);  // traced: one in-place update per parameter
         CLEAVE_ASSERT(optimizer_.step_count() == step_before + 1, "apply counts one step");
       } else {
-        for (Tensor& g : grads) {
+        for (const Tensor& g : grads) {
           compiled.has_grad.push_back(g.defined());
           if (g.defined()) graph.outputs.push_back(tracer.value_of(g));
         }

@@ -74,8 +74,8 @@ Tensor random_labels(int64_t n, int64_t classes, uint64_t seed) {
 }
 
 TEST(GraphMode, LeNetMatchesPyNativeOver100Steps) {
-  const Tensor data = ops::cast(testing::random_f64({4, 1, 32, 32}, -1, 1, 3), DType::kFloat32);
-  const Tensor labels = random_labels(4, 10, 4);
+  const Tensor data = ops::cast(testing::random_f64({2, 1, 32, 32}, -1, 1, 3), DType::kFloat32);
+  const Tensor labels = random_labels(2, 10, 4);
   const TrainRun graph = train<testing::LeNet5>(GRAPH_MODE, data, labels, 100, 0.05);
   const TrainRun eager = train<testing::LeNet5>(PYNATIVE_MODE, data, labels, 100, 0.05);
   EXPECT_EQ(graph.compiled, 1u);
