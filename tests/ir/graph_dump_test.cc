@@ -89,6 +89,13 @@ TEST_F(GraphDump, DotFileIsAGraphvizDigraph) {
   EXPECT_NE(dot.find("ApplyMomentum"), std::string::npos);
   EXPECT_NE(dot.find("%para3__backbone.w"), std::string::npos);
   EXPECT_EQ(dot.back(), '\n');
+  // Graphviz accepts it (when installed; scripts/install_deps.sh installs it).
+  if (std::system("command -v dot >/dev/null 2>&1") == 0) {
+    const std::string cmd = "dot -Tsvg '" + (graph_dir_ / "09_execute.dot").string() + "' -o '" +
+                            (graph_dir_ / "09_execute.svg").string() + "'";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    EXPECT_GT(std::filesystem::file_size(graph_dir_ / "09_execute.svg"), 100u);
+  }
 }
 
 TEST_F(GraphDump, NothingIsWrittenWithoutSaveGraphs) {
