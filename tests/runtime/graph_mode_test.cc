@@ -90,6 +90,49 @@ TEST(GraphMode, MlpMatchesPyNativeOver100Steps) {
   expect_same(graph, eager);
 }
 
+// Conv -> BatchNorm (training: moving statistics updated in place) -> ReLU -> Dense.
+class ConvBn : public nn::Cell {
+ public:
+  ConvBn() : Cell("ConvBn") {
+    conv = register_module(
+        "conv", std::make_shared<nn::Conv2d>(1, 4, 3, nn::Conv2dOptions{.pad_mode = "valid"}));
+    bn = register_module("bn", std::make_shared<nn::BatchNorm2d>(4));
+    fc = register_module("fc", std::make_shared<nn::Dense>(4 * 6 * 6, 3));
+  }
+  Tensor construct(const Tensor& x) override {
+    return (*fc)(ops::flatten(ops::relu((*bn)((*conv)(x)))));
+  }
+  std::shared_ptr<nn::Conv2d> conv;
+  std::shared_ptr<nn::BatchNorm2d> bn;
+  std::shared_ptr<nn::Dense> fc;
+};
+
+TEST(GraphMode, BatchNormMovingStatisticsMatchPyNative) {
+  const Tensor data = ops::cast(testing::random_f64({4, 1, 8, 8}, -1, 1, 21), DType::kFloat32);
+  const Tensor labels = random_labels(4, 3, 22);
+  TrainRun runs[2];
+  std::vector<double> moving[2];
+  for (int m = 0; m < 2; ++m) {
+    ModeGuard guard(m == 0 ? GRAPH_MODE : PYNATIVE_MODE);
+    set_seed(5);
+    auto net = std::make_shared<ConvBn>();
+    net->set_train(true);
+    nn::WithLossCell with_loss(net, std::make_shared<nn::CrossEntropyLoss>());
+    optim::Momentum opt(net->trainable_params(), 0.05, 0.9);
+    optim::TrainOneStep step(with_loss, opt);
+    for (int i = 0; i < 10; ++i) runs[m].losses.push_back(step(data, labels).item());
+    for (const Tensor& p : net->trainable_params()) runs[m].params.push_back(p.to_double_vector());
+    moving[m] = net->bn->moving_mean.to_double_vector();
+    for (double v : net->bn->moving_variance.to_double_vector()) moving[m].push_back(v);
+  }
+  expect_same(runs[0], runs[1]);
+  ASSERT_EQ(moving[0].size(), 8u);
+  for (size_t i = 0; i < moving[0].size(); ++i) {
+    EXPECT_LE(rel_diff(moving[0][i], moving[1][i]), 1e-6) << i;
+  }
+  EXPECT_NE(moving[0][0], 0.0);  // the statistics moved
+}
+
 TEST(GraphMode, CompilesOncePerInputSignature) {
   ModeGuard guard(GRAPH_MODE);
   set_seed(1);
