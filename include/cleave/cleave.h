@@ -13,6 +13,7 @@
 #include "cleave/ir/dump.h"
 #include "cleave/ir/graph.h"
 #include "cleave/ir/passes.h"
+#include "cleave/ir/primitive.h"
 #include "cleave/ir/op_def.h"
 #include "cleave/ir/registry.h"
 #include "cleave/ops.h"

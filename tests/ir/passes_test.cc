@@ -249,5 +249,65 @@ TEST(Tracing, TracedTensorsCannotBeUsedInAnotherTraceOrViewed) {
   EXPECT_ERROR(ops::relu(kept), "from another graph", "valid only inside their own trace");
 }
 
+// Seed 003's net: x·w1 -> relu -> ·w2 with a sharded first MatMul.
+class ShardedNet : public nn::Cell {
+ public:
+  ShardedNet() : Cell("Net") {
+    w1 = register_parameter("w", Tensor::ones({32, 16}));
+    w2 = register_parameter("w2", Tensor::ones({16, 16}));
+    matmul.shard({{2, 4}, {4, 1}});
+    matmul2.place("worker", 3);
+  }
+  Tensor construct(const Tensor& x) override {
+    return matmul2.call1({ops::relu(matmul.call1({x, w1})), w2});
+  }
+  Tensor w1, w2;
+  Primitive matmul{"MatMul", {{"transpose_a", false}, {"transpose_b", false}}};
+  Primitive matmul2{"MatMul", {{"transpose_a", false}, {"transpose_b", false}}};
+};
+
+TEST(Primitive, ShardAndPlaceAreRecordedAndPrinted) {
+  ShardedNet net;
+  net.place("worker", 1);
+  Graph g;
+  {
+    Tracer tracer(g);
+    const Tensor x = tracer.add_input({Shape{16, 32}, DType::kFloat32}, "x");
+    g.outputs = {tracer.value_of(net(x))};
+  }
+  std::vector<const Node*> matmuls;
+  for (const Node& n : g.nodes) {
+    if (n.is_op() && n.op->name == "MatMul") matmuls.push_back(&n);
+  }
+  ASSERT_EQ(matmuls.size(), 2u);
+  EXPECT_EQ(matmuls[0]->strategy, (Strategy{{2, 4}, {4, 1}}));
+  EXPECT_EQ(matmuls[0]->placement, (Placement{"worker", 1}));  // the cell's
+  EXPECT_TRUE(matmuls[1]->strategy.empty());
+  EXPECT_EQ(matmuls[1]->placement, (Placement{"worker", 3}));  // its own wins
+  const std::string text = dump_text(g);
+  EXPECT_NE(text.find("= MatMul(%para1_x, %para2_param0) {instance name: network.matmul} "
+                      "primitive_attrs: {transpose_a: false, transpose_b: false} {in_strategy: "
+                      "((2, 4), (4, 1))}"),
+            std::string::npos)
+      << text;
+  // Eagerly the settings have no effect.
+  EXPECT_EQ(net(Tensor::ones({16, 32})).at({0, 0}), 32.0 * 16.0);
+}
+
+TEST(Primitive, BadStrategiesAreRejectedWithTheOpAndStrategy) {
+  Primitive matmul("MatMul", {{"transpose_a", false}, {"transpose_b", false}});
+  EXPECT_ERROR(matmul.shard({{2, 4}}), "MatMul: strategy ((2, 4)) has 1 entries",
+               "one per input (2)");
+  EXPECT_ERROR(matmul.shard({{2, 0}, {1, 1}}), "splits input 0 into 0 slices");
+  EXPECT_ERROR(matmul.place("w", -2), "MatMul: place: rank_id is -2");
+  EXPECT_ERROR(Primitive("NoSuchOp"), "NoSuchOp");
+  matmul.shard({{2, 4, 1}, {4, 1}});
+  Graph g;
+  Tracer tracer(g);
+  const Tensor x = tracer.add_input({Shape{16, 32}, DType::kFloat32}, "x");
+  EXPECT_ERROR(matmul.call1({x, Tensor::ones({32, 16})}),
+               "strategy ((2, 4, 1), (4, 1)) gives input 0 3 entries", "(16, 32) (rank 2)");
+}
+
 }  // namespace
 }  // namespace cleave::ir
