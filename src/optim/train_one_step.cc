@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+
 #include "cleave/autodiff/backward.h"
 #include "cleave/autodiff/graph_grad.h"
 #include "cleave/ir/graph.h"
@@ -15,7 +17,7 @@ std::string signature(const Tensor& t) {
   return fmt::format("{}{}", dtype_name(t.dtype()), t.shape().to_string());
 }
 
-int g_graph_counter = 0;
+std::atomic<int> g_graph_counter{0};
 
 }  // namespace
 
