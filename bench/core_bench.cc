@@ -3,13 +3,16 @@
 //   core_bench ROW [SECONDS]   prints "ROW <samples/s>"
 //
 // A row is <model>_<train|eval>_b<batch>_t<threads>; models: lenet5, mlp, twomatmul. A training
-// step is forward, loss, backward and a Momentum(0.01, 0.9) update; eval is a forward pass under
-// no-grad. The figure is the median of 5 trials of at least SECONDS/5 each, after a warm-up.
+// step is optim::TrainOneStep (forward, loss, backward and a Momentum(0.01, 0.9) update); eval is
+// optim::Forward. Both run in GRAPH_MODE (compiled once, in the warm-up) unless
+// CLEAVE_MODE=pynative. The figure is the median of 5 trials of at least SECONDS/5 each, after a
+// warm-up.
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "testing/models.h"
@@ -75,16 +78,20 @@ int main(int argc, char** argv) {
     }
     net->set_train(row.train);
     optim::Momentum opt(net->trainable_params(), 0.01, 0.9);
+    // The context's mode (GRAPH_MODE by default; CLEAVE_MODE=pynative for PyNative).
+    const char* mode = std::getenv("CLEAVE_MODE");
+    if (mode != nullptr && std::string(mode) == "pynative") {
+      runtime::set_context({.mode = runtime::PYNATIVE_MODE});
+    }
+    nn::WithLossCell with_loss(net, loss_fn);
+    optim::TrainOneStep train_step(with_loss, opt);
+    optim::Forward forward(*net);
 
     auto step = [&] {
       if (row.train) {
-        opt.zero_grad();
-        Tensor loss = (*loss_fn)((*net)(x), y);
-        autodiff::backward(loss);
-        opt.step();
+        train_step(x, y);
       } else {
-        NoGradGuard no_grad;
-        Tensor logits = (*net)(x);
+        Tensor logits = forward(x);
         (void)logits;
       }
     };

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Benchmarks, side by side with a peer in one run. Usage: bench/run.sh core [SECONDS_PER_ROW]
+# Benchmarks, side by side with a peer in one run. Usage: bench/run.sh core|graph [SECONDS_PER_ROW]
 #   core: training-step throughput against PyTorch (Debian python3-torch), same threads.
-# Prints one line per row: BENCH <row> cleave=<samples/s> torch=<samples/s> ratio=<cleave/torch>
+#     Prints one line per row: BENCH <row> cleave=<samples/s> torch=<samples/s> ratio=<cleave/torch>
+#   graph: GRAPH_MODE against PYNATIVE_MODE (one thread). Prints per row
+#     BENCH <row> graph=<steps/s> pynative=<steps/s> ratio=<graph/pynative>
+#     BENCH <row>_peak_mib graph=<MiB> pynative=<MiB>   (peak bytes of tensor storage alive)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 suite=${1:-core}
 seconds=${2:-2}
 build=$root/build/Release
-if [ ! -x "$build/bench/core_bench" ]; then
+if [ ! -x "$build/bench/core_bench" ] || [ ! -x "$build/bench/graph_bench" ]; then
   "$root/scripts/build.sh" Release >/dev/null
 fi
 python=/usr/bin/python3
@@ -24,8 +27,17 @@ case "$suite" in
       echo "BENCH $row cleave=$c torch=$t ratio=$ratio"
     done
     ;;
+  graph)
+    for row in lenet5_train_b32 twomatmul_train_b16; do
+      read -r _ gs gm < <(OMP_NUM_THREADS=1 "$build/bench/graph_bench" "$row" graph "$seconds")
+      read -r _ ps pm < <(OMP_NUM_THREADS=1 "$build/bench/graph_bench" "$row" pynative "$seconds")
+      ratio=$(awk -v g="$gs" -v p="$ps" 'BEGIN { printf "%.2f", g / p }')
+      echo "BENCH $row graph=$gs pynative=$ps ratio=$ratio"
+      echo "BENCH ${row}_peak_mib graph=$gm pynative=$pm"
+    done
+    ;;
   *)
-    echo "bench/run.sh: unknown suite '$suite'; expected: core" >&2
+    echo "bench/run.sh: unknown suite '$suite'; expected: core or graph" >&2
     exit 2
     ;;
 esac

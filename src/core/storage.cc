@@ -1,5 +1,6 @@
 #include "cleave/core/storage.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -102,9 +103,22 @@ void set_device_allocator(DeviceType type, DeviceAllocator allocator) {
   g_cuda_allocator = allocator;
 }
 
+namespace {
+std::atomic<size_t> g_cpu_live_bytes{0};
+std::atomic<size_t> g_cpu_peak_live_bytes{0};
+}  // namespace
+
+size_t cpu_live_bytes() { return g_cpu_live_bytes.load(); }
+size_t cpu_peak_live_bytes() { return g_cpu_peak_live_bytes.load(); }
+void reset_cpu_peak_live_bytes() { g_cpu_peak_live_bytes.store(g_cpu_live_bytes.load()); }
+
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (device.is_cpu()) {
     data_ = CpuBlockCache::instance().allocate(nbytes);
+    const size_t live = g_cpu_live_bytes.fetch_add(nbytes) + nbytes;
+    size_t peak = g_cpu_peak_live_bytes.load();
+    while (live > peak && !g_cpu_peak_live_bytes.compare_exchange_weak(peak, live)) {
+    }
     return;
   }
   CLEAVE_CHECK_ARG(
@@ -117,6 +131,7 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 
 Storage::~Storage() {
   if (device_.is_cpu()) {
+    g_cpu_live_bytes.fetch_sub(nbytes_);
     CpuBlockCache::instance().deallocate(data_, nbytes_);
   } else if (data_ != nullptr) {
     g_cuda_allocator.deallocate(data_, device_.index);

@@ -160,6 +160,14 @@ Tensor Tensor::truncated_normal(const Shape& shape, double mean, double std, DTy
 
 void* Tensor::raw_data() const {
   const TensorImpl& impl = checked();
+  CLEAVE_CHECK_ARG(impl.symbol == nullptr,
+                   "the value of a {} tensor of shape {} is not known while a graph is being "
+                   "traced: in GRAPH_MODE, construct (and everything it calls) runs once on "
+                   "symbolic tensors to build the graph, and values exist only when the compiled "
+                   "graph executes. Move the read out of construct (read the returned tensors "
+                   "after the step), or run in PYNATIVE_MODE "
+                   "(runtime::set_context({{.mode = runtime::PYNATIVE_MODE}}))",
+                   dtype_name(impl.dtype), impl.shape.to_string());
   return static_cast<char*>(impl.storage->data()) + impl.offset_bytes;
 }
 
@@ -223,11 +231,16 @@ Tensor Tensor::view(const Shape& new_shape) const {
   CLEAVE_CHECK_ARG(new_shape.numel() == numel(),
                    "Tensor::view: shape {} holds {} elements but the tensor {} holds {}",
                    new_shape.to_string(), new_shape.numel(), shape().to_string(), numel());
+  CLEAVE_CHECK_ARG(!is_symbolic() || new_shape == shape(),
+                   "Tensor::view: the tensor is traced (GRAPH_MODE) and cannot be viewed as {} "
+                   "outside the graph; use ops::reshape, which is recorded in the graph",
+                   new_shape.to_string());
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = checked().storage;
   impl->offset_bytes = checked().offset_bytes;
   impl->shape = new_shape;
   impl->dtype = dtype();
+  impl->symbol = checked().symbol;
   return Tensor(std::move(impl));
 }
 
@@ -236,6 +249,9 @@ Tensor Tensor::narrow_rows(int64_t start, int64_t length) const {
   CLEAVE_CHECK_ARG(start >= 0 && length >= 0 && start + length <= shape()[0],
                    "Tensor::narrow_rows: rows [{}, {}) are outside [0, {})", start, start + length,
                    shape()[0]);
+  CLEAVE_CHECK_ARG(!is_symbolic(),
+                   "Tensor::narrow_rows: the tensor is traced (GRAPH_MODE); use ops::slice, "
+                   "which is recorded in the graph");
   Shape s = shape();
   const size_t row_bytes = nbytes() / static_cast<size_t>(std::max<int64_t>(s[0], 1));
   s[0] = length;
@@ -299,7 +315,9 @@ std::string Tensor::to_string() const {
   if (!defined()) return "Tensor(undefined)";
   std::ostringstream os;
   os << "Tensor(shape=" << shape().to_string() << ", dtype=" << dtype_name(dtype()) << ", value=";
-  if (device().is_cpu()) {
+  if (is_symbolic()) {
+    os << "<traced, not known until the graph runs>";
+  } else if (device().is_cpu()) {
     format_elements(os, *this, to_double_vector(), 0, 0);
   } else {
     os << "<on " << device().to_string() << ">";

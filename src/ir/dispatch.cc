@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "cleave/ir/grad_node.h"
+#include "cleave/ir/graph.h"
 #include "cleave/ir/registry.h"
 
 namespace cleave::ir {
@@ -66,6 +67,7 @@ std::vector<TensorMeta> infer(const OpDef& op, const std::vector<TensorMeta>& in
 
 std::vector<Tensor> call(const OpDef& op, std::vector<Tensor> inputs, const Attrs& attrs) {
   check_arity(op, inputs);
+  if (Tracer* tracer = Tracer::current()) return tracer->record(op, inputs, attrs);
   std::vector<TensorMeta> in_metas;
   in_metas.reserve(inputs.size());
   for (const Tensor& t : inputs) in_metas.push_back({t.shape(), t.dtype()});

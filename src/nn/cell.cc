@@ -3,8 +3,49 @@
 #include <unordered_set>
 
 #include "cleave/core/error.h"
+#include "cleave/ir/graph.h"
 
 namespace cleave::nn {
+namespace {
+
+// The cells being called on this thread while a graph is traced, innermost last.
+thread_local std::vector<const Cell*> t_call_stack;
+
+struct CallScope {
+  explicit CallScope(const Cell* cell) { t_call_stack.push_back(cell); }
+  ~CallScope() { t_call_stack.pop_back(); }
+};
+
+}  // namespace
+
+std::string Cell::scope_name() const {
+  if (t_call_stack.empty()) return "network";
+  for (const auto& [name, child] : t_call_stack.back()->children()) {
+    if (child.get() == this) return name;
+  }
+  return cls_name_;
+}
+
+Tensor Cell::operator()(const Tensor& x) {
+  if (!ir::tracing()) return construct(x);
+  ir::ScopeGuard scope(scope_name(), cls_name_, {place_role_, place_rank_});
+  CallScope call(this);
+  return construct(x);
+}
+
+Tensor Cell::operator()(const Tensor& a, const Tensor& b) {
+  if (!ir::tracing()) return construct(a, b);
+  ir::ScopeGuard scope(scope_name(), cls_name_, {place_role_, place_rank_});
+  CallScope call(this);
+  return construct(a, b);
+}
+
+Cell& Cell::place(const std::string& role, int64_t rank_id) {
+  CLEAVE_CHECK_ARG(rank_id >= 0, "{}: place: rank_id is {}; expected >= 0", cls_name_, rank_id);
+  place_role_ = role;
+  place_rank_ = rank_id;
+  return *this;
+}
 
 Cell::Cell(std::string cls_name) : cls_name_(std::move(cls_name)) {}
 

@@ -228,7 +228,7 @@ void SequentialCell::append(CellPtr cell) {
 
 Tensor SequentialCell::construct(const Tensor& x) {
   Tensor y = x;
-  for (const auto& [name, cell] : children()) y = cell->construct(y);
+  for (const auto& [name, cell] : children()) y = (*cell)(y);
   return y;
 }
 

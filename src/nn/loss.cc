@@ -81,7 +81,7 @@ WithLossCell::WithLossCell(CellPtr backbone, CellPtr loss_fn)
 }
 
 Tensor WithLossCell::construct(const Tensor& data, const Tensor& label) {
-  return loss_fn_->construct(backbone_->construct(data), label);
+  return (*loss_fn_)((*backbone_)(data), label);
 }
 
 }  // namespace cleave::nn

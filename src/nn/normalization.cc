@@ -1,5 +1,7 @@
 // BatchNorm2d and LayerNorm.
 #include "cleave/core/error.h"
+#include "cleave/ir/dispatch.h"
+#include "cleave/ir/registry.h"
 #include "cleave/nn/layers.h"
 #include "cleave/ops/elementwise.h"
 #include "cleave/ops/nn.h"
@@ -48,7 +50,10 @@ Tensor BatchNorm2d::construct(const Tensor& x) {
   const double unbias = n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0;
   const auto update = [&](const Tensor& moving, const Tensor& batch, double scale) {
     const Tensor b = ops::cast(batch.detach(), moving.dtype());
-    moving.copy_from(ops::add(ops::mul(moving, momentum_), ops::mul(b, (1.0 - momentum_) * scale)));
+    // In place through a primitive, so that GRAPH_MODE records the write as a side effect.
+    static const ir::OpDef& assign = ir::Registry::global().get("Assign");
+    ir::call(assign, {moving, ops::add(ops::mul(moving, momentum_),
+                                       ops::mul(b, (1.0 - momentum_) * scale))});
   };
   update(moving_mean, r.batch_mean, 1.0);
   update(moving_variance, r.batch_var, unbias);

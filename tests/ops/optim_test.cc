@@ -178,5 +178,22 @@ TEST(OptimPrimitive, MismatchedInputsAreNamed) {
                "Adam: input 2 (v) has shape (2)");
 }
 
+TEST(Assign, WritesTheValueIntoTheVariableInPlace) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    const Tensor var = Tensor::zeros({2, 3}, dtype);
+    const Tensor view = var.detach();
+    ir::call("Assign", {var, Tensor::full({2, 3}, 1.5, dtype)});
+    EXPECT_EQ(view.to_double_vector(), std::vector<double>(6, 1.5));
+  }
+}
+
+TEST(Assign, RejectsAValueOfAnotherShapeOrDType) {
+  const Tensor var = Tensor::zeros({2, 3});
+  EXPECT_ERROR(ir::call("Assign", {var, Tensor::zeros({3, 2})}),
+               "Assign: input 1 (value) is Float32 (3, 2); expected input 0's Float32 (2, 3)");
+  EXPECT_ERROR(ir::call("Assign", {var, Tensor::zeros({2, 3}, DType::kFloat64)}),
+               "input 1 (value) is Float64 (2, 3)");
+}
+
 }  // namespace
 }  // namespace cleave

@@ -28,12 +28,12 @@ class LeNet5 : public nn::Cell {
   }
 
   Tensor construct(const Tensor& x) override {
-    Tensor h = max_pool2d->construct(relu->construct(conv1->construct(x)));
-    h = max_pool2d->construct(relu->construct(conv2->construct(h)));
-    h = flatten->construct(h);
-    h = relu->construct(fc1->construct(h));
-    h = relu->construct(fc2->construct(h));
-    return fc3->construct(h);
+    Tensor h = (*max_pool2d)((*relu)((*conv1)(x)));
+    h = (*max_pool2d)((*relu)((*conv2)(h)));
+    h = (*flatten)(h);
+    h = (*relu)((*fc1)(h));
+    h = (*relu)((*fc2)(h));
+    return (*fc3)(h);
   }
 
   std::shared_ptr<nn::Conv2d> conv1, conv2;
@@ -53,9 +53,9 @@ class Mlp : public nn::Cell {
     relu = register_module("relu", std::make_shared<nn::ReLU>());
   }
   Tensor construct(const Tensor& x) override {
-    Tensor h = relu->construct(fc1->construct(ops::flatten(x)));
-    h = relu->construct(fc2->construct(h));
-    return fc3->construct(h);
+    Tensor h = (*relu)((*fc1)(ops::flatten(x)));
+    h = (*relu)((*fc2)(h));
+    return (*fc3)(h);
   }
   std::shared_ptr<nn::Dense> fc1, fc2, fc3;
   std::shared_ptr<nn::ReLU> relu;

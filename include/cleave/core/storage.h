@@ -29,6 +29,11 @@ class Storage {
 // Bytes held in the CPU block cache (NOTE [CPU allocation cache] in storage.cc), and a way to
 // return them all to the system.
 size_t cpu_cached_bytes();
+// Bytes of CPU tensor storage alive now (requested sizes, not counting the block cache), and the
+// highest value since the last reset_cpu_peak_live_bytes(): the peak memory figure of the benches.
+size_t cpu_live_bytes();
+size_t cpu_peak_live_bytes();
+void reset_cpu_peak_live_bytes();
 void release_cpu_cache();
 
 // Pluggable allocation for non-CPU devices; the CUDA kernels library installs one.

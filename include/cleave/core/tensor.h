@@ -27,6 +27,8 @@
 namespace cleave {
 
 struct GradNode;  // autograd record of the op that produced a tensor; defined by the ir layer
+// A value of a graph being traced (GRAPH_MODE); defined by the ir layer (cleave/ir/graph.h).
+struct SymbolicValue;
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -40,6 +42,10 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<GradNode> grad_fn;
   int output_index = 0;  // which output of grad_fn's op this tensor is
+
+  // Set on a symbolic tensor: a value of a graph being traced, with a shape and dtype but no
+  // storage (NOTE [Symbolic tensors] in cleave/ir/graph.h). Reading its elements throws Error.
+  std::shared_ptr<SymbolicValue> symbol;
 };
 
 class Tensor {
@@ -78,7 +84,11 @@ class Tensor {
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const { return checked().shape; }
   DType dtype() const { return checked().dtype; }
-  Device device() const { return checked().storage->device(); }
+  // A symbolic tensor reports the CPU (it has no storage yet).
+  Device device() const {
+    const TensorImpl& impl = checked();
+    return impl.storage ? impl.storage->device() : Device::cpu();
+  }
   int64_t rank() const { return shape().rank(); }
   int64_t numel() const { return shape().numel(); }
   // Size of `axis` (negative counts from the end).
@@ -121,6 +131,8 @@ class Tensor {
   Tensor grad() const;
   void set_grad(const Tensor& grad) const;
   bool is_leaf() const { return checked().grad_fn == nullptr; }
+  // True for a tensor traced in GRAPH_MODE: it has a shape and dtype but no value yet.
+  bool is_symbolic() const { return checked().symbol != nullptr; }
 
   // "Tensor(shape=(2, 3), dtype=Float32, value=[[...]])".
   std::string to_string() const;

@@ -28,8 +28,19 @@ class Cell {
   // The computation of a two-input cell (losses: logits and labels; WithLossCell: data and
   // label). The default throws Error.
   virtual Tensor construct(const Tensor& a, const Tensor& b);
-  Tensor operator()(const Tensor& x) { return construct(x); }
-  Tensor operator()(const Tensor& a, const Tensor& b) { return construct(a, b); }
+  // Calling a cell runs construct. While a graph is traced (GRAPH_MODE), it also opens this
+  // cell's scope ("<name>-<cls_name>", the name under which the calling cell registered it) and
+  // applies its placement to the ops traced inside; call child cells this way (not through
+  // construct) so that their ops get scopes and instance names like "fc1.matmul".
+  Tensor operator()(const Tensor& x);
+  Tensor operator()(const Tensor& a, const Tensor& b);
+
+  // Places every op traced inside this cell on (role, rank_id) (MindSpore's Cell.place); an
+  // inner cell's or op's own placement takes precedence. Recorded on graph nodes and printed in
+  // IR dumps; execution on this process ignores it for now. Returns *this.
+  Cell& place(const std::string& role, int64_t rank_id);
+  const std::string& placement_role() const { return place_role_; }
+  int64_t placement_rank() const { return place_rank_; }
 
   // Registers a child under `name` (unique among this cell's children and parameters) and
   // returns it.
@@ -63,8 +74,13 @@ class Cell {
   void add_child(const std::string& name, std::shared_ptr<Cell> cell);
   void check_new_name(const std::string& name) const;
 
+  // Name of this cell in the innermost cell being called on this thread ("network" at the root).
+  std::string scope_name() const;
+
   std::string cls_name_;
   bool training_ = false;
+  std::string place_role_;
+  int64_t place_rank_ = -1;
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, std::shared_ptr<Cell>>> children_;
 };

@@ -53,6 +53,8 @@ class Optimizer {
   const std::string& name() const { return name_; }
   int64_t step_count() const { return step_; }
   double current_lr() const { return lr_.at(step_); }
+  // Counts one step that ran the update outside apply() (a cached compiled training step).
+  void advance_step() { ++step_; }
   // The optimizer state tensors (for checkpoints), named "<state>.<param index>".
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
 

@@ -241,9 +241,31 @@ void adam_kernel(const KernelContext& ctx) {
   });
 }
 
+// ---- Assign(variable, value): variable = value, in place ----
+// The in-place write of state that is not a gradient update (BatchNorm's moving statistics), so
+// that it is recorded as a side effect in GRAPH_MODE instead of reading a traced value.
+
+std::vector<TensorMeta> infer_assign(const InferContext& ctx) {
+  const TensorMeta &var = ctx.inputs[0], &value = ctx.inputs[1];
+  CLEAVE_CHECK_ARG(var.shape == value.shape && var.dtype == value.dtype,
+                   "Assign: input 1 (value) is {} {}; expected input 0's {} {} (the variable)",
+                   dtype_name(value.dtype), value.shape.to_string(), dtype_name(var.dtype),
+                   var.shape.to_string());
+  return {};
+}
+
+void assign_kernel(const KernelContext& ctx) { ctx.inputs[0].copy_from(ctx.inputs[1]); }
+
 }  // namespace
 
 void register_optim_ops(Registry& r) {
+  r.add(OpDef{
+      .name = "Assign",
+      .num_inputs = 2,
+      .infer = infer_assign,
+      .cpu_kernel = assign_kernel,
+      .mutates_inputs = true,
+  });
   r.add(OpDef{
       .name = "ApplyMomentum",
       .num_inputs = 3,

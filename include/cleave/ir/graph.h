@@ -1,0 +1,168 @@
+// The graph IR of GRAPH_MODE: one node type, values as (node, output) pairs, nodes in
+// topological order.
+//
+// NOTE [Graph IR]
+// A Graph is a list of Nodes in execution (topological) order: a node's inputs refer only to
+// nodes before it, so every pass is a loop over the list and the executor runs it front to back.
+// A Node is one of
+//   - kInput: a value given at each execution (the step's data and label), in Graph::inputs order;
+//   - kParameter: a Cell parameter, bound by reference (`value` shares the parameter's storage,
+//     so updates of the training step write the real parameter);
+//   - kConstant: a tensor met while tracing that is not a parameter. `value` holds it by
+//     reference; it is a *literal* when the graph holds the only reference (a tensor made during
+//     tracing, e.g. the ones that seed backward), and *captured* otherwise (optimizer state,
+//     tensors owned by the user), which may change between executions, so only literals are
+//     folded;
+//   - kOp: a primitive call: op, attributes, inputs, output metas (dtype and global shape), an
+//     instance name ("fc1.matmul") and a scope path ("Default/network-WithLossCell/...").
+// Ops whose OpDef mutates its inputs (optimizer updates) are side effects: they have no outputs
+// and are never removed. Every node carries the annotations of the parallel passes, placement
+// and strategy, which the dumps print.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cleave/core/tensor.h"
+#include "cleave/ir/attrs.h"
+#include "cleave/ir/op_def.h"
+
+namespace cleave::ir {
+
+// Output `output` of node `node` (an index into Graph::nodes).
+struct ValueRef {
+  int node = -1;
+  int output = 0;
+  bool operator==(const ValueRef&) const = default;
+};
+
+// Where a node runs: a role ("worker", "server", a pipeline stage name...) and a rank id.
+// Empty (rank -1, no role) means "not placed".
+struct Placement {
+  std::string role;
+  int64_t rank = -1;
+  bool empty() const { return role.empty() && rank < 0; }
+  bool operator==(const Placement&) const = default;
+};
+
+// A sharding strategy: for each input of an op, how many slices each dimension is split into.
+using Strategy = std::vector<std::vector<int64_t>>;
+
+enum class NodeKind { kInput, kParameter, kConstant, kOp };
+
+struct Node {
+  NodeKind kind = NodeKind::kOp;
+  const OpDef* op = nullptr;  // kOp only
+  Attrs attrs;
+  std::vector<ValueRef> inputs;
+  std::vector<TensorMeta> outputs;  // one per output; exactly one for non-op nodes
+  // Ops: the instance name ("fc1.matmul"); parameters: the dotted path ("fc1.weight");
+  // inputs: the argument name ("data").
+  std::string name;
+  std::string scope;  // "Default/network-WithLossCell/_backbone-LeNet/fc1-Dense"
+  Placement placement;
+  Strategy strategy;
+  Tensor value;          // kParameter and kConstant: the bound tensor (shares storage)
+  bool literal = false;  // kConstant: the graph holds the only reference (NOTE [Graph IR])
+
+  bool is_op() const { return kind == NodeKind::kOp; }
+  bool has_side_effect() const { return op != nullptr && op->mutates_inputs; }
+};
+
+struct Graph {
+  std::string name = "graph";
+  std::vector<Node> nodes;
+  std::vector<int> inputs;        // kInput nodes, in argument order
+  std::vector<ValueRef> outputs;  // the values the graph returns
+
+  const TensorMeta& meta(ValueRef v) const { return nodes[v.node].outputs[v.output]; }
+  // Number of kOp nodes.
+  int64_t num_ops() const;
+};
+
+// ---- symbolic tensors ----
+
+// NOTE [Symbolic tensors]
+// While a Tracer is active on a thread, ir::call records a node instead of running a kernel and
+// returns symbolic tensors: TensorImpls with a shape and dtype, no storage, and `symbol` pointing
+// here. Reading their elements throws Error (Tensor::raw_data). A symbolic tensor stays tied to
+// the graph of its trace; using it in another trace is an error.
+}  // namespace cleave::ir
+
+namespace cleave {
+struct SymbolicValue {
+  const ir::Graph* graph = nullptr;
+  ir::ValueRef ref;
+};
+}  // namespace cleave
+
+namespace cleave::ir {
+
+// Records every ir::call made on this thread into `graph` while alive (one tracer per thread).
+class Tracer {
+ public:
+  explicit Tracer(Graph& graph);
+  ~Tracer();
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  // The active tracer of this thread, or null (eager execution).
+  static Tracer* current();
+
+  // Adds a kInput node and returns its symbolic tensor.
+  Tensor add_input(const TensorMeta& meta, std::string name);
+  // Binds `param` as a kParameter node named `name` (once per TensorImpl; later uses of the same
+  // tensor refer to that node). Returns the node's symbolic tensor.
+  Tensor add_parameter(const Tensor& param, std::string name);
+  // The graph value of `t`: its symbol, or a kParameter/kConstant node for a concrete tensor
+  // (a leaf that requires grad becomes a parameter; anything else a constant).
+  ValueRef value_of(const Tensor& t);
+  // The symbolic tensor of a value.
+  Tensor symbolic(ValueRef ref) const;
+  // Records one op call (ir::call's tracing path) and returns its symbolic outputs.
+  std::vector<Tensor> record(const OpDef& op, const std::vector<Tensor>& inputs,
+                             const Attrs& attrs);
+  // Marks constants the graph alone references as literals (NOTE [Graph IR]); call once the
+  // trace is complete, after the tracing code dropped its tensors.
+  void finish();
+
+  Graph& graph() { return graph_; }
+
+ private:
+  Graph& graph_;
+  Tracer* previous_;
+  std::vector<std::pair<const TensorImpl*, int>> captured_;  // concrete tensor -> node
+  std::vector<std::pair<std::string, int>> name_counts_;     // instance-name uniquifier
+};
+
+bool tracing();
+
+// ---- scopes and placement (pushed by nn::Cell while its construct runs under a tracer) ----
+
+// While alive, ops traced on this thread get the scope "<outer>/<name>-<cls_name>", instance
+// names prefixed with `name`, and `placement` when it is not empty (an inner scope's placement
+// takes precedence over an outer one's). The root scope is "Default".
+class ScopeGuard {
+ public:
+  ScopeGuard(std::string name, std::string cls_name, Placement placement = {});
+  ~ScopeGuard();
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+};
+
+// While alive, ops traced on this thread get `placement` and/or `strategy` (the Primitive-level
+// place/shard of the seeds: the innermost setting wins over a Cell's placement).
+class AnnotationGuard {
+ public:
+  AnnotationGuard(Placement placement, Strategy strategy = {});
+  ~AnnotationGuard();
+  AnnotationGuard(const AnnotationGuard&) = delete;
+  AnnotationGuard& operator=(const AnnotationGuard&) = delete;
+};
+
+// The instance-name stem of an op: its name in lower case ("matmul", "biasadd", "relu").
+std::string instance_stem(std::string_view op_name);
+
+}  // namespace cleave::ir

@@ -1,0 +1,37 @@
+// Graph passes: verification and simplification (NOTE [Graph IR]). Each pass rewrites the graph
+// in place and keeps it in topological order.
+#pragma once
+
+#include <string>
+
+#include "cleave/ir/graph.h"
+
+namespace cleave::ir {
+
+// Checks that every input of every node refers to an existing output of an earlier node
+// (a later node means a cycle), that each op's recorded output dtypes and shapes are what its
+// infer gives for its inputs (and that infer accepts them), that parameters and constants match
+// their bound tensors, and that the graph's inputs and outputs exist. Throws Error naming the
+// node ("%12 (MatMul 'fc1.matmul')") on the first problem.
+void verify(const Graph& graph);
+
+// Removes ops (and constants) that neither reach a graph output nor feed a side-effecting op.
+// Returns the number of nodes removed.
+int dead_code_elimination(Graph& graph);
+
+// Merges ops with the same primitive, attributes and inputs (never random or side-effecting ops,
+// and never across a side effect, which may have changed what the inputs hold). Returns the
+// number of ops merged away.
+int common_subexpression_elimination(Graph& graph);
+
+// Runs ops whose inputs are all literal constants at compile time and replaces them by their
+// result (random and side-effecting ops excluded). Returns the number of ops folded.
+int constant_folding(Graph& graph);
+
+// "%12" for an op's single output, "%12[1]" for output 1, "%para3_fc1.weight" for a parameter:
+// how dumps and errors name a value.
+std::string value_name(const Graph& graph, ValueRef v);
+// "%12 (MatMul 'fc1.matmul')": how errors name a node.
+std::string node_label(const Graph& graph, int node);
+
+}  // namespace cleave::ir

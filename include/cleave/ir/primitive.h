@@ -1,0 +1,44 @@
+// A primitive as an object with its own settings (MindSpore's `ops.MatMul().shard(...)`).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cleave/core/tensor.h"
+#include "cleave/ir/attrs.h"
+#include "cleave/ir/graph.h"
+#include "cleave/ir/op_def.h"
+
+namespace cleave::ir {
+
+// Calls the registered op `op_name` with fixed attributes. Its strategy (shard) and placement
+// (place) are recorded on every node it adds while a graph is traced, taking precedence over the
+// placement of the Cell it is called in; eagerly (and in a standalone process) they have no
+// effect. Cheap to copy.
+class Primitive {
+ public:
+  // Throws Error listing the known ops when `op_name` is not registered.
+  explicit Primitive(const std::string& op_name, Attrs attrs = {});
+
+  // One entry per input, one split count (>= 1) per dimension of that input; checked against the
+  // op's arity here and against the inputs' ranks at each call. Returns *this.
+  Primitive& shard(Strategy in_strategy);
+  // Returns *this. rank_id must be >= 0.
+  Primitive& place(const std::string& role, int64_t rank_id);
+
+  std::vector<Tensor> operator()(std::vector<Tensor> inputs) const;
+  // For single-output ops.
+  Tensor call1(std::vector<Tensor> inputs) const;
+
+  const OpDef& op() const { return *op_; }
+  const Strategy& strategy() const { return strategy_; }
+  const Placement& placement() const { return placement_; }
+
+ private:
+  const OpDef* op_;
+  Attrs attrs_;
+  Strategy strategy_;
+  Placement placement_;
+};
+
+}  // namespace cleave::ir

@@ -1,0 +1,73 @@
+// One training step (MindSpore's TrainOneStepCell), in PYNATIVE_MODE or GRAPH_MODE.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cleave/core/tensor.h"
+#include "cleave/nn/cell.h"
+#include "cleave/optim/optimizer.h"
+#include "cleave/runtime/executor.h"
+
+namespace cleave::optim {
+
+// step(data, label): loss = net_with_loss(data, label), gradients of the loss with respect to
+// the optimizer's parameters, and the optimizer's update; returns the loss (a new tensor).
+//
+// In PYNATIVE_MODE (runtime::set_context) each op runs at once with the tape (autodiff::backward
+// then optimizer.step(); parameters' .grad() hold the gradients afterwards). In GRAPH_MODE the
+// first call for an input signature (shapes and dtypes of data and label, and the learning rate
+// of the step) traces construct, appends the backward (autodiff::graph_grad) and the update into
+// one graph, compiles it (NOTE [Compile pipeline]) and caches it; every call runs the cached
+// graph, which updates the parameters and optimizer state in place (.grad() is not set). For
+// Momentum the update is part of the graph; other optimizers (whose per-step state, such as
+// Adam's bias correction, is not a graph input yet) get the gradients from the graph and update
+// eagerly. A learning-rate schedule recompiles whenever the rate changes.
+//
+// The net and the optimizer must outlive this object.
+class TrainOneStep {
+ public:
+  TrainOneStep(nn::Cell& net_with_loss, Optimizer& optimizer);
+
+  Tensor operator()(const Tensor& data, const Tensor& label);
+
+  // Graphs compiled so far (GRAPH_MODE).
+  size_t num_compiled() const { return cache_.size(); }
+  // The executor the last GRAPH_MODE call ran (null before one): its graph and memory plan.
+  const runtime::Executor* last_executor() const { return last_; }
+
+ private:
+  Tensor step_pynative(const Tensor& data, const Tensor& label);
+  struct Compiled {
+    std::unique_ptr<runtime::Executor> executor;
+    std::vector<bool> has_grad;  // per parameter: the graph returns its gradient (eager update)
+  };
+  Compiled trace_and_compile(const Tensor& data, const Tensor& label);
+
+  nn::Cell& net_;
+  Optimizer& optimizer_;
+  bool update_in_graph_;
+  using Key = std::tuple<std::string, std::string, double, bool>;
+  std::map<Key, Compiled> cache_;
+  runtime::Executor* last_ = nullptr;
+};
+
+// The forward of a one-input cell (evaluation / prediction), compiled in GRAPH_MODE (once per
+// input signature, without gradients) and run eagerly under NoGradGuard in PYNATIVE_MODE.
+// The cell must outlive this object.
+class Forward {
+ public:
+  explicit Forward(nn::Cell& net);
+  Tensor operator()(const Tensor& x);
+  size_t num_compiled() const { return cache_.size(); }
+
+ private:
+  nn::Cell& net_;
+  std::map<std::pair<std::string, bool>, std::unique_ptr<runtime::Executor>> cache_;
+};
+
+}  // namespace cleave::optim

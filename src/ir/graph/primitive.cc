@@ -1,0 +1,75 @@
+#include "cleave/ir/primitive.h"
+
+#include <fmt/format.h>
+
+#include "cleave/ir/dispatch.h"
+#include "cleave/ir/registry.h"
+
+namespace cleave::ir {
+namespace {
+
+std::string strategy_text(const Strategy& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) {
+    out += i > 0 ? ", (" : "(";
+    for (size_t j = 0; j < s[i].size(); ++j) out += (j > 0 ? ", " : "") + std::to_string(s[i][j]);
+    out += ")";
+  }
+  return out + ")";
+}
+
+}  // namespace
+
+Primitive::Primitive(const std::string& op_name, Attrs attrs)
+    : op_(&Registry::global().get(op_name)), attrs_(std::move(attrs)) {}
+
+Primitive& Primitive::shard(Strategy in_strategy) {
+  const std::string text = strategy_text(in_strategy);
+  CLEAVE_CHECK_ARG(op_->num_inputs == OpDef::kVariadic ||
+                       static_cast<int>(in_strategy.size()) == op_->num_inputs,
+                   "{}: strategy {} has {} entries; expected one per input ({})", op_->name, text,
+                   in_strategy.size(), op_->num_inputs);
+  for (size_t i = 0; i < in_strategy.size(); ++i) {
+    for (int64_t v : in_strategy[i]) {
+      CLEAVE_CHECK_ARG(v >= 1, "{}: strategy {} splits input {} into {} slices; expected >= 1",
+                       op_->name, text, i, v);
+    }
+  }
+  strategy_ = std::move(in_strategy);
+  return *this;
+}
+
+Primitive& Primitive::place(const std::string& role, int64_t rank_id) {
+  CLEAVE_CHECK_ARG(rank_id >= 0, "{}: place: rank_id is {}; expected >= 0", op_->name, rank_id);
+  placement_ = {role, rank_id};
+  return *this;
+}
+
+std::vector<Tensor> Primitive::operator()(std::vector<Tensor> inputs) const {
+  if (!tracing() || (strategy_.empty() && placement_.empty())) {
+    return call(*op_, std::move(inputs), attrs_);
+  }
+  if (!strategy_.empty()) {
+    CLEAVE_CHECK_ARG(strategy_.size() == inputs.size(),
+                     "{}: strategy {} has {} entries but the op was called with {} inputs",
+                     op_->name, strategy_text(strategy_), strategy_.size(), inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      CLEAVE_CHECK_ARG(static_cast<int64_t>(strategy_[i].size()) == inputs[i].rank(),
+                       "{}: strategy {} gives input {} {} entries but the input has shape {} "
+                       "(rank {}); expected one per dimension",
+                       op_->name, strategy_text(strategy_), i, strategy_[i].size(),
+                       inputs[i].shape().to_string(), inputs[i].rank());
+    }
+  }
+  AnnotationGuard annotate(placement_, strategy_);
+  return call(*op_, std::move(inputs), attrs_);
+}
+
+Tensor Primitive::call1(std::vector<Tensor> inputs) const {
+  std::vector<Tensor> out = (*this)(std::move(inputs));
+  CLEAVE_CHECK_ARG(out.size() == 1, "{}: call1 used on an op with {} outputs", op_->name,
+                   out.size());
+  return out[0];
+}
+
+}  // namespace cleave::ir

@@ -1,0 +1,134 @@
+#include "cleave/optim/train_one_step.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+
+#include "cleave/autodiff/backward.h"
+#include "cleave/autodiff/graph_grad.h"
+#include "cleave/ir/graph.h"
+#include "cleave/runtime/compile.h"
+#include "cleave/runtime/context.h"
+
+namespace cleave::optim {
+namespace {
+
+std::string signature(const Tensor& t) {
+  return fmt::format("{}{}", dtype_name(t.dtype()), t.shape().to_string());
+}
+
+std::atomic<int> g_graph_counter{0};
+
+}  // namespace
+
+TrainOneStep::TrainOneStep(nn::Cell& net_with_loss, Optimizer& optimizer)
+    : net_(net_with_loss),
+      optimizer_(optimizer),
+      update_in_graph_(dynamic_cast<Momentum*>(&optimizer) != nullptr) {}
+
+Tensor TrainOneStep::step_pynative(const Tensor& data, const Tensor& label) {
+  Tensor loss = net_(data, label);
+  optimizer_.zero_grad();
+  autodiff::backward(loss);
+  optimizer_.step();
+  return loss.detach();
+}
+
+TrainOneStep::Compiled TrainOneStep::trace_and_compile(const Tensor& data, const Tensor& label) {
+  Compiled compiled;
+  ir::Graph graph;
+  graph.name = fmt::format("train_step_{}", g_graph_counter++);
+  {
+    ir::Tracer tracer(graph);
+    {
+      const Tensor sym_data = tracer.add_input({data.shape(), data.dtype()}, "data");
+      const Tensor sym_label = tracer.add_input({label.shape(), label.dtype()}, "label");
+      for (const auto& [name, p] : net_.parameters_and_names()) tracer.add_parameter(p, name);
+      const std::vector<Tensor>& params = optimizer_.parameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        tracer.add_parameter(params[i], fmt::format("param{}", i));  // no-op when already bound
+      }
+      const Tensor loss = net_(sym_data, sym_label);
+      CLEAVE_CHECK_ARG(loss.is_symbolic() && loss.numel() == 1,
+                       "TrainOneStep: the network returned {} {}; expected a one-element loss "
+                       "computed from its inputs",
+                       dtype_name(loss.dtype()), loss.shape().to_string());
+      graph.outputs = {tracer.value_of(loss)};
+      runtime::dump_stage(graph, 1, "trace");
+      const std::vector<Tensor> grads = autodiff::graph_grad(loss, params);
+      runtime::dump_stage(graph, 5, "autodiff");
+      if (update_in_graph_) {
+        const int64_t step_before = optimizer_.step_count();
+        ir::ScopeGuard scope("optimizer", optimizer_.name());
+        optimizer_.apply(grads);  // traced: one in-place update per parameter
+        CLEAVE_ASSERT(optimizer_.step_count() == step_before + 1, "apply counts one step");
+      } else {
+        for (const Tensor& g : grads) {
+          compiled.has_grad.push_back(g.defined());
+          if (g.defined()) graph.outputs.push_back(tracer.value_of(g));
+        }
+      }
+      runtime::dump_stage(graph, 6, "optimizer");
+    }
+    tracer.finish();
+  }
+  compiled.executor = runtime::compile(std::move(graph));
+  return compiled;
+}
+
+Tensor TrainOneStep::operator()(const Tensor& data, const Tensor& label) {
+  CLEAVE_CHECK_ARG(data.defined() && label.defined(),
+                   "TrainOneStep: data and label must be defined tensors");
+  if (runtime::get_context().mode == runtime::PYNATIVE_MODE) return step_pynative(data, label);
+
+  const Key key{signature(data), signature(label), optimizer_.current_lr(), net_.training()};
+  auto it = cache_.find(key);
+  bool traced_now = false;
+  if (it == cache_.end()) {
+    it = cache_.emplace(key, trace_and_compile(data, label)).first;
+    traced_now = true;
+  }
+  last_ = it->second.executor.get();
+  std::vector<Tensor> out = last_->run({data, label});
+  if (update_in_graph_) {
+    // Tracing ran apply() once, which counted this step; a cached graph counts it here.
+    if (!traced_now) optimizer_.advance_step();
+  } else {
+    // The graph returns the loss, then one gradient per parameter the loss depends on.
+    std::vector<Tensor> grads;
+    size_t k = 1;
+    for (bool has : it->second.has_grad) grads.push_back(has ? out[k++] : Tensor());
+    optimizer_.apply(grads);
+  }
+  return out[0];
+}
+
+Forward::Forward(nn::Cell& net) : net_(net) {}
+
+Tensor Forward::operator()(const Tensor& x) {
+  if (runtime::get_context().mode == runtime::PYNATIVE_MODE) {
+    NoGradGuard no_grad;
+    return net_(x);
+  }
+  const std::pair<std::string, bool> key{signature(x), net_.training()};
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    ir::Graph graph;
+    graph.name = fmt::format("forward_{}", g_graph_counter++);
+    {
+      ir::Tracer tracer(graph);
+      {
+        const Tensor sym = tracer.add_input({x.shape(), x.dtype()}, "x");
+        for (const auto& [name, p] : net_.parameters_and_names()) tracer.add_parameter(p, name);
+        const Tensor y = net_(sym);
+        graph.outputs = {tracer.value_of(y)};
+        runtime::dump_stage(graph, 1, "trace");
+      }
+      tracer.finish();
+    }
+    it = cache_.emplace(key, runtime::compile(std::move(graph))).first;
+  }
+  return it->second->run({x})[0];
+}
+
+}  // namespace cleave::optim

@@ -1,0 +1,135 @@
+// cleave-ir: summarises an IR dump (save_graphs) and renders its graph with Graphviz.
+//
+//   cleave-ir DUMP [--render svg|png|none] [--out FILE]
+//
+// DUMP is NN_<stage>.ir or NN_<stage>.dot; the other file of the pair is found next to it. The
+// summary (from the .ir) lists the op count by primitive, the parameters with their types, and
+// the memory plan's peak (the end of the highest buffer of the "# buffer:" notes, which only the
+// 09_execute stage carries). Rendering runs Graphviz's `dot` (Debian package graphviz) on the
+// .dot and writes FILE (default: the dump's name with .svg or .png). Exit status 0 on success,
+// 1 on a bad dump or a failed render, 2 on bad usage.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Summary {
+  std::string entry;
+  std::map<std::string, int> ops;
+  std::vector<std::string> params;
+  int inputs = 0, constants = 0, ops_total = 0;
+  long long peak_bytes = -1;
+};
+
+Summary summarise(std::istream& in) {
+  static const std::regex op_line(R"(^\s+%\d+\(out\) = ([A-Za-z0-9_]+)\()");
+  static const std::regex value_line(R"(^(%\S+): (<[^>]*>) : (input|parameter|constant))");
+  static const std::regex buffer_note(R"(\[(\d+), \+(\d+)\))");
+  static const std::regex entry_line(R"(^# IR entry: @(\S+))");
+  Summary s;
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, m, entry_line)) {
+      s.entry = m[1];
+    } else if (std::regex_search(line, m, op_line)) {
+      ++s.ops[m[1]];
+      ++s.ops_total;
+    } else if (std::regex_search(line, m, value_line)) {
+      if (m[3] == "parameter") s.params.push_back(std::string(m[1]) + " " + std::string(m[2]));
+      if (m[3] == "input") ++s.inputs;
+      if (m[3] == "constant") ++s.constants;
+    } else if (line.find("# buffer: ") != std::string::npos) {
+      for (auto it = std::sregex_iterator(line.begin(), line.end(), buffer_note);
+           it != std::sregex_iterator(); ++it) {
+        const long long end = std::stoll((*it)[1]) + std::stoll((*it)[2]);
+        if (end > s.peak_bytes) s.peak_bytes = end;
+      }
+    }
+  }
+  return s;
+}
+
+void print(const Summary& s, const fs::path& path) {
+  std::cout << "graph @" << (s.entry.empty() ? "?" : s.entry) << " (" << path.string() << ")\n";
+  std::cout << "  ops: " << s.ops_total << "\n";
+  for (const auto& [op, count] : s.ops) std::cout << "    " << op << ": " << count << "\n";
+  std::cout << "  inputs: " << s.inputs << ", constants: " << s.constants << "\n";
+  std::cout << "  parameters: " << s.params.size() << "\n";
+  for (const std::string& p : s.params) std::cout << "    " << p << "\n";
+  if (s.peak_bytes >= 0) {
+    std::cout << "  memory plan peak: " << s.peak_bytes << " bytes ("
+              << static_cast<double>(s.peak_bytes) / (1024.0 * 1024.0) << " MiB)\n";
+  } else {
+    std::cout << "  memory plan peak: not in this stage (see 09_execute.ir)\n";
+  }
+}
+
+int usage() {
+  std::cerr << "usage: cleave-ir DUMP.ir|DUMP.dot [--render svg|png|none] [--out FILE]\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage();
+  fs::path dump = argv[1];
+  std::string format = "svg";
+  fs::path out;
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--render" && i + 1 < argc) {
+      format = argv[++i];
+    } else if (arg == "--out" && i + 1 < argc) {
+      out = argv[++i];
+    } else {
+      return usage();
+    }
+  }
+  if (format != "svg" && format != "png" && format != "none") {
+    std::cerr << "cleave-ir: --render " << format
+              << " is not supported; expected svg, png or none\n";
+    return 2;
+  }
+  fs::path ir = dump, dot = dump;
+  ir.replace_extension(".ir");
+  dot.replace_extension(".dot");
+  if (!fs::exists(dump)) {
+    std::cerr << "cleave-ir: '" << dump.string() << "' does not exist\n";
+    return 1;
+  }
+  if (fs::exists(ir)) {
+    std::ifstream in(ir);
+    print(summarise(in), ir);
+  } else {
+    std::cout << "(no " << ir.filename().string() << " next to the dump: no summary)\n";
+  }
+  if (format == "none") return 0;
+  if (!fs::exists(dot)) {
+    std::cerr << "cleave-ir: no Graphviz file '" << dot.string() << "' to render\n";
+    return 1;
+  }
+  if (out.empty()) out = fs::path(dot).replace_extension("." + format);
+  if (std::system("command -v dot >/dev/null 2>&1") != 0) {
+    std::cerr
+        << "cleave-ir: Graphviz's 'dot' is not installed (Debian: apt-get install graphviz)\n";
+    return 1;
+  }
+  const std::string cmd = "dot -T" + format + " '" + dot.string() + "' -o '" + out.string() + "'";
+  if (std::system(cmd.c_str()) != 0) {
+    std::cerr << "cleave-ir: rendering failed: " << cmd << "\n";
+    return 1;
+  }
+  std::cout << "rendered " << out.string() << "\n";
+  return 0;
+}
