@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# Benchmarks, side by side with a peer in one run. Usage: bench/run.sh core|graph [SECONDS_PER_ROW]
+# Benchmarks, side by side with a peer in one run.
+# Usage: bench/run.sh core|graph|comm [SECONDS_PER_ROW]
 #   core: training-step throughput against PyTorch (Debian python3-torch), same threads.
 #     Prints one line per row: BENCH <row> cleave=<samples/s> torch=<samples/s> ratio=<cleave/torch>
 #   graph: GRAPH_MODE against PYNATIVE_MODE (one thread). Prints per row
 #     BENCH <row> graph=<steps/s> pynative=<steps/s> ratio=<graph/pynative>
 #     BENCH <row>_peak_mib graph=<MiB> pynative=<MiB>   (peak bytes of tensor storage alive)
+#   comm: AllReduce, AllGather, Broadcast at 4KB..64MB and N = 2, 4, 8: cleave's gloo backend
+#     against raw Gloo (ranks as threads of one process, TCP on 127.0.0.1), then cleave's mpi
+#     backend against raw MPI (ranks as processes under mpirun). Prints:
+#     BENCH <op>_<size>_np<N> cleave=<GB/s> gloo=<GB/s> ratio=<cleave/gloo> cleave_us=.. gloo_us=..
+#     BENCH <op>_<size>_np<N> cleave=<GB/s> mpi=<GB/s> ratio=<cleave/mpi> cleave_us=.. mpi_us=..
+#     (NOTE [Bandwidth in comm_bench] in bench/comm_bench.cc defines size and bandwidth.)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 suite=${1:-core}
 seconds=${2:-2}
 build=$root/build/Release
-if [ ! -x "$build/bench/core_bench" ] || [ ! -x "$build/bench/graph_bench" ]; then
+if [ ! -x "$build/bench/core_bench" ] || [ ! -x "$build/bench/graph_bench" ] ||
+   [ ! -x "$build/bench/comm_bench" ]; then
   "$root/scripts/build.sh" Release >/dev/null
 fi
 python=/usr/bin/python3
@@ -36,8 +44,21 @@ case "$suite" in
       echo "BENCH ${row}_peak_mib graph=$gm pynative=$pm"
     done
     ;;
+  comm)
+    "$build/bench/comm_bench" gloo "$seconds"
+    if command -v mpirun >/dev/null 2>&1; then
+      mpi_flags="--oversubscribe --bind-to none"
+      [ "$(id -u)" = 0 ] && mpi_flags="$mpi_flags --allow-run-as-root"
+      for np in 2 4 8; do
+        # shellcheck disable=SC2086
+        mpirun $mpi_flags -n "$np" "$build/bench/comm_bench" mpi "$seconds"
+      done
+    else
+      echo "bench/run.sh comm: mpirun not found; MPI rows skipped" >&2
+    fi
+    ;;
   *)
-    echo "bench/run.sh: unknown suite '$suite'; expected: core or graph" >&2
+    echo "bench/run.sh: unknown suite '$suite'; expected: core, graph or comm" >&2
     exit 2
     ;;
 esac

@@ -46,7 +46,8 @@ ProcessGroup::~ProcessGroup() { shutdown(); }
 
 void ProcessGroup::shutdown() {
   {
-    std::lock_guard<std::mutex> lock(queue_mutex_);
+    std::unique_lock<std::mutex> lock(queue_mutex_);
+    p2p_done_.wait(lock, [&] { return p2p_in_flight_ == 0; });
     if (stopping_) return;
     stopping_ = true;
   }
@@ -449,7 +450,16 @@ std::shared_ptr<Work> ProcessGroup::exchange_async(const std::vector<PeerBuffer>
     guarded(info, [&] { run_plan(plan, [&] { do_exchange(plan.sends, plan.recvs); }); });
   });
   auto work = std::make_shared<Work>(task->get_future().share());
-  std::thread([task] { (*task)(); }).detach();
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    ++p2p_in_flight_;
+  }
+  // Detached, and counted so that shutdown() waits for it (each is bounded by the timeout).
+  std::thread([this, task] {
+    (*task)();
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    if (--p2p_in_flight_ == 0) p2p_done_.notify_all();
+  }).detach();
   return work;
 }
 

@@ -177,6 +177,8 @@ class ProcessGroup {
   bool stopping_ = false;
   std::thread worker_;
   std::mutex exec_mutex_;  // held while an operation runs
+  int p2p_in_flight_ = 0;  // asynchronous point-to-point threads running (under queue_mutex_)
+  std::condition_variable p2p_done_;
 };
 
 // Thrown by backend hooks when the failure concerns one peer (group rank).

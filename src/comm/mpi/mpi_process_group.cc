@@ -130,7 +130,11 @@ class MpiProcessGroup final : public ProcessGroup {
 
   // Polls `requests` until all complete or the group's timeout passes.
   void wait_all(std::vector<MPI_Request>& requests, const std::vector<int>& peers) {
-    const auto deadline = Clock::now() + options().timeout;
+    const auto start = Clock::now();
+    const auto deadline = start + options().timeout;
+    // Polls tightly for the first millisecond (small messages: MPI's own blocking calls spin
+    // too), then yields the core between polls.
+    const auto spin_until = start + std::chrono::milliseconds(1);
     for (size_t i = 0; i < requests.size(); ++i) {
       int done = 0;
       while (true) {
@@ -146,7 +150,7 @@ class MpiProcessGroup final : public ProcessGroup {
           throw BackendFailure(fmt::format("timed out after {} ms", options().timeout.count()),
                                peers.empty() ? -1 : peers[i]);
         }
-        std::this_thread::yield();
+        if (Clock::now() > spin_until) std::this_thread::yield();
       }
     }
   }
