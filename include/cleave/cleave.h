@@ -7,6 +7,8 @@
 #include "cleave/core/error.h"
 #include "cleave/core/shape.h"
 #include "cleave/core/tensor.h"
+#include "cleave/data/dataset.h"
+#include "cleave/data/transforms.h"
 #include "cleave/ir/attrs.h"
 #include "cleave/ir/dispatch.h"
 #include "cleave/ir/op_def.h"
