@@ -82,6 +82,12 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
   // One epoch per call; each call starts a new epoch (a new shuffle order, deterministic for a
   // given cleave::set_seed and epoch number). The iterator may outlive this handle.
   std::unique_ptr<Iterator> create_tuple_iterator();
+  // num_epochs (>= 1) consecutive epochs through one iterator, as MindSpore's training loop
+  // iterates: next() returns false at the end of each epoch, and the next call returns the first
+  // row of the following epoch, which the background thread has been preparing meanwhile (so the
+  // shuffle buffer of epoch e + 1 fills while epoch e is consumed); false for good after the last
+  // epoch. The epochs are the same as those of num_epochs calls of create_tuple_iterator().
+  std::unique_ptr<Iterator> create_tuple_iterator(int64_t num_epochs);
 
   // ---- pipeline internals (used by the nodes in src/data) ----
   // An iterator over epoch `epoch` of this node, pulled on the calling thread.
