@@ -157,12 +157,14 @@ struct GeneratorOptions {
 };
 
 // Iterable form (a Python generator function): `source` is called at the start of every epoch and
-// returns the generator of that epoch's rows, each with one tensor per name of column_names.
+// returns the generator of that epoch's rows, each with one tensor per name of column_names. Both
+// may run on a background thread. get_dataset_size() runs one extra epoch to count the rows.
 std::shared_ptr<Dataset> GeneratorDataset(std::function<RowGenerator()> source,
                                           std::vector<std::string> column_names,
                                           GeneratorOptions options = {});
 // Random-access form (__getitem__ + __len__): row i of `size` rows is get_item(i); supports
-// shuffle and sharding (NOTE [Dataset sharding]). get_item may be called from a background thread.
+// shuffle and sharding (NOTE [Dataset sharding]). get_item is called on background threads, one
+// call at a time per iterator (concurrently only when several iterators are alive).
 std::shared_ptr<Dataset> GeneratorDataset(std::function<Row(int64_t index)> get_item, int64_t size,
                                           std::vector<std::string> column_names,
                                           GeneratorOptions options = {});
