@@ -8,6 +8,7 @@
 #include "cleave/core/shape.h"
 #include "cleave/core/tensor.h"
 #include "cleave/data/dataset.h"
+#include "cleave/data/synthetic.h"
 #include "cleave/data/transforms.h"
 #include "cleave/ir/attrs.h"
 #include "cleave/ir/dispatch.h"
