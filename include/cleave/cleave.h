@@ -2,6 +2,11 @@
 #pragma once
 
 #include "cleave/autodiff/backward.h"
+#include "cleave/cluster/activity.h"
+#include "cleave/cluster/cluster.h"
+#include "cleave/comm/group_registry.h"
+#include "cleave/comm/process_group.h"
+#include "cleave/comm/store.h"
 #include "cleave/core/device.h"
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
@@ -14,9 +19,10 @@
 #include "cleave/ir/dispatch.h"
 #include "cleave/ir/op_def.h"
 #include "cleave/ir/registry.h"
-#include "cleave/ops.h"
 #include "cleave/nn/cell.h"
 #include "cleave/nn/init.h"
 #include "cleave/nn/layers.h"
 #include "cleave/nn/loss.h"
+#include "cleave/ops.h"
 #include "cleave/optim/optimizer.h"
+#include "cleave/runtime/collectives.h"
