@@ -52,6 +52,9 @@ class Optimizer {
   // "Momentum", "SGD", "Adam", "AdamW": the prefix of this optimizer's errors.
   const std::string& name() const { return name_; }
   int64_t step_count() const { return step_; }
+  // Sets the step count (the learning-rate schedule's position), e.g. when resuming training
+  // from a checkpoint; step >= 0.
+  void set_step_count(int64_t step);
   double current_lr() const { return lr_.at(step_); }
   // The optimizer state tensors (for checkpoints), named "<state>.<param index>".
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
