@@ -19,3 +19,8 @@
 #include "cleave/nn/layers.h"
 #include "cleave/nn/loss.h"
 #include "cleave/optim/optimizer.h"
+#include "cleave/train/callback.h"
+#include "cleave/train/checkpoint.h"
+#include "cleave/train/metrics.h"
+#include "cleave/train/model.h"
+#include "cleave/train/python_format.h"
