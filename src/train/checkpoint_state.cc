@@ -20,7 +20,10 @@ std::string mismatch(const std::string& name, const Tensor& have, const Tensor& 
 
 std::string join_lines(const std::vector<std::string>& items) {
   std::string out;
-  for (const std::string& item : items) out += "\n  " + item;
+  for (const std::string& item : items) {
+    out.append("\n  ");
+    out.append(item);
+  }
   return out;
 }
 
@@ -30,7 +33,7 @@ NamedTensors named_optimizer_state(const nn::Cell& net, const optim::Optimizer& 
   const auto params = net.parameters_and_names();
   NamedTensors out;
   for (const auto& [state_name, tensor] : optimizer.state()) {
-    std::string name = "optimizer." + state_name;
+    std::string name = fmt::format("optimizer.{}", state_name);
     const size_t dot = state_name.rfind('.');
     if (dot != std::string::npos) {
       const std::string index_text = state_name.substr(dot + 1);
@@ -40,7 +43,7 @@ NamedTensors named_optimizer_state(const nn::Cell& net, const optim::Optimizer& 
           const Tensor& p = optimizer.parameters()[index];
           for (const auto& [param_name, param] : params) {
             if (param.impl() == p.impl()) {
-              name = state_name.substr(0, dot + 1) + param_name;
+              name = fmt::format("{}.{}", state_name.substr(0, dot), param_name);
               break;
             }
           }
@@ -149,7 +152,7 @@ ModelCheckpoint::ModelCheckpoint(CheckpointConfig config, std::string prefix, st
   CLEAVE_CHECK_ARG(!prefix_.empty() && prefix_.find('/') == std::string::npos,
                    "ModelCheckpoint: prefix '{}' must be a non-empty file name prefix without '/'",
                    prefix_);
-  if (directory_.empty()) directory_ = ".";
+  if (directory_.empty()) directory_.push_back('.');
 }
 
 void ModelCheckpoint::on_train_begin(RunContext& ctx) {
