@@ -90,6 +90,9 @@ NamedTensors train_state_tensors(const nn::Cell& net, const optim::Optimizer* op
   NamedTensors out = net.parameters_and_names();
   if (optimizer != nullptr) {
     for (auto& entry : named_optimizer_state(net, *optimizer)) out.push_back(std::move(entry));
+    for (auto& [name, t] : optimizer->counters()) {
+      out.emplace_back(fmt::format("optimizer.{}", name), std::move(t));
+    }
     out.emplace_back("global_step", Tensor::full({1}, static_cast<double>(optimizer->step_count()),
                                                  DType::kInt32));
   }
@@ -126,13 +129,17 @@ TrainProgress restore_train_state(nn::Cell& net, optim::Optimizer& optimizer,
                    "cannot resume training: the checkpoint's epoch_num {}, step_num {} or "
                    "global_step {} is negative",
                    progress.epoch_num, progress.step_num, counter("global_step"));
+  // The parameters and the optimizer's state tensors share storage with the model's own; the
+  // counters are copies, restored through the optimizer.
   NoGradGuard no_grad;
-  // Every tensor of `wanted` except the counters shares storage with the model's own.
-  for (const auto& [name, want] : wanted) {
-    if (name == "global_step" || name == "epoch_num" || name == "step_num") continue;
-    want.copy_from(params.at(name));
-  }
+  for (const auto& [name, param] : net.parameters_and_names()) param.copy_from(params.at(name));
+  for (const auto& [name, t] : named_optimizer_state(net, optimizer)) t.copy_from(params.at(name));
   optimizer.set_step_count(counter("global_step"));
+  std::vector<std::pair<std::string, Tensor>> counters;
+  for (const auto& [name, t] : optimizer.counters()) {
+    counters.emplace_back(name, params.at(fmt::format("optimizer.{}", name)));
+  }
+  optimizer.load_counters(counters);
   return progress;
 }
 

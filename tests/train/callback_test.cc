@@ -105,8 +105,8 @@ TEST(ProgressBar, SilentWhenStdoutIsNotATerminal) {
 struct Recorder : Callback {
   std::string log;
   void on_train_begin(RunContext&) override { log += "B"; }
-  void on_epoch_begin(RunContext& c) override { log += "e" + std::to_string(c.cur_epoch_num); }
-  void on_step_end(RunContext& c) override { log += "s" + std::to_string(c.cur_step_num); }
+  void on_epoch_begin(RunContext& c) override { log += fmt::format("e{}", c.cur_epoch_num); }
+  void on_step_end(RunContext& c) override { log += fmt::format("s{}", c.cur_step_num); }
   void on_epoch_end(RunContext&) override { log += "E"; }
   void on_train_end(RunContext&) override { log += "T"; }
 };

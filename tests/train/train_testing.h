@@ -9,8 +9,10 @@
 namespace cleave::testing {
 
 // n samples of 4 features, 3 classes; the class is the arg-max of the first 3 features, so a
-// linear model learns it. Deterministic for a given seed. Batched by batch_size (drop_remainder).
-inline dataset::DatasetPtr blobs_dataset(int64_t n, int64_t batch_size, uint64_t seed = 7) {
+// linear model learns it. Deterministic for a given seed (also the shuffle order, a new one each
+// epoch). Batched by batch_size (drop_remainder).
+inline dataset::DatasetPtr blobs_dataset(int64_t n, int64_t batch_size, uint64_t seed = 7,
+                                         bool shuffle = false) {
   set_seed(seed);
   const Tensor x = Tensor::normal({n, 4});
   std::vector<int32_t> labels(static_cast<size_t>(n));
@@ -25,7 +27,8 @@ inline dataset::DatasetPtr blobs_dataset(int64_t n, int64_t batch_size, uint64_t
     return {x.narrow_rows(i, 1).view({4}).clone(),
             Tensor::scalar(labels[static_cast<size_t>(i)], DType::kInt32)};
   };
-  return dataset::GeneratorDataset(get_item, n, {"data", "label"})->batch(batch_size, true);
+  return dataset::GeneratorDataset(get_item, n, {"data", "label"}, {.shuffle = shuffle})
+      ->batch(batch_size, true);
 }
 
 // Dense(4 -> 8) -> ReLU -> Dense(8 -> 3).

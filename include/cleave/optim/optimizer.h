@@ -58,6 +58,11 @@ class Optimizer {
   double current_lr() const { return lr_.at(step_); }
   // The optimizer state tensors (for checkpoints), named "<state>.<param index>".
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
+  // The state that is not a tensor (per-parameter update counts, first-update flags) as new Int64
+  // tensors, for checkpoints; empty when there is none. load_counters() restores values of the
+  // same names and shapes (the caller checks them).
+  virtual std::vector<std::pair<std::string, Tensor>> counters() const { return {}; }
+  virtual void load_counters(const std::vector<std::pair<std::string, Tensor>>& counters) {}
 
  protected:
   // Updates parameter i in place from its gradient with learning rate lr.
@@ -75,8 +80,8 @@ class Optimizer {
 // param -= lr * (grad + momentum * accum)).
 class Momentum : public Optimizer {
  public:
-  Momentum(std::vector<Tensor> params, LearningRate lr, double momentum,
-           double weight_decay = 0.0, bool use_nesterov = false);
+  Momentum(std::vector<Tensor> params, LearningRate lr, double momentum, double weight_decay = 0.0,
+           bool use_nesterov = false);
   std::vector<std::pair<std::string, Tensor>> state() const override;
 
  protected:
@@ -99,6 +104,9 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, LearningRate lr, SGDOptions options = {});
   std::vector<std::pair<std::string, Tensor>> state() const override;
+  // "accum_started": 1 for each parameter updated at least once.
+  std::vector<std::pair<std::string, Tensor>> counters() const override;
+  void load_counters(const std::vector<std::pair<std::string, Tensor>>& counters) override;
 
  protected:
   void update(size_t i, const Tensor& grad, double lr) override;
@@ -119,6 +127,9 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, LearningRate lr, AdamOptions options = {});
   std::vector<std::pair<std::string, Tensor>> state() const override;
+  // "param_steps": the updates applied to each parameter (the t of the bias correction).
+  std::vector<std::pair<std::string, Tensor>> counters() const override;
+  void load_counters(const std::vector<std::pair<std::string, Tensor>>& counters) override;
 
  protected:
   // For AdamW: `decoupled` applies weight decay to the parameter instead of the gradient.

@@ -66,7 +66,8 @@ struct TrainProgress {
 
 // Everything a checkpoint needs to resume training, named as MindSpore names it: the network's
 // parameters; the optimizer state (Optimizer::state() "moments.3" becomes "moments.<name of
-// parameter 3>" when that parameter belongs to `net`, otherwise "optimizer.moments.3"); the
+// parameter 3>" when that parameter belongs to `net`, otherwise "optimizer.moments.3"); its
+// counters "optimizer.<name>" (Optimizer::counters(), e.g. Adam's "optimizer.param_steps"); the
 // optimizer's step count "global_step" (Int32 (1)); "epoch_num" and "step_num" (Int64 scalars).
 // `optimizer` may be null (parameters and progress only).
 NamedTensors train_state_tensors(const nn::Cell& net, const optim::Optimizer* optimizer,
