@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Benchmarks, side by side with a peer in one run. Usage: bench/run.sh core [SECONDS_PER_ROW]
+# Benchmarks, side by side with a peer in one run. Usage: bench/run.sh core|data [SECONDS_PER_ROW]
 #   core: training-step throughput against PyTorch (Debian python3-torch), same threads.
-# Prints one line per row: BENCH <row> cleave=<samples/s> torch=<samples/s> ratio=<cleave/torch>
+#         Prints one line per row: BENCH <row> cleave=<samples/s> torch=<samples/s> ratio=<cleave/torch>
+#   data: the seed-000 MNIST pipeline (bench/data_bench.cc) on 60000 generated images, against
+#         what LeNet training on one thread consumes (core_bench lenet5_train_b32_t1):
+#         BENCH mnist_pipeline_b32 cleave=<samples/s> lenet5_train_b32_t1=<samples/s>
+#         headroom=<pipeline/training> (> 1: the pipeline outpaces training); then LeNet training
+#         fed by the pipeline: BENCH lenet5_fed_b32_t1 cleave=<samples/s> ... wait=<fraction of
+#         the run spent waiting in next() within epochs> epoch_start_wait=<... on each epoch's
+#         first batch, i.e. the shuffle-buffer fill>
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 suite=${1:-core}
 seconds=${2:-2}
 build=$root/build/Release
-if [ ! -x "$build/bench/core_bench" ]; then
+if [ ! -x "$build/bench/core_bench" ] || [ ! -x "$build/bench/data_bench" ]; then
   "$root/scripts/build.sh" Release >/dev/null
 fi
 python=/usr/bin/python3
@@ -24,8 +31,18 @@ case "$suite" in
       echo "BENCH $row cleave=$c torch=$t ratio=$ratio"
     done
     ;;
+  data)
+    train=$(OMP_NUM_THREADS=1 "$build/bench/core_bench" lenet5_train_b32_t1 "$seconds" | awk '{print $2}')
+    for row in mnist_pipeline_b32 mnist_pipeline_b32_w2; do
+      c=$(OMP_NUM_THREADS=1 "$build/bench/data_bench" "$row" "$seconds" | awk '{print $2}')
+      headroom=$(awk -v c="$c" -v t="$train" 'BEGIN { printf "%.2f", c / t }')
+      echo "BENCH $row cleave=$c lenet5_train_b32_t1=$train headroom=$headroom"
+    done
+    read -r _ fed waits < <(OMP_NUM_THREADS=1 "$build/bench/data_bench" lenet5_fed_b32_t1 "$seconds")
+    echo "BENCH lenet5_fed_b32_t1 cleave=$fed lenet5_train_b32_t1=$train $waits"
+    ;;
   *)
-    echo "bench/run.sh: unknown suite '$suite'; expected: core" >&2
+    echo "bench/run.sh: unknown suite '$suite'; expected: core or data" >&2
     exit 2
     ;;
 esac

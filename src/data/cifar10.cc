@@ -30,9 +30,9 @@ struct CifarData {
 
 void read_batch(const std::string& path, CifarData& data) {
   const std::vector<uint8_t> bytes = detail::read_file(kSource, path);
-  CLEAVE_CHECK_ARG(!bytes.empty() && bytes.size() % kRecord == 0,
-                   "{}: file '{}' is truncated or corrupt: {} bytes; expected a positive multiple "
-                   "of {} (records of 1 label byte + 3072 image bytes)",
+  CLEAVE_CHECK_ARG(bytes.size() % kRecord == 0,
+                   "{}: file '{}' is truncated or corrupt: {} bytes; expected a multiple of {} "
+                   "(records of 1 label byte + 3072 image bytes)",
                    kSource, path, bytes.size(), kRecord);
   const int64_t count = static_cast<int64_t>(bytes.size()) / kRecord;
   for (int64_t i = 0; i < count; ++i) {

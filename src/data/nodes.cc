@@ -122,7 +122,7 @@ OrderedWorkerIterator::~OrderedWorkerIterator() {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
-  changed_.notify_all();
+  can_pull_.notify_all();
   for (std::thread& worker : workers_) worker.join();
 }
 
@@ -130,7 +130,7 @@ void OrderedWorkerIterator::run_worker() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait(lock, [&] { return stop_ || end_ >= 0 || reserved_ - taken_ < capacity_; });
+      can_pull_.wait(lock, [&] { return stop_ || end_ >= 0 || reserved_ - taken_ < capacity_; });
       if (stop_ || end_ >= 0) return;
       ++reserved_;
     }
@@ -153,7 +153,8 @@ void OrderedWorkerIterator::run_worker() {
         std::lock_guard<std::mutex> lock(mutex_);
         end_ = position;
       }
-      changed_.notify_all();
+      can_pull_.notify_all();
+      can_take_.notify_all();
       return;
     }
     if (have_row && work_) {
@@ -168,7 +169,8 @@ void OrderedWorkerIterator::run_worker() {
       ready_.emplace(position, std::move(slot));
       if (!have_row) end_ = position + 1;  // the child threw: the epoch ends after the error
     }
-    changed_.notify_all();
+    if (!have_row) can_pull_.notify_all();
+    can_take_.notify_all();
   }
 }
 
@@ -176,14 +178,14 @@ bool OrderedWorkerIterator::next(Row& row) {
   Slot slot;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [&] { return ready_.count(taken_) > 0 || (end_ >= 0 && taken_ >= end_); });
+    can_take_.wait(lock, [&] { return ready_.count(taken_) > 0 || (end_ >= 0 && taken_ >= end_); });
     auto it = ready_.find(taken_);
     if (it == ready_.end()) return false;
     slot = std::move(it->second);
     ready_.erase(it);
     ++taken_;
   }
-  changed_.notify_all();
+  can_pull_.notify_one();
   if (slot.error) std::rethrow_exception(slot.error);
   row = std::move(slot.row);
   return true;

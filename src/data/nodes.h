@@ -77,8 +77,9 @@ class OrderedWorkerIterator : public Iterator {
   int64_t position_ = 0;   // position of the next row pulled
   bool child_done_ = false;
 
-  std::mutex mutex_;  // guards everything below
-  std::condition_variable changed_;
+  std::mutex mutex_;                  // guards everything below
+  std::condition_variable can_pull_;  // a slot was freed, the epoch ended, or stop_
+  std::condition_variable can_take_;  // a row is ready or the epoch ended
   bool stop_ = false;
   int64_t reserved_ = 0;  // slots claimed by workers (rows pulled or being pulled)
   int64_t taken_ = 0;     // rows handed out by next()
