@@ -30,6 +30,21 @@ void warn_sink_mode(bool dataset_sink_mode) {
                "dataset not sunk (as MindSpore does on CPU)\n");
 }
 
+// Puts a cell in inference mode and restores its mode on scope exit (also on an exception).
+class InferenceMode {
+ public:
+  explicit InferenceMode(nn::Cell& cell) : cell_(cell), was_training_(cell.training()) {
+    cell_.set_train(false);
+  }
+  ~InferenceMode() { cell_.set_train(was_training_); }
+  InferenceMode(const InferenceMode&) = delete;
+  InferenceMode& operator=(const InferenceMode&) = delete;
+
+ private:
+  nn::Cell& cell_;
+  bool was_training_;
+};
+
 }  // namespace
 
 // ---- EagerTrainStep ----
@@ -162,8 +177,7 @@ EvalResult Model::eval(const dataset::DatasetPtr& valid_dataset, bool dataset_si
                    "Model.eval: a metric needs the loss but the model has no loss_fn; pass one "
                    "to Model(network, loss_fn, ...)");
 
-  const bool was_training = network_->training();
-  network_->set_train(false);
+  InferenceMode inference(*network_);
   NoGradGuard no_grad;
   std::unique_ptr<dataset::Iterator> it = valid_dataset->create_tuple_iterator();
   dataset::Row row;
@@ -180,7 +194,6 @@ EvalResult Model::eval(const dataset::DatasetPtr& valid_dataset, bool dataset_si
       metric->update(inputs);
     }
   }
-  network_->set_train(was_training);
   CLEAVE_CHECK_ARG(batches > 0, "Model.eval: the dataset gave no rows; expected at least one");
   std::vector<std::pair<std::string, double>> values;
   for (const auto& [name, metric] : metrics_) values.emplace_back(name, metric->eval());
@@ -189,12 +202,9 @@ EvalResult Model::eval(const dataset::DatasetPtr& valid_dataset, bool dataset_si
 
 Tensor Model::predict(const Tensor& data) {
   CLEAVE_CHECK_ARG(data.defined(), "Model.predict: the input is an undefined Tensor");
-  const bool was_training = network_->training();
-  network_->set_train(false);
+  InferenceMode inference(*network_);
   NoGradGuard no_grad;
-  Tensor out = (*network_)(data);
-  network_->set_train(was_training);
-  return out;
+  return (*network_)(data);
 }
 
 void Model::save_train_state(const std::string& path) const {
