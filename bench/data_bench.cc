@@ -82,8 +82,10 @@ int main(int argc, char** argv) {
       double waited = 0, first_waited = 0;  // in next(): after and at the start of an epoch
       const auto start = clock::now();
       double elapsed = 0;
+      // One iterator for all epochs, as a training loop uses it (the next epoch's shuffle
+      // buffer fills while this one is consumed).
+      auto it = pipeline->create_tuple_iterator(1000);
       while (elapsed < seconds) {
-        auto it = pipeline->create_tuple_iterator();
         ds::Row batch;
         for (bool first = true;; first = false) {
           const auto before = clock::now();

@@ -36,10 +36,34 @@ void set_prefetch_size(int64_t size) {
 int64_t get_prefetch_size() { return g_prefetch_size; }
 }  // namespace config
 
+namespace {
+
+// The generator of transform_generator(), seeded lazily: seeding an mt19937_64 costs more than
+// most transforms, and only random transforms draw.
+struct TransformGenerator {
+  std::mt19937_64 engine{0};
+  uint64_t pending_seed = 0;
+  bool seeded = true;
+};
+thread_local TransformGenerator t_transform_generator;
+
+}  // namespace
+
 std::mt19937_64& transform_generator() {
-  thread_local std::mt19937_64 generator(0);
-  return generator;
+  TransformGenerator& g = t_transform_generator;
+  if (!g.seeded) {
+    g.engine.seed(g.pending_seed);
+    g.seeded = true;
+  }
+  return g.engine;
 }
+
+namespace detail {
+void reseed_transform_generator(uint64_t seed) {
+  t_transform_generator.pending_seed = seed;
+  t_transform_generator.seeded = false;
+}
+}  // namespace detail
 
 Dataset::Dataset(std::vector<std::string> column_names) : column_names_(std::move(column_names)) {}
 Dataset::~Dataset() = default;
@@ -50,10 +74,55 @@ int64_t Dataset::get_dataset_size() {
   return size_;
 }
 
-std::unique_ptr<Iterator> Dataset::create_tuple_iterator() {
-  const int64_t epoch = next_epoch_++;
-  return std::make_unique<detail::OrderedWorkerIterator>(make_iterator(epoch), nullptr, 1,
-                                                         config::get_prefetch_size());
+namespace {
+
+// Epochs first_epoch .. first_epoch + num_epochs - 1 of `dataset` in a row, with an empty row
+// marking the end of each (a real row has at least one column).
+class EpochChainIterator : public Iterator {
+ public:
+  EpochChainIterator(DatasetPtr dataset, int64_t first_epoch, int64_t num_epochs)
+      : dataset_(std::move(dataset)), epoch_(first_epoch), last_epoch_(first_epoch + num_epochs) {}
+  bool next(Row& row) override {
+    if (epoch_ >= last_epoch_) return false;
+    if (!current_) current_ = dataset_->make_iterator(epoch_);
+    if (current_->next(row)) return true;
+    current_.reset();
+    ++epoch_;
+    row.clear();
+    return true;
+  }
+
+ private:
+  DatasetPtr dataset_;
+  int64_t epoch_, last_epoch_;
+  std::unique_ptr<Iterator> current_;
+};
+
+// The prefetch queue over an EpochChainIterator: the empty marker row ends an epoch.
+class MultiEpochIterator : public Iterator {
+ public:
+  MultiEpochIterator(DatasetPtr dataset, int64_t first_epoch, int64_t num_epochs)
+      : queue_(std::make_unique<EpochChainIterator>(std::move(dataset), first_epoch, num_epochs),
+               nullptr, 1, config::get_prefetch_size()) {}
+  bool next(Row& row) override { return queue_.next(row) && !row.empty(); }
+
+ private:
+  detail::OrderedWorkerIterator queue_;
+};
+
+}  // namespace
+
+std::unique_ptr<Iterator> Dataset::create_tuple_iterator() { return create_tuple_iterator(1); }
+
+std::unique_ptr<Iterator> Dataset::create_tuple_iterator(int64_t num_epochs) {
+  CLEAVE_CHECK_ARG(num_epochs >= 1, "create_tuple_iterator: num_epochs is {}; expected >= 1",
+                   num_epochs);
+  const int64_t first_epoch = next_epoch_.fetch_add(num_epochs);
+  if (num_epochs == 1) {
+    return std::make_unique<detail::OrderedWorkerIterator>(make_iterator(first_epoch), nullptr, 1,
+                                                           config::get_prefetch_size());
+  }
+  return std::make_unique<MultiEpochIterator>(shared_from_this(), first_epoch, num_epochs);
 }
 
 namespace {
@@ -111,7 +180,7 @@ class MapNode : public Dataset {
     CLEAVE_CHECK_ARG(row.size() == column_names().size(),
                      "map: a row has {} tensors; expected {} (columns {})", row.size(),
                      column_names().size(), quoted_list(column_names()));
-    transform_generator().seed(row_seed);
+    detail::reseed_transform_generator(row_seed);
     for (size_t column : columns_) {
       for (const Transform& op : operations_) row[column] = op(row[column]);
     }

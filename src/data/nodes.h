@@ -21,6 +21,9 @@ namespace cleave::dataset::detail {
 // A well-spread 64-bit value from (a, b), for per-epoch and per-row seeds.
 uint64_t mix_seed(uint64_t a, uint64_t b);
 
+// Makes transform_generator() on this thread start from `seed` at its next draw.
+void reseed_transform_generator(uint64_t seed);
+
 // The rows of one shard in one epoch, as indices into 0..size-1 (NOTE [Dataset sharding]).
 std::vector<int64_t> shard_indices(int64_t size, const SourceOptions& options, uint64_t seed,
                                    int64_t epoch);

@@ -126,6 +126,36 @@ TEST(Shuffle, IsAPermutationDeterministicPerSeedAndEpoch) {
   EXPECT_EQ(labels_of(collect(numbers(10)->shuffle(1))), iota(10));
 }
 
+TEST(Pipeline, MultiEpochIteratorGivesTheEpochsOfSeparateIterators) {
+  auto build = [] {
+    set_seed(21);
+    return numbers(30)->shuffle(8)->batch(4);
+  };
+  auto separate = build();
+  std::vector<std::vector<int64_t>> expected;
+  for (int e = 0; e < 3; ++e) expected.push_back(labels_of(collect(separate)));
+  auto chained = build();
+  auto it = chained->create_tuple_iterator(3);
+  Row row;
+  for (int e = 0; e < 3; ++e) {
+    std::vector<Row> rows;
+    while (it->next(row)) rows.push_back(row);
+    EXPECT_EQ(rows.size(), 8u) << "epoch " << e;
+    EXPECT_EQ(labels_of(rows), expected[e]) << "epoch " << e;
+  }
+  EXPECT_FALSE(it->next(row));
+  EXPECT_FALSE(it->next(row));
+  // The next call continues with epoch 3, as a fourth separate iterator would.
+  EXPECT_EQ(labels_of(collect(chained)), labels_of(collect(separate)));
+  EXPECT_ERROR(chained->create_tuple_iterator(0), "create_tuple_iterator", "num_epochs is 0");
+  // Destroyed mid-way through its second epoch.
+  auto partial = chained->create_tuple_iterator(5);
+  while (partial->next(row)) {
+  }
+  ASSERT_TRUE(partial->next(row));
+  partial.reset();
+}
+
 TEST(Map, AppliesOperationsInOrderToTheNamedColumns) {
   auto ds = numbers(5)
                 ->map({vision::Rescale(2.0, 1.0), vision::Rescale(1.0, -1.0)}, {"x"})

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include "cleave/core/error.h"
@@ -17,13 +18,13 @@ int main(int argc, char** argv) {
   CLI::App app{"Writes learnable MNIST or CIFAR-10 stand-ins in the real file formats."};
   app.require_subcommand(1);
   std::string out;
-  int64_t train = -1, test = -1;
+  constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
+  int64_t train = kUnset, test = kUnset;
   uint64_t seed = 0;
   auto add_options = [&](CLI::App* sub) {
     sub->add_option("--out", out, "output folder (created if missing)")->required();
-    sub->add_option("--train", train, "train images (default: as the real data set)")
-        ->check(CLI::NonNegativeNumber);
-    sub->add_option("--test", test, "test images (default: 10000)")->check(CLI::NonNegativeNumber);
+    sub->add_option("--train", train, "train images (default: as the real data set)");
+    sub->add_option("--test", test, "test images (default: 10000)");
     sub->add_option("--seed", seed, "seed; the same seed writes the same files")->default_val(0);
   };
   CLI::App* mnist = app.add_subcommand("mnist", "MNIST in IDX files, MNIST_Data/{train,test}");
@@ -35,14 +36,14 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   try {
     if (mnist->parsed()) {
-      if (train < 0) train = 60000;
-      if (test < 0) test = 10000;
+      if (train == kUnset) train = 60000;
+      if (test == kUnset) test = 10000;
       cleave::dataset::synthetic::write_mnist(out, train, test, seed);
       std::printf("cleave-datagen: wrote %lld train and %lld test MNIST images to %s/MNIST_Data\n",
                   static_cast<long long>(train), static_cast<long long>(test), out.c_str());
     } else {
-      if (train < 0) train = 50000;
-      if (test < 0) test = 10000;
+      if (train == kUnset) train = 50000;
+      if (test == kUnset) test = 10000;
       cleave::dataset::synthetic::write_cifar10(out, train, test, seed);
       std::printf(
           "cleave-datagen: wrote %lld train and %lld test CIFAR-10 images to "

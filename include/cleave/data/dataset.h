@@ -82,6 +82,12 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
   // One epoch per call; each call starts a new epoch (a new shuffle order, deterministic for a
   // given cleave::set_seed and epoch number). The iterator may outlive this handle.
   std::unique_ptr<Iterator> create_tuple_iterator();
+  // num_epochs (>= 1) consecutive epochs through one iterator, as MindSpore's training loop
+  // iterates: next() returns false at the end of each epoch, and the next call returns the first
+  // row of the following epoch, which the background thread has been preparing meanwhile (so the
+  // shuffle buffer of epoch e + 1 fills while epoch e is consumed); false for good after the last
+  // epoch. The epochs are the same as those of num_epochs calls of create_tuple_iterator().
+  std::unique_ptr<Iterator> create_tuple_iterator(int64_t num_epochs);
 
   // ---- pipeline internals (used by the nodes in src/data) ----
   // An iterator over epoch `epoch` of this node, pulled on the calling thread.
@@ -151,12 +157,14 @@ struct GeneratorOptions {
 };
 
 // Iterable form (a Python generator function): `source` is called at the start of every epoch and
-// returns the generator of that epoch's rows, each with one tensor per name of column_names.
+// returns the generator of that epoch's rows, each with one tensor per name of column_names. Both
+// may run on a background thread. get_dataset_size() runs one extra epoch to count the rows.
 std::shared_ptr<Dataset> GeneratorDataset(std::function<RowGenerator()> source,
                                           std::vector<std::string> column_names,
                                           GeneratorOptions options = {});
 // Random-access form (__getitem__ + __len__): row i of `size` rows is get_item(i); supports
-// shuffle and sharding (NOTE [Dataset sharding]). get_item may be called from a background thread.
+// shuffle and sharding (NOTE [Dataset sharding]). get_item is called on background threads, one
+// call at a time per iterator (concurrently only when several iterators are alive).
 std::shared_ptr<Dataset> GeneratorDataset(std::function<Row(int64_t index)> get_item, int64_t size,
                                           std::vector<std::string> column_names,
                                           GeneratorOptions options = {});
