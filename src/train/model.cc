@@ -131,12 +131,15 @@ void Model::train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
 
   network_->set_train(true);
   each(&Callback::on_train_begin);
+  // One iterator over all the epochs left, so that the pipeline prepares the next epoch (fills
+  // its shuffle buffer) while this one trains.
+  std::unique_ptr<dataset::Iterator> it;
+  if (epochs_done < epoch) it = train_dataset->create_tuple_iterator(epoch - epochs_done);
   for (; epochs_done < epoch && !ctx.stop_requested; ++epochs_done) {
     ctx.cur_epoch_num = epochs_done + 1;
     ctx.step_in_epoch = 0;
     ctx.loss = Tensor();
     each(&Callback::on_epoch_begin);
-    std::unique_ptr<dataset::Iterator> it = train_dataset->create_tuple_iterator();
     dataset::Row row;
     int64_t step = 0;
     while (!ctx.stop_requested && it->next(row)) {
@@ -150,9 +153,9 @@ void Model::train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
       progress_ = {.epoch_num = ctx.cur_epoch_num, .step_num = ctx.cur_step_num};
       each(&Callback::on_step_end);
     }
-    it.reset();
     each(&Callback::on_epoch_end);
   }
+  it.reset();
   each(&Callback::on_train_end);
 }
 
