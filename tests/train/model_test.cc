@@ -60,6 +60,19 @@ TEST(Model, TrainsAndEvaluates) {
   EXPECT_EQ(model.progress().epoch_num, 10);
 }
 
+TEST(Model, EvalComputesEveryMetricAndKeepsTrainMode) {
+  Parts s = make_setup();
+  Model model(s.net, s.loss_fn, s.opt,
+              {{"Top3", std::make_shared<TopKCategoricalAccuracy>(3)},
+               {"Accuracy", std::make_shared<Accuracy>()}});
+  s.net->set_train(true);
+  const EvalResult result = model.eval(testing::blobs_dataset(32, 16));
+  EXPECT_DOUBLE_EQ(result["Top3"], 1.0);  // 3 classes: the label is always among the top 3
+  EXPECT_GE(result["Accuracy"], 0.0);
+  EXPECT_EQ(result.begin()->first, "Accuracy");  // printed in name order
+  EXPECT_TRUE(s.net->training());
+}
+
 TEST(Model, PredictRunsWithoutGradients) {
   Parts s = make_setup();
   Model model(s.net, s.loss_fn, s.opt);
