@@ -46,7 +46,9 @@ void read_set(const std::string& images_path, const std::string& labels_path, Mn
   const int64_t count = detail::read_be32(images, 4);
   const int64_t rows = detail::read_be32(images, 8);
   const int64_t cols = detail::read_be32(images, 12);
-  CLEAVE_CHECK_ARG(rows > 0 && cols > 0, "{}: file '{}' has images of {} x {}; expected > 0",
+  CLEAVE_CHECK_ARG(rows > 0 && cols > 0 && rows <= 65536 && cols <= 65536,
+                   "{}: file '{}' is corrupt: its header gives images of {} x {}; expected sides "
+                   "in [1, 65536] (28 x 28 for MNIST)",
                    kSource, images_path, rows, cols);
   const int64_t expected = 16 + count * rows * cols;
   CLEAVE_CHECK_ARG(static_cast<int64_t>(images.size()) == expected,

@@ -155,6 +155,11 @@ TEST(MnistDataset, BadInputNamesTheFileAndWhatWasExpected) {
   testing::write_bytes(images, std::vector<uint8_t>(good_images.begin(), good_images.begin() + 9));
   EXPECT_ERROR(MnistDataset(dir.path()), "train-images-idx3-ubyte", "truncated", "16-byte header");
 
+  std::vector<uint8_t> huge = good_images;
+  huge[8] = huge[9] = huge[12] = huge[13] = 0xff;  // rows and cols near 2^32
+  testing::write_bytes(images, huge);
+  EXPECT_ERROR(MnistDataset(dir.path()), "train-images-idx3-ubyte", "corrupt", "[1, 65536]");
+
   std::vector<uint8_t> bad_magic = good_images;
   bad_magic[3] = 0x01;
   testing::write_bytes(images, bad_magic);

@@ -1,0 +1,101 @@
+#include "cluster/config.h"
+
+#include <cstdlib>
+#include <limits>
+
+#include "cleave/core/error.h"
+
+namespace cleave::cluster {
+
+std::optional<std::string> env_value(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+namespace {
+
+// Parses a whole decimal integer in [lo, hi]; nullopt on anything else.
+std::optional<long long> parse_int(const std::string& text, long long lo, long long hi) {
+  if (text.empty()) return std::nullopt;
+  size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used, 10);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used != text.size() || value < lo || value > hi) return std::nullopt;
+  return value;
+}
+
+long long int_var(const char* name, long long fallback, long long lo, long long hi,
+                  const char* expected) {
+  std::optional<std::string> text = env_value(name);
+  if (!text) return fallback;
+  std::optional<long long> value = parse_int(*text, lo, hi);
+  CLEAVE_CHECK_ARG(value.has_value(), "cleave::init: {}='{}' is invalid; expected {}", name, *text,
+                   expected);
+  return *value;
+}
+
+std::chrono::milliseconds ms_var(const char* name, std::chrono::milliseconds fallback) {
+  return std::chrono::milliseconds(int_var(name, fallback.count(), 1,
+                                           std::numeric_limits<int>::max(),
+                                           "a positive integer number of milliseconds"));
+}
+
+}  // namespace
+
+JobConfig read_job_config() {
+  JobConfig config;
+  std::string role = env_value("MS_ROLE").value_or("");
+  if (role == "MS_SCHED") {
+    config.role = Role::kScheduler;
+  } else if (role == "MS_WORKER") {
+    config.role = Role::kWorker;
+  } else {
+    CLEAVE_FAIL(
+        "cleave::init: MS_ROLE='{}' is invalid; expected MS_SCHED (the scheduler) or MS_WORKER "
+        "(a worker); unset it to run standalone",
+        role);
+  }
+  std::optional<std::string> host = env_value("MS_SCHED_HOST");
+  CLEAVE_CHECK_ARG(host.has_value(),
+                   "cleave::init: MS_ROLE={} needs MS_SCHED_HOST (the scheduler's address, e.g. "
+                   "127.0.0.1), which is not set",
+                   role);
+  config.sched_host = *host;
+  CLEAVE_CHECK_ARG(env_value("MS_SCHED_PORT").has_value(),
+                   "cleave::init: MS_ROLE={} needs MS_SCHED_PORT (the scheduler's port, e.g. "
+                   "8118), which is not set",
+                   role);
+  config.sched_port =
+      static_cast<int>(int_var("MS_SCHED_PORT", 0, 1, 65535, "a port number in 1..65535"));
+  CLEAVE_CHECK_ARG(env_value("MS_WORKER_NUM").has_value(),
+                   "cleave::init: MS_ROLE={} needs MS_WORKER_NUM (the number of workers of the "
+                   "job), which is not set",
+                   role);
+  config.worker_num = static_cast<int>(
+      int_var("MS_WORKER_NUM", 0, 1, 1 << 20, "a positive integer (the number of workers)"));
+  if (config.role == Role::kWorker && env_value("MS_NODE_ID")) {
+    config.node_id =
+        static_cast<int>(int_var("MS_NODE_ID", 0, 0, config.worker_num - 1,
+                                 fmt::format("an integer rank in 0..{} (MS_WORKER_NUM={})",
+                                             config.worker_num - 1, config.worker_num)
+                                     .c_str()));
+  }
+  config.token = env_value("CLEAVE_JOB_TOKEN").value_or("");
+  config.topo_timeout = std::chrono::seconds(
+      int_var("MS_TOPO_TIMEOUT", 600, 1, 1'000'000, "a positive integer number of seconds"));
+  config.heartbeat_interval = ms_var("CLEAVE_HEARTBEAT_INTERVAL_MS", config.heartbeat_interval);
+  config.heartbeat_timeout = ms_var("CLEAVE_HEARTBEAT_TIMEOUT_MS", config.heartbeat_timeout);
+  config.comm_timeout = ms_var("CLEAVE_COMM_TIMEOUT_MS", config.comm_timeout);
+  CLEAVE_CHECK_ARG(config.heartbeat_timeout > config.heartbeat_interval,
+                   "cleave::init: CLEAVE_HEARTBEAT_TIMEOUT_MS={} must be larger than "
+                   "CLEAVE_HEARTBEAT_INTERVAL_MS={}",
+                   config.heartbeat_timeout.count(), config.heartbeat_interval.count());
+  return config;
+}
+
+}  // namespace cleave::cluster

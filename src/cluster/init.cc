@@ -1,0 +1,422 @@
+// cleave::init() and the rank/group queries (include/cleave/cluster/cluster.h).
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "cleave/cluster/cluster.h"
+#include "cleave/comm/group_registry.h"
+#include "cleave/comm/process_group.h"
+#include "cleave/core/error.h"
+#include "cluster/config.h"
+#include "cluster/rank_table.h"
+#include "cluster/scheduler.h"
+#include "cluster/worker.h"
+
+namespace cleave {
+namespace {
+
+using cluster::env_value;
+
+// The store of a standalone process: the one rank shares it with itself.
+class LocalStore final : public comm::Store {
+ public:
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    std::lock_guard lock(mu_);
+    values_[key] = value;
+    cv_.notify_all();
+  }
+  std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    std::unique_lock lock(mu_);
+    bool found = cv_.wait_for(lock, timeout, [&] { return values_.count(key) > 0; });
+    CLEAVE_CHECK_ARG(found, "store key '{}' was not set within {} ms", key, timeout.count());
+    return values_[key];
+  }
+  int64_t add(const std::string& key, int64_t delta) override {
+    std::lock_guard lock(mu_);
+    std::vector<uint8_t>& slot = values_[key];
+    int64_t value = slot.empty() ? 0 : std::stoll(std::string(slot.begin(), slot.end()));
+    value += delta;
+    std::string text = std::to_string(value);
+    slot.assign(text.begin(), text.end());
+    cv_.notify_all();
+    return value;
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    std::lock_guard lock(mu_);
+    return std::all_of(keys.begin(), keys.end(),
+                       [&](const std::string& key) { return values_.count(key) > 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::vector<uint8_t>> values_;
+};
+
+struct ClusterState {
+  bool initialized = false;
+  JoinMode mode = JoinMode::kStandalone;
+  std::string backend;
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  std::shared_ptr<cluster::WorkerClient> client;  // dynamic networking only
+  std::shared_ptr<comm::Store> store;
+  std::chrono::milliseconds comm_timeout{300'000};
+  std::map<std::string, std::vector<int>> groups;  // created groups: world rank of each member
+  std::shared_ptr<comm::ProcessGroup> world;       // null when standalone or from a rank table
+};
+
+std::mutex state_mu;
+ClusterState state;
+
+void require_initialized(const char* what) {
+  CLEAVE_CHECK_ARG(state.initialized, "cleave::{}: call cleave::init() first", what);
+}
+
+bool is_world(const std::string& group) { return comm::is_world_group_name(group); }
+
+const std::vector<int>& group_ranks(const std::string& group, const char* what) {
+  auto it = state.groups.find(group);
+  CLEAVE_CHECK_ARG(it != state.groups.end(),
+                   "cleave::{}: group '{}' does not exist; create it with create_group(name, "
+                   "ranks) (the world group is '{}')",
+                   what, group, kWorldGroup);
+  return it->second;
+}
+
+std::string choose_backend(const std::string& requested, JoinMode mode) {
+  if (requested.empty()) return mode == JoinMode::kMpi ? "mpi" : "gloo";
+  if (requested == "gloo" || requested == "mpi" || requested == "nccl") {
+    CLEAVE_CHECK_ARG(comm::backend_available(requested),
+                     "cleave::init: backend '{}' is not available in this build (gloo always is; "
+                     "mpi when built with OpenMPI, nccl when built with CUDA and NCCL)",
+                     requested);
+    return requested;
+  }
+  if (requested == "hccl") {
+    CLEAVE_FAIL(
+        "cleave::init: backend 'hccl' (Huawei Ascend) is not available: cleave has no Ascend "
+        "support; use 'gloo' (CPU, TCP), 'mpi' (under mpirun) or 'nccl' (NVIDIA GPUs)");
+  }
+  CLEAVE_FAIL(
+      "cleave::init: unknown backend '{}'; expected one of gloo, mpi, nccl (or \"\" for "
+      "the default of the device)",
+      requested);
+}
+
+int mpi_var(const char* name, int lo) {
+  std::string text = env_value(name).value_or("");
+  try {
+    size_t used = 0;
+    int value = std::stoi(text, &used);
+    if (used == text.size() && value >= lo) return value;
+  } catch (const std::exception&) {
+  }
+  CLEAVE_FAIL("cleave::init: {}='{}' is invalid; expected an integer >= {} (set by mpirun)", name,
+              text, lo);
+}
+
+void join_mpi(ClusterState& s) {
+  s.mode = JoinMode::kMpi;
+  s.world_size = mpi_var("OMPI_COMM_WORLD_SIZE", 1);
+  s.rank = mpi_var("OMPI_COMM_WORLD_RANK", 0);
+  CLEAVE_CHECK_ARG(s.rank < s.world_size,
+                   "cleave::init: OMPI_COMM_WORLD_RANK={} must be below OMPI_COMM_WORLD_SIZE={}",
+                   s.rank, s.world_size);
+  s.local_rank =
+      env_value("OMPI_COMM_WORLD_LOCAL_RANK") ? mpi_var("OMPI_COMM_WORLD_LOCAL_RANK", 0) : s.rank;
+  s.local_size = env_value("OMPI_COMM_WORLD_LOCAL_SIZE") ? mpi_var("OMPI_COMM_WORLD_LOCAL_SIZE", 1)
+                                                         : s.world_size;
+}
+
+void join_rank_table(ClusterState& s, const std::string& path) {
+  s.mode = JoinMode::kRankTable;
+  std::vector<cluster::RankTableEntry> table = cluster::read_rank_table(path);
+  std::string rank_text = env_value("RANK_ID").value_or("");
+  int rank = -1;
+  try {
+    size_t used = 0;
+    rank = std::stoi(rank_text, &used);
+    if (used != rank_text.size()) rank = -1;
+  } catch (const std::exception&) {
+  }
+  CLEAVE_CHECK_ARG(
+      rank >= 0 && rank < static_cast<int>(table.size()),
+      "cleave::init: RANK_ID='{}' is invalid; expected a rank in 0..{} (RANK_TABLE_FILE "
+      "'{}' lists {} ranks)",
+      rank_text, table.size() - 1, path, table.size());
+  s.rank = rank;
+  s.world_size = static_cast<int>(table.size());
+  s.local_rank = 0;
+  s.local_size = 0;
+  for (const cluster::RankTableEntry& entry : table) {
+    if (entry.host != table[rank].host) continue;
+    if (entry.rank < rank) ++s.local_rank;
+    ++s.local_size;
+  }
+  if (std::optional<std::string> device = env_value("DEVICE_ID")) {
+    CLEAVE_CHECK_ARG(*device == std::to_string(table[rank].device_id),
+                     "cleave::init: DEVICE_ID={} differs from device_id {} of rank {} in "
+                     "RANK_TABLE_FILE '{}'",
+                     *device, table[rank].device_id, rank, path);
+  }
+}
+
+// The address this worker's Gloo transport listens on (NOTE [Backend rendezvous]).
+std::string transport_host(const std::string& sched_host) {
+  if (std::optional<std::string> ip = env_value("MS_WORKER_IP")) return *ip;
+  if (sched_host == "127.0.0.1" || sched_host == "localhost") return "127.0.0.1";
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "127.0.0.1";
+  return name;
+}
+
+// NOTE [Backend rendezvous]
+// The world comm::ProcessGroup is made inside init(). In dynamic networking its backend meets
+// through the scheduler's store (Gloo exchanges its TCP addresses there; NCCL its unique id); the
+// Gloo transport listens on MS_WORKER_IP when set, 127.0.0.1 when the scheduler is on loopback,
+// and this host's name otherwise. Under mpirun the "mpi" backend needs no store. A rank table
+// gives ranks but no store to meet through: no world group is made then (collectives need MS_*
+// variables or mpirun), and standalone needs none (world size 1, collectives are identities).
+void connect_backend(ClusterState& s) {
+  if (s.mode == JoinMode::kStandalone || s.mode == JoinMode::kRankTable) return;
+  CLEAVE_CHECK_ARG(s.mode != JoinMode::kMpi || s.backend == "mpi",
+                   "cleave::init('{}'): under mpirun only the 'mpi' backend can meet without a "
+                   "scheduler; call init() or init(\"mpi\"), or start the job with cleave-run",
+                   s.backend);
+  comm::ProcessGroupOptions options;
+  options.backend = s.backend;
+  options.store = s.store;
+  options.rank = s.rank;
+  options.size = s.world_size;
+  options.name = kWorldGroup;
+  options.timeout = s.comm_timeout;
+  if (s.client) options.host = transport_host(s.client->config().sched_host);
+  cluster::ActivityScope activity(
+      fmt::format("connecting the '{}' backend of the world group", s.backend));
+  s.world = comm::create_process_group(options);
+  comm::register_group(kWorldGroup, s.world);
+}
+
+void release_at_exit() {
+  try {
+    std::lock_guard lock(state_mu);
+    if (!state.initialized) return;
+    if (state.client) state.client->finish();
+    // The backend's threads go before the static objects they use.
+    comm::clear_groups();
+    state = ClusterState();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "cleave: release at exit failed: %s\n", error.what());
+  }
+}
+
+}  // namespace
+
+void init(const std::string& backend) {
+  std::lock_guard lock(state_mu);
+  if (state.initialized) {
+    CLEAVE_CHECK_ARG(backend.empty() || backend == state.backend,
+                     "cleave::init: already initialized with backend '{}'; got '{}'", state.backend,
+                     backend);
+    return;
+  }
+  ClusterState s;
+  if (env_value("MS_ROLE")) {
+    cluster::JobConfig config = cluster::read_job_config();
+    s.backend = choose_backend(backend, JoinMode::kDynamic);
+    if (config.role == cluster::Role::kScheduler) {
+      // NOTE [The scheduler ends its process]: seed 000's run.sh starts the same program as the
+      // scheduler and reads its exit status; nothing after init() runs in this role.
+      int status = cluster::run_scheduler(config);
+      std::fflush(stdout);
+      std::fflush(stderr);
+      std::_Exit(status);
+    }
+    s.mode = JoinMode::kDynamic;
+    s.comm_timeout = config.comm_timeout;
+    s.client = std::make_shared<cluster::WorkerClient>(config);
+    cluster::Topology topology = s.client->join();
+    s.rank = topology.rank;
+    s.world_size = topology.world_size;
+    s.local_rank = topology.local_rank;
+    s.local_size = topology.local_size;
+    s.store = cluster::make_scheduler_store(s.client);
+    static bool registered = (std::atexit(release_at_exit), true);
+    (void)registered;
+  } else if (env_value("OMPI_COMM_WORLD_RANK") || env_value("OMPI_COMM_WORLD_SIZE")) {
+    join_mpi(s);
+    s.backend = choose_backend(backend, s.mode);
+  } else if (std::optional<std::string> table = env_value("RANK_TABLE_FILE")) {
+    join_rank_table(s, *table);
+    s.backend = choose_backend(backend, s.mode);
+  } else {
+    s.mode = JoinMode::kStandalone;
+    s.backend = choose_backend(backend, s.mode);
+    s.store = std::make_shared<LocalStore>();
+  }
+  connect_backend(s);
+  s.initialized = true;
+  state = std::move(s);
+}
+
+void release() {
+  std::shared_ptr<cluster::WorkerClient> client;
+  {
+    std::lock_guard lock(state_mu);
+    require_initialized("release");
+    client = std::move(state.client);
+    state = ClusterState();
+    comm::clear_groups();
+  }
+  if (client) client->finish();
+}
+
+bool is_initialized() {
+  std::lock_guard lock(state_mu);
+  return state.initialized;
+}
+
+JoinMode join_mode() {
+  std::lock_guard lock(state_mu);
+  require_initialized("join_mode");
+  return state.mode;
+}
+
+const std::string& get_backend() {
+  std::lock_guard lock(state_mu);
+  require_initialized("get_backend");
+  return state.backend;
+}
+
+int get_rank(const std::string& group) {
+  std::lock_guard lock(state_mu);
+  require_initialized("get_rank");
+  if (is_world(group)) return state.rank;
+  const std::vector<int>& ranks = group_ranks(group, "get_rank");
+  auto it = std::find(ranks.begin(), ranks.end(), state.rank);
+  CLEAVE_CHECK_ARG(it != ranks.end(),
+                   "cleave::get_rank: this process (rank {}) is not a member of group '{}' "
+                   "(world ranks [{}])",
+                   state.rank, group, fmt::join(ranks, ", "));
+  return static_cast<int>(it - ranks.begin());
+}
+
+int get_group_size(const std::string& group) {
+  std::lock_guard lock(state_mu);
+  require_initialized("get_group_size");
+  if (is_world(group)) return state.world_size;
+  return static_cast<int>(group_ranks(group, "get_group_size").size());
+}
+
+int get_local_rank() {
+  std::lock_guard lock(state_mu);
+  require_initialized("get_local_rank");
+  return state.local_rank;
+}
+
+int get_local_size() {
+  std::lock_guard lock(state_mu);
+  require_initialized("get_local_size");
+  return state.local_size;
+}
+
+void create_group(const std::string& name, const std::vector<int>& ranks) {
+  std::lock_guard lock(state_mu);
+  require_initialized("create_group");
+  CLEAVE_CHECK_ARG(!name.empty(), "cleave::create_group: the group name must not be empty");
+  CLEAVE_CHECK_ARG(!is_world(name) && state.groups.count(name) == 0,
+                   "cleave::create_group: group '{}' already exists; destroy_group it first or "
+                   "pick another name",
+                   name);
+  CLEAVE_CHECK_ARG(!ranks.empty(), "cleave::create_group: group '{}' has no ranks", name);
+  std::set<int> seen;
+  for (int rank : ranks) {
+    CLEAVE_CHECK_ARG(rank >= 0 && rank < state.world_size,
+                     "cleave::create_group: group '{}' lists rank {}; expected ranks in 0..{} "
+                     "(world size {})",
+                     name, rank, state.world_size - 1, state.world_size);
+    CLEAVE_CHECK_ARG(seen.insert(rank).second,
+                     "cleave::create_group: group '{}' lists rank {} twice", name, rank);
+  }
+  CLEAVE_CHECK_ARG(std::is_sorted(ranks.begin(), ranks.end()),
+                   "cleave::create_group: group '{}' lists ranks [{}]; they must be ascending",
+                   name, fmt::join(ranks, ", "));
+  if (state.world && seen.count(state.rank) > 0) {
+    cluster::ActivityScope activity(fmt::format("creating group '{}'", name));
+    comm::register_group(name, comm::create_subgroup(*state.world, ranks, name));
+  }
+  state.groups[name] = ranks;
+}
+
+void destroy_group(const std::string& name) {
+  std::lock_guard lock(state_mu);
+  require_initialized("destroy_group");
+  CLEAVE_CHECK_ARG(!is_world(name), "cleave::destroy_group: the world group cannot be destroyed");
+  group_ranks(name, "destroy_group");
+  state.groups.erase(name);
+  comm::unregister_group(name);
+}
+
+int get_world_rank_from_group_rank(const std::string& group, int group_rank) {
+  std::lock_guard lock(state_mu);
+  require_initialized("get_world_rank_from_group_rank");
+  int size = is_world(group)
+                 ? state.world_size
+                 : static_cast<int>(group_ranks(group, "get_world_rank_from_group_rank").size());
+  CLEAVE_CHECK_ARG(group_rank >= 0 && group_rank < size,
+                   "cleave::get_world_rank_from_group_rank: group rank {} is outside group '{}' "
+                   "of size {}",
+                   group_rank, group, size);
+  return is_world(group) ? group_rank : state.groups.at(group)[group_rank];
+}
+
+int get_group_rank_from_world_rank(int world_rank, const std::string& group) {
+  std::lock_guard lock(state_mu);
+  require_initialized("get_group_rank_from_world_rank");
+  CLEAVE_CHECK_ARG(world_rank >= 0 && world_rank < state.world_size,
+                   "cleave::get_group_rank_from_world_rank: world rank {} is outside 0..{}",
+                   world_rank, state.world_size - 1);
+  if (is_world(group)) return world_rank;
+  const std::vector<int>& ranks = group_ranks(group, "get_group_rank_from_world_rank");
+  auto it = std::find(ranks.begin(), ranks.end(), world_rank);
+  CLEAVE_CHECK_ARG(it != ranks.end(),
+                   "cleave::get_group_rank_from_world_rank: world rank {} is not in group '{}' "
+                   "(world ranks [{}])",
+                   world_rank, group, fmt::join(ranks, ", "));
+  return static_cast<int>(it - ranks.begin());
+}
+
+namespace cluster {
+
+std::shared_ptr<comm::Store> job_store() {
+  std::lock_guard lock(state_mu);
+  require_initialized("cluster::job_store");
+  return state.store;
+}
+
+void barrier(const std::string& name) {
+  std::shared_ptr<WorkerClient> client;
+  std::chrono::milliseconds timeout;
+  {
+    std::lock_guard lock(state_mu);
+    require_initialized("cluster::barrier");
+    CLEAVE_CHECK_ARG(state.mode == JoinMode::kDynamic || state.mode == JoinMode::kStandalone,
+                     "cleave::cluster::barrier: needs dynamic networking (MS_ROLE) or a "
+                     "standalone process; use the backend's barrier under mpirun or rank tables");
+    client = state.client;
+    timeout = state.comm_timeout;
+  }
+  if (client) client->barrier(name, timeout);
+}
+
+}  // namespace cluster
+}  // namespace cleave

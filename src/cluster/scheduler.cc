@@ -1,0 +1,413 @@
+#include "cluster/scheduler.h"
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "scheduler.grpc.pb.h"
+
+namespace cleave::cluster {
+namespace {
+
+namespace pb = ::cleave::cluster::proto;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+void log_line(const std::string& line) {
+  std::fprintf(stderr, "cleave scheduler: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+struct Worker {
+  std::string host;
+  std::string node_id;
+  int pid = 0;
+  int rank = -1;
+  int local_rank = -1;
+  int local_size = 0;
+  Clock::time_point last_seen;
+  std::string activity = "registering";
+  bool finished = false;
+  bool lost = false;
+  bool told_failure = false;  // has received the failure in some reply
+
+  std::string describe() const {
+    if (rank < 0) return fmt::format("a worker on host {} (pid {}, not yet ranked)", host, pid);
+    return fmt::format("rank {} (host {}, pid {})", rank, host, pid);
+  }
+};
+
+struct BarrierState {
+  int64_t generation = 0;
+  std::set<int> arrived;  // ranks waiting in the current generation
+};
+
+// The state of one job, shared by the gRPC handlers and the monitor loop. Every member is guarded
+// by mu_; handlers that block wait on cv_ for their condition or the job's failure.
+class Job final : public pb::Scheduler::Service {
+ public:
+  explicit Job(JobConfig config) : config_(std::move(config)), started_(Clock::now()) {}
+
+  // One pass of the monitor: declares lost workers and a topology timeout. Returns the exit
+  // status once the job is over (0 finished, 1 failed), nullopt while it goes on.
+  std::optional<int> monitor() {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::min(config_.heartbeat_interval, milliseconds(100)));
+    Clock::time_point now = Clock::now();
+    if (failure_) {
+      bool all_told = std::all_of(workers_.begin(), workers_.end(), [](const Worker& w) {
+        return w.lost || w.finished || w.told_failure;
+      });
+      if (all_told || now - failed_at_ > config_.heartbeat_timeout + config_.heartbeat_interval) {
+        return 1;
+      }
+      return std::nullopt;
+    }
+    if (formed_ &&
+        std::all_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.finished; })) {
+      log_line(fmt::format("all {} workers finished; the job succeeded", workers_.size()));
+      return 0;
+    }
+    if (!formed_ && now - started_ > config_.topo_timeout) {
+      fail(fmt::format(
+          "only {} of MS_WORKER_NUM={} workers registered within MS_TOPO_TIMEOUT={} s; start the "
+          "missing workers or raise MS_TOPO_TIMEOUT",
+          workers_.size(), config_.worker_num,
+          std::chrono::duration_cast<std::chrono::seconds>(config_.topo_timeout).count()));
+      return std::nullopt;
+    }
+    for (Worker& worker : workers_) {
+      if (worker.finished || worker.lost) continue;
+      auto silent = std::chrono::duration_cast<milliseconds>(now - worker.last_seen);
+      if (silent > config_.heartbeat_timeout) {
+        worker.lost = true;
+        fail(fmt::format(
+            "{} was lost: no heartbeat for {} ms (CLEAVE_HEARTBEAT_TIMEOUT_MS={}); it was {}",
+            worker.describe(), silent.count(), config_.heartbeat_timeout.count(), worker.activity));
+        break;
+      }
+    }
+    return std::nullopt;
+  }
+
+  grpc::Status Register(grpc::ServerContext*, const pb::RegisterRequest* request,
+                        pb::RegisterReply* reply) override {
+    std::lock_guard lock(mu_);
+    std::string who = fmt::format("a worker on host {} (pid {})", request->host(), request->pid());
+    auto refuse = [&](const std::string& why) {
+      log_line(fmt::format("refused {}: {}", who, why));
+      reply->mutable_status()->set_error(
+          fmt::format("the scheduler at {} refused this worker: {}", config_.address(), why));
+      return grpc::Status::OK;
+    };
+    if (request->token() != config_.token) {
+      return refuse(
+          "its CLEAVE_JOB_TOKEN does not match the job's token (is it from another job? the "
+          "scheduler and every worker of one job must have the same CLEAVE_JOB_TOKEN; cleave-run "
+          "sets it)");
+    }
+    if (request->worker_num() != config_.worker_num) {
+      return refuse(
+          fmt::format("its MS_WORKER_NUM={} differs from the scheduler's MS_WORKER_NUM={}",
+                      request->worker_num(), config_.worker_num));
+    }
+    if (failure_) return refuse("the job has already failed: " + *failure_);
+    if (formed_ || static_cast<int>(workers_.size()) >= config_.worker_num) {
+      return refuse(
+          fmt::format("the job already has MS_WORKER_NUM={} workers; this worker is one too many",
+                      config_.worker_num));
+    }
+    if (!request->node_id().empty()) {
+      for (const Worker& other : workers_) {
+        if (other.node_id == request->node_id()) {
+          return refuse(fmt::format(
+              "MS_NODE_ID={} is already taken by the worker on host {} (pid {}); each worker "
+              "needs its own MS_NODE_ID",
+              request->node_id(), other.host, other.pid));
+        }
+      }
+    }
+    Worker worker;
+    worker.host = request->host();
+    worker.node_id = request->node_id();
+    worker.pid = request->pid();
+    worker.last_seen = Clock::now();
+    workers_.push_back(worker);
+    reply->set_worker_id(static_cast<int64_t>(workers_.size()) - 1);
+    reply->mutable_status()->set_ok(true);
+    log_line(fmt::format("registered {}{} ({} of {})", who,
+                         worker.node_id.empty() ? "" : " with MS_NODE_ID=" + worker.node_id,
+                         workers_.size(), config_.worker_num));
+    if (static_cast<int>(workers_.size()) == config_.worker_num) form();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status WaitTopology(grpc::ServerContext*, const pb::TopologyRequest* request,
+                            pb::TopologyReply* reply) override {
+    std::unique_lock lock(mu_);
+    Worker* worker = find(request->worker_id(), reply->mutable_status());
+    if (worker == nullptr) return grpc::Status::OK;
+    worker->activity = "waiting for the other workers to register";
+    bool ready = cv_.wait_for(lock, milliseconds(request->timeout_ms()),
+                              [&] { return formed_ || failure_.has_value(); });
+    if (failure_) return report_failure(*worker, reply->mutable_status());
+    if (!ready) {
+      reply->mutable_status()->set_error(fmt::format(
+          "only {} of MS_WORKER_NUM={} workers registered within {} ms (MS_TOPO_TIMEOUT)",
+          workers_.size(), config_.worker_num, request->timeout_ms()));
+      return grpc::Status::OK;
+    }
+    worker->activity = "running";
+    reply->set_rank(worker->rank);
+    reply->set_world_size(config_.worker_num);
+    reply->set_local_rank(worker->local_rank);
+    reply->set_local_size(worker->local_size);
+    std::vector<std::string> hosts(workers_.size());
+    for (const Worker& w : workers_) hosts[w.rank] = w.host;
+    for (const std::string& host : hosts) reply->add_hosts(host);
+    reply->mutable_status()->set_ok(true);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Heartbeat(grpc::ServerContext*, const pb::HeartbeatRequest* request,
+                         pb::HeartbeatReply* reply) override {
+    std::lock_guard lock(mu_);
+    Worker* worker = find(request->worker_id(), reply->mutable_status());
+    if (worker == nullptr) return grpc::Status::OK;
+    worker->last_seen = Clock::now();
+    worker->activity = request->activity();
+    if (failure_) return report_failure(*worker, reply->mutable_status());
+    reply->mutable_status()->set_ok(true);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Set(grpc::ServerContext*, const pb::SetRequest* request,
+                   pb::Status* reply) override {
+    std::lock_guard lock(mu_);
+    if (find(request->worker_id(), reply) == nullptr) return grpc::Status::OK;
+    store_[request->key()] = request->value();
+    cv_.notify_all();
+    reply->set_ok(true);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Get(grpc::ServerContext*, const pb::GetRequest* request,
+                   pb::GetReply* reply) override {
+    std::unique_lock lock(mu_);
+    Worker* worker = find(request->worker_id(), reply->mutable_status());
+    if (worker == nullptr) return grpc::Status::OK;
+    bool found = cv_.wait_for(lock, milliseconds(request->timeout_ms()), [&] {
+      return store_.count(request->key()) > 0 || failure_.has_value();
+    });
+    if (failure_) return report_failure(*worker, reply->mutable_status());
+    if (!found) {
+      reply->mutable_status()->set_error(
+          fmt::format("store key '{}' was not set by any worker within {} ms", request->key(),
+                      request->timeout_ms()));
+      return grpc::Status::OK;
+    }
+    reply->set_value(store_[request->key()]);
+    reply->mutable_status()->set_ok(true);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Add(grpc::ServerContext*, const pb::AddRequest* request,
+                   pb::AddReply* reply) override {
+    std::lock_guard lock(mu_);
+    if (find(request->worker_id(), reply->mutable_status()) == nullptr) return grpc::Status::OK;
+    std::string& slot = store_[request->key()];
+    int64_t value = 0;
+    if (!slot.empty()) {
+      try {
+        value = std::stoll(slot);
+      } catch (const std::exception&) {
+        reply->mutable_status()->set_error(fmt::format(
+            "store key '{}' holds '{}', which is not an integer counter", request->key(), slot));
+        return grpc::Status::OK;
+      }
+    }
+    value += request->delta();
+    slot = std::to_string(value);
+    cv_.notify_all();
+    reply->set_value(value);
+    reply->mutable_status()->set_ok(true);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Check(grpc::ServerContext*, const pb::CheckRequest* request,
+                     pb::CheckReply* reply) override {
+    std::lock_guard lock(mu_);
+    if (find(request->worker_id(), reply->mutable_status()) == nullptr) return grpc::Status::OK;
+    bool all_set = std::all_of(request->keys().begin(), request->keys().end(),
+                               [&](const std::string& key) { return store_.count(key) > 0; });
+    reply->set_all_set(all_set);
+    reply->mutable_status()->set_ok(true);
+    return grpc::Status::OK;
+  }
+
+  // NOTE [Barrier generations]
+  // A barrier is named; each time all ranks have arrived its generation advances and the waiters
+  // of that generation return, so the same name can be used again right away.
+  grpc::Status Barrier(grpc::ServerContext*, const pb::BarrierRequest* request,
+                       pb::Status* reply) override {
+    std::unique_lock lock(mu_);
+    Worker* worker = find(request->worker_id(), reply);
+    if (worker == nullptr) return grpc::Status::OK;
+    if (!formed_) {
+      reply->set_error("barrier before every worker registered");
+      return grpc::Status::OK;
+    }
+    BarrierState& barrier = barriers_[request->name()];
+    int64_t generation = barrier.generation;
+    barrier.arrived.insert(worker->rank);
+    if (static_cast<int>(barrier.arrived.size()) == config_.worker_num) {
+      barrier.arrived.clear();
+      ++barrier.generation;
+      cv_.notify_all();
+    }
+    bool passed = cv_.wait_for(lock, milliseconds(request->timeout_ms()), [&] {
+      return barrier.generation != generation || failure_.has_value();
+    });
+    if (failure_) return report_failure(*worker, reply);
+    if (!passed) {
+      std::vector<int> missing;
+      for (int rank = 0; rank < config_.worker_num; ++rank) {
+        if (barrier.arrived.count(rank) == 0) missing.push_back(rank);
+      }
+      barrier.arrived.erase(worker->rank);
+      reply->set_error(fmt::format("barrier '{}' timed out after {} ms; ranks [{}] did not arrive",
+                                   request->name(), request->timeout_ms(),
+                                   fmt::join(missing, ", ")));
+      return grpc::Status::OK;
+    }
+    reply->set_ok(true);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Finish(grpc::ServerContext*, const pb::FinishRequest* request,
+                      pb::Status* reply) override {
+    std::lock_guard lock(mu_);
+    Worker* worker = find(request->worker_id(), reply);
+    if (worker == nullptr) return grpc::Status::OK;
+    worker->finished = true;
+    worker->activity = "finished";
+    cv_.notify_all();
+    reply->set_ok(true);
+    return grpc::Status::OK;
+  }
+
+ private:
+  Worker* find(int64_t worker_id, pb::Status* status) {
+    if (worker_id < 0 || worker_id >= static_cast<int64_t>(workers_.size())) {
+      status->set_error(fmt::format("worker id {} is unknown to the scheduler at {}", worker_id,
+                                    config_.address()));
+      return nullptr;
+    }
+    return &workers_[worker_id];
+  }
+
+  grpc::Status report_failure(Worker& worker, pb::Status* status) {
+    worker.told_failure = true;
+    status->set_ok(false);
+    status->set_job_failed(true);
+    status->set_error(*failure_);
+    return grpc::Status::OK;
+  }
+
+  void fail(const std::string& reason) {
+    if (failure_) return;
+    failure_ = reason;
+    failed_at_ = Clock::now();
+    log_line("job failed: " + reason);
+    cv_.notify_all();
+  }
+
+  // Assigns ranks as NOTE [Job lifecycle] says.
+  void form() {
+    int size = config_.worker_num;
+    std::vector<bool> taken(size, false);
+    for (Worker& worker : workers_) {
+      if (worker.node_id.empty()) continue;
+      worker.rank = std::stoi(worker.node_id);
+      taken[worker.rank] = true;
+    }
+    std::vector<size_t> free_workers;
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      if (workers_[i].rank < 0) free_workers.push_back(i);
+    }
+    std::stable_sort(free_workers.begin(), free_workers.end(),
+                     [&](size_t a, size_t b) { return workers_[a].host < workers_[b].host; });
+    int next = 0;
+    for (size_t i : free_workers) {
+      while (taken[next]) ++next;
+      workers_[i].rank = next;
+      taken[next] = true;
+    }
+    std::map<std::string, std::vector<Worker*>> by_host;
+    for (Worker& worker : workers_) by_host[worker.host].push_back(&worker);
+    for (auto& [host, members] : by_host) {
+      std::sort(members.begin(), members.end(),
+                [](const Worker* a, const Worker* b) { return a->rank < b->rank; });
+      for (size_t i = 0; i < members.size(); ++i) {
+        members[i]->local_rank = static_cast<int>(i);
+        members[i]->local_size = static_cast<int>(members.size());
+      }
+    }
+    formed_ = true;
+    std::vector<std::string> ranks;
+    for (const Worker& worker : workers_) ranks.push_back(worker.describe());
+    log_line(fmt::format("all {} workers registered: {}", size, fmt::join(ranks, "; ")));
+    cv_.notify_all();
+  }
+
+  const JobConfig config_;
+  const Clock::time_point started_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Worker> workers_;  // indexed by worker id (arrival order); deque: stable references
+  bool formed_ = false;
+  std::optional<std::string> failure_;
+  Clock::time_point failed_at_;
+  std::map<std::string, std::string> store_;
+  std::map<std::string, BarrierState> barriers_;
+};
+
+}  // namespace
+
+int run_scheduler(const JobConfig& config) {
+  Job job(config);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(config.address(), grpc::InsecureServerCredentials(), &port);
+  // A second job on the same port must fail to start, not share the port (gRPC's default).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  builder.RegisterService(&job);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    log_line(fmt::format(
+        "cannot listen on {} (MS_SCHED_HOST:MS_SCHED_PORT); is the port in use by another job, "
+        "or is MS_SCHED_HOST not an address of this host?",
+        config.address()));
+    return 1;
+  }
+  log_line(fmt::format("serving a job of MS_WORKER_NUM={} workers on {}", config.worker_num,
+                       config.address()));
+  std::optional<int> status;
+  while (!status) status = job.monitor();
+  server->Shutdown(std::chrono::system_clock::now() + milliseconds(500));
+  return *status;
+}
+
+}  // namespace cleave::cluster

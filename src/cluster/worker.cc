@@ -1,0 +1,297 @@
+#include "cluster/worker.h"
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "cleave/core/error.h"
+#include "scheduler.grpc.pb.h"
+
+namespace cleave::cluster {
+
+namespace pb = ::cleave::cluster::proto;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::mutex activity_mu;
+std::string activity_now = "running (between cleave::init and cleave::release)";
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown-host";
+  return name;
+}
+
+std::string rank_text(int rank) {
+  return rank < 0 ? fmt::format("worker (pid {}, not yet ranked)", getpid())
+                  : fmt::format("rank {} (pid {})", rank, getpid());
+}
+
+}  // namespace
+
+ActivityScope::ActivityScope(std::string activity) {
+  std::lock_guard lock(activity_mu);
+  previous_ = std::exchange(activity_now, std::move(activity));
+}
+
+ActivityScope::~ActivityScope() {
+  std::lock_guard lock(activity_mu);
+  activity_now = std::move(previous_);
+}
+
+std::string ActivityScope::current() {
+  std::lock_guard lock(activity_mu);
+  return activity_now;
+}
+
+void stop_process(const std::string& line) {
+  static std::atomic<bool> stopping{false};
+  if (!stopping.exchange(true)) {
+    std::string text = line + "\n";
+    std::fflush(stdout);
+    std::fflush(stderr);
+    [[maybe_unused]] ssize_t written = ::write(STDERR_FILENO, text.data(), text.size());
+    std::_Exit(1);
+  }
+  // Another thread is already stopping the process.
+  for (;;) pause();
+}
+
+struct WorkerClient::Rpc {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::Scheduler::Stub> stub;
+};
+
+WorkerClient::WorkerClient(JobConfig config) : config_(std::move(config)), rpc_(new Rpc) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // Reconnect quickly: the scheduler may come up a moment after the workers (seed 000's run.sh).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  rpc_->channel =
+      grpc::CreateCustomChannel(config_.address(), grpc::InsecureChannelCredentials(), args);
+  rpc_->stub = pb::Scheduler::NewStub(rpc_->channel);
+}
+
+WorkerClient::~WorkerClient() { stop_heartbeats(); }
+
+namespace {
+
+void set_deadline(grpc::ClientContext& context, milliseconds timeout) {
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+// Turns the outcome of a call into this process's reaction: a lost scheduler or a failed job
+// stops the process (NOTE [Stopping on a failed job]); any other error is the caller's to see.
+void check_reply(const grpc::Status& transport, const pb::Status& status, const JobConfig& config,
+                 int rank, const std::string& what) {
+  if (!transport.ok()) {
+    stop_process(fmt::format(
+        "cleave: {} stops: lost the scheduler at {} during {} ({}); this process was {}",
+        rank_text(rank), config.address(), what, transport.error_message(),
+        ActivityScope::current()));
+  }
+  if (status.job_failed()) {
+    stop_process(fmt::format("cleave: {} stops: the job failed: {}; this process was {}",
+                             rank_text(rank), status.error(), ActivityScope::current()));
+  }
+  CLEAVE_CHECK_ARG(status.ok(), "cleave: {}: {}", what, status.error());
+}
+
+}  // namespace
+
+Topology WorkerClient::join() {
+  ActivityScope activity("registering with the scheduler");
+  pb::RegisterRequest request;
+  request.set_token(config_.token);
+  request.set_host(host_name());
+  if (config_.node_id) request.set_node_id(std::to_string(*config_.node_id));
+  request.set_pid(getpid());
+  request.set_worker_num(config_.worker_num);
+  pb::RegisterReply reply;
+  {
+    grpc::ClientContext context;
+    context.set_wait_for_ready(true);
+    set_deadline(context, config_.topo_timeout);
+    grpc::Status status = rpc_->stub->Register(&context, request, &reply);
+    CLEAVE_CHECK_ARG(
+        status.ok(),
+        "cleave::init: cannot reach the scheduler at {} (MS_SCHED_HOST:MS_SCHED_PORT) within "
+        "MS_TOPO_TIMEOUT={} s: {}; is a process with MS_ROLE=MS_SCHED running there?",
+        config_.address(),
+        std::chrono::duration_cast<std::chrono::seconds>(config_.topo_timeout).count(),
+        status.error_message());
+  }
+  CLEAVE_CHECK_ARG(reply.status().ok(), "cleave::init: {}", reply.status().error());
+  worker_id_ = reply.worker_id();
+  heartbeat_thread_ = std::thread([this] { heartbeat_loop(); });
+
+  ActivityScope waiting("waiting for the other workers to register");
+  pb::TopologyRequest topology_request;
+  topology_request.set_worker_id(worker_id_);
+  topology_request.set_timeout_ms(config_.topo_timeout.count());
+  pb::TopologyReply topology_reply;
+  grpc::ClientContext context;
+  set_deadline(context, config_.topo_timeout + config_.heartbeat_timeout);
+  grpc::Status status = rpc_->stub->WaitTopology(&context, topology_request, &topology_reply);
+  check_reply(status, topology_reply.status(), config_, rank_, "cleave::init");
+  Topology topology;
+  topology.rank = rank_ = topology_reply.rank();
+  topology.world_size = topology_reply.world_size();
+  topology.local_rank = topology_reply.local_rank();
+  topology.local_size = topology_reply.local_size();
+  topology.hosts.assign(topology_reply.hosts().begin(), topology_reply.hosts().end());
+  return topology;
+}
+
+void WorkerClient::heartbeat_loop() {
+  Clock::time_point last_reply = Clock::now();
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    pb::HeartbeatRequest request;
+    request.set_worker_id(worker_id_);
+    request.set_activity(ActivityScope::current());
+    pb::HeartbeatReply reply;
+    grpc::ClientContext context;
+    set_deadline(context, std::min(config_.heartbeat_timeout, 2 * config_.heartbeat_interval));
+    grpc::Status status = rpc_->stub->Heartbeat(&context, request, &reply);
+    lock.lock();
+    if (stopping_) break;
+    Clock::time_point now = Clock::now();
+    if (status.ok()) {
+      last_reply = now;
+      if (reply.status().job_failed()) {
+        stop_process(fmt::format("cleave: {} stops: the job failed: {}; this process was {}",
+                                 rank_text(rank_), reply.status().error(),
+                                 ActivityScope::current()));
+      }
+    } else if (now - last_reply > config_.heartbeat_timeout) {
+      stop_process(fmt::format(
+          "cleave: {} stops: lost the scheduler at {}: no heartbeat reply for {} ms "
+          "(CLEAVE_HEARTBEAT_TIMEOUT_MS={}; {}); this process was {}",
+          rank_text(rank_), config_.address(),
+          std::chrono::duration_cast<milliseconds>(now - last_reply).count(),
+          config_.heartbeat_timeout.count(), status.error_message(), ActivityScope::current()));
+    }
+    cv_.wait_for(lock, config_.heartbeat_interval, [&] { return stopping_; });
+  }
+}
+
+void WorkerClient::stop_heartbeats() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+}
+
+void WorkerClient::set(const std::string& key, const std::vector<uint8_t>& value) {
+  pb::SetRequest request;
+  request.set_worker_id(worker_id_);
+  request.set_key(key);
+  request.set_value(std::string(value.begin(), value.end()));
+  pb::Status reply;
+  grpc::ClientContext context;
+  set_deadline(context, config_.comm_timeout);
+  grpc::Status status = rpc_->stub->Set(&context, request, &reply);
+  check_reply(status, reply, config_, rank_, fmt::format("store set of key '{}'", key));
+}
+
+std::vector<uint8_t> WorkerClient::get(const std::string& key, milliseconds timeout) {
+  ActivityScope activity(fmt::format("waiting for store key '{}'", key));
+  pb::GetRequest request;
+  request.set_worker_id(worker_id_);
+  request.set_key(key);
+  request.set_timeout_ms(timeout.count());
+  pb::GetReply reply;
+  grpc::ClientContext context;
+  set_deadline(context, timeout + config_.heartbeat_timeout);
+  grpc::Status status = rpc_->stub->Get(&context, request, &reply);
+  check_reply(status, reply.status(), config_, rank_, fmt::format("store get of key '{}'", key));
+  return std::vector<uint8_t>(reply.value().begin(), reply.value().end());
+}
+
+int64_t WorkerClient::add(const std::string& key, int64_t delta) {
+  pb::AddRequest request;
+  request.set_worker_id(worker_id_);
+  request.set_key(key);
+  request.set_delta(delta);
+  pb::AddReply reply;
+  grpc::ClientContext context;
+  set_deadline(context, config_.comm_timeout);
+  grpc::Status status = rpc_->stub->Add(&context, request, &reply);
+  check_reply(status, reply.status(), config_, rank_, fmt::format("store add to key '{}'", key));
+  return reply.value();
+}
+
+bool WorkerClient::check(const std::vector<std::string>& keys) {
+  pb::CheckRequest request;
+  request.set_worker_id(worker_id_);
+  for (const std::string& key : keys) request.add_keys(key);
+  pb::CheckReply reply;
+  grpc::ClientContext context;
+  set_deadline(context, config_.comm_timeout);
+  grpc::Status status = rpc_->stub->Check(&context, request, &reply);
+  check_reply(status, reply.status(), config_, rank_, "store check");
+  return reply.all_set();
+}
+
+void WorkerClient::barrier(const std::string& name, milliseconds timeout) {
+  ActivityScope activity(fmt::format("waiting at barrier '{}'", name));
+  pb::BarrierRequest request;
+  request.set_worker_id(worker_id_);
+  request.set_name(name);
+  request.set_timeout_ms(timeout.count());
+  pb::Status reply;
+  grpc::ClientContext context;
+  set_deadline(context, timeout + config_.heartbeat_timeout);
+  grpc::Status status = rpc_->stub->Barrier(&context, request, &reply);
+  check_reply(status, reply, config_, rank_, fmt::format("barrier '{}'", name));
+}
+
+void WorkerClient::finish() {
+  ActivityScope activity("finishing (cleave::release)");
+  pb::FinishRequest request;
+  request.set_worker_id(worker_id_);
+  pb::Status reply;
+  grpc::ClientContext context;
+  set_deadline(context, config_.heartbeat_timeout);
+  grpc::Status status = rpc_->stub->Finish(&context, request, &reply);
+  stop_heartbeats();
+  check_reply(status, reply, config_, rank_, "cleave::release");
+}
+
+namespace {
+
+class SchedulerStore final : public comm::Store {
+ public:
+  explicit SchedulerStore(std::shared_ptr<WorkerClient> client) : client_(std::move(client)) {}
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    client_->set(key, value);
+  }
+  std::vector<uint8_t> get(const std::string& key, milliseconds timeout) override {
+    return client_->get(key, timeout);
+  }
+  int64_t add(const std::string& key, int64_t delta) override { return client_->add(key, delta); }
+  bool check(const std::vector<std::string>& keys) override { return client_->check(keys); }
+
+ private:
+  std::shared_ptr<WorkerClient> client_;
+};
+
+}  // namespace
+
+std::shared_ptr<comm::Store> make_scheduler_store(std::shared_ptr<WorkerClient> client) {
+  return std::make_shared<SchedulerStore>(std::move(client));
+}
+
+}  // namespace cleave::cluster

@@ -1,0 +1,19 @@
+// The backend factories behind create_process_group (one per library; each file under its own
+// folder). Internal to comm.
+#pragma once
+
+#include <memory>
+
+#include "cleave/comm/process_group.h"
+
+namespace cleave::comm {
+
+std::shared_ptr<ProcessGroup> make_gloo_group(const ProcessGroupOptions& options);
+#ifdef CLEAVE_HAVE_MPI
+std::shared_ptr<ProcessGroup> make_mpi_group(const ProcessGroupOptions& options);
+#endif
+#ifdef CLEAVE_HAVE_NCCL
+std::shared_ptr<ProcessGroup> make_nccl_group(const ProcessGroupOptions& options);
+#endif
+
+}  // namespace cleave::comm

@@ -1,0 +1,46 @@
+// create_process_group: the backend by name.
+#include "cleave/comm/process_group.h"
+#include "cleave/core/error.h"
+#include "comm/backends.h"
+
+namespace cleave::comm {
+
+namespace {
+std::string available_list() {
+  std::string list = "\"gloo\"";
+  if (backend_available("mpi")) list += ", \"mpi\"";
+  if (backend_available("nccl")) list += ", \"nccl\"";
+  return list;
+}
+}  // namespace
+
+bool backend_available(const std::string& backend) {
+  if (backend == "gloo") return true;
+#ifdef CLEAVE_HAVE_MPI
+  if (backend == "mpi") return true;
+#endif
+#ifdef CLEAVE_HAVE_NCCL
+  if (backend == "nccl") return true;
+#endif
+  return false;
+}
+
+std::shared_ptr<ProcessGroup> create_process_group(const ProcessGroupOptions& options) {
+  if (options.backend == "gloo") return make_gloo_group(options);
+#ifdef CLEAVE_HAVE_MPI
+  if (options.backend == "mpi") return make_mpi_group(options);
+#endif
+#ifdef CLEAVE_HAVE_NCCL
+  if (options.backend == "nccl") return make_nccl_group(options);
+#endif
+  CLEAVE_CHECK_ARG(options.backend != "hccl",
+                   "create_process_group('{}'): backend \"hccl\" (Ascend) is not available in "
+                   "cleave; available backends: {}",
+                   options.name, available_list());
+  CLEAVE_FAIL(
+      "create_process_group('{}'): backend \"{}\" is not available in this build; "
+      "available backends: {}",
+      options.name, options.backend, available_list());
+}
+
+}  // namespace cleave::comm

@@ -1,0 +1,255 @@
+// The Gloo backend: TCP transport, rendezvous through comm::Store.
+//
+// NOTE [Gloo rendezvous]
+// Gloo connects a full mesh of TCP pairs: each rank publishes the addresses of its pairs under
+// its rank number in a gloo::rendezvous::Store and reads the others'. StoreAdapter serves that
+// store from a comm::Store (the scheduler's over gRPC, or the in-memory one in tests), namespaced
+// by the group's name, with the group's timeout on every wait.
+#include <fmt/ranges.h>
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "cleave/comm/process_group.h"
+#include "cleave/core/dtype.h"
+#include "cleave/core/error.h"
+#include "comm/backends.h"
+
+namespace cleave::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class StoreAdapter final : public gloo::rendezvous::Store {
+ public:
+  StoreAdapter(std::shared_ptr<comm::Store> store, std::chrono::milliseconds timeout,
+               std::string group)
+      : store_(std::move(store)), timeout_(timeout), group_(std::move(group)) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(key, std::vector<uint8_t>(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    wait({key}, timeout_);
+    const std::vector<uint8_t> v = store_->get(key, timeout_);
+    return std::vector<char>(v.begin(), v.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    const auto deadline = Clock::now() + timeout;
+    auto pause = std::chrono::microseconds(100);
+    while (!store_->check(keys)) {
+      if (Clock::now() >= deadline) {
+        // Gloo's keys are "rank_<r>" (or "<r>"): name the ranks.
+        std::vector<std::string> missing;
+        for (const std::string& k : keys) {
+          if (!store_->check({k})) missing.push_back(k.rfind("rank_", 0) == 0 ? k.substr(5) : k);
+        }
+        CLEAVE_FAIL(
+            "group '{}': rank(s) {} did not join within the timeout of {} ms (their rendezvous "
+            "keys are unset in the store); check that every rank of the group was started and "
+            "creates the group",
+            group_, fmt::join(missing, ", "), timeout.count());
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(10000));
+    }
+  }
+
+ private:
+  std::shared_ptr<comm::Store> store_;
+  std::chrono::milliseconds timeout_;
+  std::string group_;
+};
+
+gloo::AllreduceOptions::Func reduce_fn(DType dtype, ReduceOp op) {
+  using Raw = void (*)(void*, const void*, const void*, size_t);
+  gloo::AllreduceOptions::Func fn;
+  CLEAVE_DISPATCH_ALL(dtype, [&] {
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kMean:
+        fn = static_cast<Raw>(&gloo::sum<T>);
+        break;
+      case ReduceOp::kProd:
+        fn = static_cast<Raw>(&gloo::product<T>);
+        break;
+      case ReduceOp::kMax:
+        fn = static_cast<Raw>(&gloo::max<T>);
+        break;
+      case ReduceOp::kMin:
+        fn = static_cast<Raw>(&gloo::min<T>);
+        break;
+    }
+  });
+  return fn;
+}
+
+// Point-to-point traffic uses slots with this prefix; Gloo's collectives use small prefixes
+// (NOTE [Asynchronous point-to-point]).
+constexpr uint8_t kPeerSlotPrefix = 0x7f;
+
+class GlooProcessGroup final : public ProcessGroup {
+ public:
+  explicit GlooProcessGroup(const ProcessGroupOptions& options) : ProcessGroup(options) {
+    CLEAVE_CHECK_ARG(options.store != nullptr,
+                     "create_process_group('{}', gloo): a rendezvous store is required",
+                     options.name);
+    if (options.size == 1) return;
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.host;
+    try {
+      device_ = gloo::transport::tcp::CreateDevice(attr);
+    } catch (const std::exception& e) {
+      CLEAVE_FAIL("create_process_group('{}', gloo): cannot listen on host '{}' (option host): {}",
+                  options.name, options.host, e.what());
+    }
+    auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    context->setTimeout(options.timeout);
+    StoreAdapter store(make_prefix_store(options.name, options.store), options.timeout,
+                       options.name);
+    try {
+      context->connectFullMesh(store, device_);
+      context_ = std::move(context);
+      // Returns only when every pair is connected on both ends (create_process_group's
+      // contract), so a peer that leaves at once cannot cut a half-open connection.
+      gloo::BarrierOptions barrier(context_);
+      barrier.setTimeout(options.timeout);
+      gloo::barrier(barrier);
+    } catch (const std::exception& e) {
+      CLEAVE_FAIL(
+          "create_process_group('{}', gloo): rank {} of {} could not connect to its peers: {}",
+          options.name, options.rank, options.size, e.what());
+    }
+  }
+
+  ~GlooProcessGroup() override { shutdown(); }
+
+ protected:
+  uint32_t next_tag() { return tag_++ & 0xffffff; }
+
+  void do_all_reduce(const Tensor& t, ReduceOp op) override {
+    gloo::AllreduceOptions opts(context_);
+    CLEAVE_DISPATCH_ALL(t.dtype(), [&] { opts.setOutput(t.data<T>(), t.numel()); });
+    opts.setReduceFunction(reduce_fn(t.dtype(), op));
+    opts.setTag(next_tag());
+    opts.setTimeout(options().timeout);
+    gloo::allreduce(opts);
+  }
+
+  void do_all_gather(const Tensor& out, const Tensor& in) override {
+    gloo::AllgatherOptions opts(context_);
+    CLEAVE_DISPATCH_ALL(in.dtype(), [&] {
+      opts.setInput(in.data<T>(), in.numel());
+      opts.setOutput(out.data<T>(), out.numel());
+    });
+    opts.setTag(next_tag());
+    opts.setTimeout(options().timeout);
+    gloo::allgather(opts);
+  }
+
+  // Gloo has no reduce-scatter in its options API: all-reduce a copy, keep this rank's chunk.
+  void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
+    const Tensor whole = in.clone();
+    do_all_reduce(whole, op);
+    std::memcpy(out.raw_data(), static_cast<const char*>(whole.raw_data()) + out.nbytes() * rank(),
+                out.nbytes());
+  }
+
+  void do_broadcast(const Tensor& t, int root) override {
+    gloo::BroadcastOptions opts(context_);
+    CLEAVE_DISPATCH_ALL(t.dtype(), [&] { opts.setOutput(t.data<T>(), t.numel()); });
+    opts.setRoot(root);
+    opts.setTag(next_tag());
+    opts.setTimeout(options().timeout);
+    gloo::broadcast(opts);
+  }
+
+  void do_all_to_all(const Tensor& out, const Tensor& in) override {
+    gloo::AlltoallOptions opts(context_);
+    CLEAVE_DISPATCH_ALL(in.dtype(), [&] {
+      opts.setInput(in.data<T>(), in.numel());
+      opts.setOutput(out.data<T>(), out.numel());
+    });
+    opts.setTag(next_tag());
+    opts.setTimeout(options().timeout);
+    gloo::alltoall(opts);
+  }
+
+  void do_barrier() override {
+    gloo::BarrierOptions opts(context_);
+    opts.setTag(next_tag());
+    opts.setTimeout(options().timeout);
+    gloo::barrier(opts);
+  }
+
+  void do_exchange(const std::vector<PeerBuffer>& sends,
+                   const std::vector<PeerBuffer>& recvs) override {
+    auto slot_of = [](int tag) {
+      return static_cast<uint64_t>(gloo::Slot::build(kPeerSlotPrefix, static_cast<uint32_t>(tag)));
+    };
+    struct Posted {
+      std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+      int peer;
+      int tag;
+      bool is_send;
+    };
+    std::vector<Posted> posted;
+    for (const PeerBuffer& s : sends) {
+      if (s.tensor.nbytes() == 0) continue;
+      auto buf = context_->createUnboundBuffer(s.tensor.raw_data(), s.tensor.nbytes());
+      buf->send(s.peer, slot_of(s.tag));
+      posted.push_back({std::move(buf), s.peer, s.tag, true});
+    }
+    for (const PeerBuffer& r : recvs) {
+      if (r.tensor.nbytes() == 0) continue;
+      auto buf = context_->createUnboundBuffer(r.tensor.raw_data(), r.tensor.nbytes());
+      buf->recv(r.peer, slot_of(r.tag));
+      posted.push_back({std::move(buf), r.peer, r.tag, false});
+    }
+    const auto deadline = Clock::now() + options().timeout;
+    for (Posted& p : posted) {
+      const auto left =
+          std::max(std::chrono::milliseconds(1),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+      bool done = false;
+      try {
+        done = p.is_send ? p.buffer->waitSend(left) : p.buffer->waitRecv(left);
+      } catch (const std::exception& e) {
+        throw BackendFailure(fmt::format("{} (tag {}, {} bytes)", e.what(), p.tag, p.buffer->size),
+                             p.peer);
+      }
+      if (!done) {
+        throw BackendFailure(
+            fmt::format("the {} with tag {} was aborted", p.is_send ? "send" : "receive", p.tag),
+            p.peer);
+      }
+    }
+  }
+
+ private:
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;
+  std::atomic<uint32_t> tag_{0};
+};
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> make_gloo_group(const ProcessGroupOptions& options) {
+  return std::make_shared<GlooProcessGroup>(options);
+}
+
+}  // namespace cleave::comm

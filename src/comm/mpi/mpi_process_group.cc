@@ -1,0 +1,246 @@
+// The OpenMPI backend: one communicator per group, nonblocking MPI-3 calls polled against the
+// group's timeout (MPI itself has none).
+//
+// NOTE [MPI initialisation]
+// MPI is initialised once per process, on the first MPI group, with MPI_THREAD_MULTIPLE (the
+// asynchronous point-to-point threads call MPI beside the collectives), and finalised at exit
+// when cleave initialised it. A group's ranks are world ranks of MPI_COMM_WORLD: the group's
+// communicator is made with MPI_Comm_create_group over options.world_ranks, so only members call.
+#ifdef CLEAVE_HAVE_MPI
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "cleave/comm/process_group.h"
+#include "cleave/core/error.h"
+#include "comm/backends.h"
+
+namespace cleave::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void ensure_mpi() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) return;
+    int provided = 0;
+    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    CLEAVE_CHECK_ARG(rc == MPI_SUCCESS, "MPI backend: MPI_Init_thread failed (code {})", rc);
+    std::atexit([] {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Finalize();
+    });
+  });
+}
+
+std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+void check_mpi(int code, const char* call, int peer = -1) {
+  if (code != MPI_SUCCESS) throw BackendFailure(fmt::format("{}: {}", call, mpi_error(code)), peer);
+}
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return MPI_FLOAT;
+    case DType::kFloat64:
+      return MPI_DOUBLE;
+    case DType::kInt32:
+      return MPI_INT32_T;
+    case DType::kInt64:
+      return MPI_INT64_T;
+    case DType::kBool:
+      return MPI_UINT8_T;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kMean:
+      return MPI_SUM;
+    case ReduceOp::kProd:
+      return MPI_PROD;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+int count_of(int64_t n, const char* op) {
+  CLEAVE_CHECK_ARG(n <= INT_MAX, "{} (mpi): {} elements exceed MPI's count limit of {}", op, n,
+                   INT_MAX);
+  return static_cast<int>(n);
+}
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  explicit MpiProcessGroup(const ProcessGroupOptions& options) : ProcessGroup(options) {
+    ensure_mpi();
+    int world_rank = 0, world_size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    const int expected = this->world_rank(options.rank);
+    CLEAVE_CHECK_ARG(expected == world_rank,
+                     "create_process_group('{}', mpi): group rank {} is world rank {}, but this "
+                     "process is MPI rank {} of {}; with the mpi backend, ranks come from mpirun",
+                     options.name, options.rank, expected, world_rank, world_size);
+    for (int r = 0; r < options.size; ++r) {
+      CLEAVE_CHECK_ARG(this->world_rank(r) < world_size,
+                       "create_process_group('{}', mpi): world rank {} does not exist; mpirun "
+                       "started {} processes",
+                       options.name, this->world_rank(r), world_size);
+    }
+    MPI_Group world_group, group;
+    MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    MPI_Group_incl(world_group, options.size, options_world_ranks().data(), &group);
+    const int rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, 0, &comm_);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world_group);
+    CLEAVE_CHECK_ARG(rc == MPI_SUCCESS, "create_process_group('{}', mpi): {}", options.name,
+                     mpi_error(rc));
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  }
+
+  ~MpiProcessGroup() override {
+    shutdown();
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+
+ protected:
+  const std::vector<int>& options_world_ranks() const { return options().world_ranks; }
+
+  // Polls `requests` until all complete or the group's timeout passes.
+  void wait_all(std::vector<MPI_Request>& requests, const std::vector<int>& peers) {
+    const auto deadline = Clock::now() + options().timeout;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      int done = 0;
+      while (true) {
+        check_mpi(MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE), "MPI_Test",
+                  peers.empty() ? -1 : peers[i]);
+        if (done) break;
+        if (Clock::now() > deadline) {
+          // Point-to-point requests can be withdrawn; collectives cannot (the group is broken).
+          for (size_t j = i; j < requests.size() && !peers.empty(); ++j) {
+            MPI_Cancel(&requests[j]);
+            MPI_Request_free(&requests[j]);
+          }
+          throw BackendFailure(fmt::format("timed out after {} ms", options().timeout.count()),
+                               peers.empty() ? -1 : peers[i]);
+        }
+        std::this_thread::yield();
+      }
+    }
+  }
+  void wait_one(MPI_Request request) {
+    std::vector<MPI_Request> requests{request};
+    wait_all(requests, {});
+  }
+
+  void do_all_reduce(const Tensor& t, ReduceOp op) override {
+    MPI_Request req;
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), count_of(t.numel(), "AllReduce"),
+                             mpi_type(t.dtype()), mpi_op(op), comm_, &req),
+              "MPI_Iallreduce");
+    wait_one(req);
+  }
+
+  void do_all_gather(const Tensor& out, const Tensor& in) override {
+    MPI_Request req;
+    const int n = count_of(in.numel(), "AllGather");
+    count_of(out.numel(), "AllGather");
+    check_mpi(MPI_Iallgather(in.raw_data(), n, mpi_type(in.dtype()), out.raw_data(), n,
+                             mpi_type(in.dtype()), comm_, &req),
+              "MPI_Iallgather");
+    wait_one(req);
+  }
+
+  void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
+    MPI_Request req;
+    count_of(in.numel(), "ReduceScatter");
+    check_mpi(MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(),
+                                        count_of(out.numel(), "ReduceScatter"),
+                                        mpi_type(in.dtype()), mpi_op(op), comm_, &req),
+              "MPI_Ireduce_scatter_block");
+    wait_one(req);
+  }
+
+  void do_broadcast(const Tensor& t, int root) override {
+    MPI_Request req;
+    check_mpi(MPI_Ibcast(t.raw_data(), count_of(t.numel(), "Broadcast"), mpi_type(t.dtype()), root,
+                         comm_, &req),
+              "MPI_Ibcast", root);
+    wait_one(req);
+  }
+
+  void do_all_to_all(const Tensor& out, const Tensor& in) override {
+    MPI_Request req;
+    const int chunk = count_of(in.numel() / size(), "AlltoAll");
+    check_mpi(MPI_Ialltoall(in.raw_data(), chunk, mpi_type(in.dtype()), out.raw_data(), chunk,
+                            mpi_type(in.dtype()), comm_, &req),
+              "MPI_Ialltoall");
+    wait_one(req);
+  }
+
+  void do_barrier() override {
+    MPI_Request req;
+    check_mpi(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
+    wait_one(req);
+  }
+
+  void do_exchange(const std::vector<PeerBuffer>& sends,
+                   const std::vector<PeerBuffer>& recvs) override {
+    std::vector<MPI_Request> requests;
+    std::vector<int> peers;
+    for (const PeerBuffer& r : recvs) {
+      if (r.tensor.nbytes() == 0) continue;
+      MPI_Request req;
+      check_mpi(MPI_Irecv(r.tensor.raw_data(), count_of(r.tensor.nbytes(), "Recv"), MPI_BYTE,
+                          r.peer, r.tag, comm_, &req),
+                "MPI_Irecv", r.peer);
+      requests.push_back(req);
+      peers.push_back(r.peer);
+    }
+    for (const PeerBuffer& s : sends) {
+      if (s.tensor.nbytes() == 0) continue;
+      MPI_Request req;
+      check_mpi(MPI_Isend(s.tensor.raw_data(), count_of(s.tensor.nbytes(), "Send"), MPI_BYTE,
+                          s.peer, s.tag, comm_, &req),
+                "MPI_Isend", s.peer);
+      requests.push_back(req);
+      peers.push_back(s.peer);
+    }
+    wait_all(requests, peers);
+  }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> make_mpi_group(const ProcessGroupOptions& options) {
+  return std::make_shared<MpiProcessGroup>(options);
+}
+
+}  // namespace cleave::comm
+
+#endif  // CLEAVE_HAVE_MPI

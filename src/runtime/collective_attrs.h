@@ -1,0 +1,38 @@
+// Attribute helpers shared by the collective primitives and their wrappers.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cleave/comm/process_group.h"
+#include "cleave/core/shape.h"
+#include "cleave/ir/attrs.h"
+#include "cleave/ir/registry.h"
+
+namespace cleave::runtime {
+
+// The group an op's "group" attribute names; the world of one rank when standalone.
+struct GroupRef {
+  std::shared_ptr<comm::ProcessGroup> group;
+  std::string name;
+  int size() const { return group->size(); }
+  int rank() const { return group->rank(); }
+};
+GroupRef group_attr(const ir::Attrs& attrs, const std::string& op);
+
+// "op": "sum" | "max" | "min" | "prod" | "mean" (default "sum").
+comm::ReduceOp reduce_op_attr(const ir::Attrs& attrs, const std::string& op);
+std::string reduce_op_attr_value(comm::ReduceOp op);
+
+// Throws Error when `rank` is not a rank of the group.
+void check_rank(const GroupRef& g, int64_t rank, const char* attr, const std::string& op);
+
+// A list of shapes as one int list: for each shape its rank, then its dims.
+std::vector<int64_t> encode_shapes(const std::vector<Shape>& shapes);
+std::vector<Shape> decode_shapes(const std::vector<int64_t>& flat, const std::string& op);
+
+// neighbor_exchange_v2.cc: NeighborExchangeV2 and its backward-only NeighborExchangeV2Grad.
+void register_neighbor_exchange_v2(ir::Registry& registry);
+
+}  // namespace cleave::runtime

@@ -1,0 +1,130 @@
+// The program the cluster tests start as scheduler and as workers (with MS_ROLE), directly or
+// through cleave-run. Modes (argv[1]):
+//   roundtrip [sleep_ms]  every rank sets a store key, reads every other rank's, adds to a shared
+//                         counter, passes a barrier and checks the counter, all-reduces over
+//                         the world and over group 'evens' (ranks 0, 2, ...); prints
+//                         "rank R of N ok"; sleeps sleep_ms, then releases and exits 0.
+//   hang                  joins, passes barrier 'start', prints "ready rank R", then waits for
+//                         store key 'never_set', which no rank sets.
+//   mpi                   under mpirun: checks the join mode and the backend, all-reduces.
+//   fail R                joins, passes barrier 'start'; rank R exits with status 3, the others
+//                         wait at barrier 'end'.
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "cleave/cluster/cluster.h"
+#include "cleave/comm/group_registry.h"
+#include "cleave/core/tensor.h"
+
+namespace {
+
+std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "cluster_test_program: check failed: %s\n", what.c_str());
+  return 2;
+}
+
+// All-reduces rank+1 over `group` (when a backend group exists for it) and checks the sum of the
+// members' world ranks + 1.
+int check_all_reduce(const std::string& group, const std::vector<int>& world_ranks) {
+  std::shared_ptr<cleave::comm::ProcessGroup> process_group = cleave::comm::find_group(group);
+  if (!process_group) return 0;
+  int64_t expected = 0;
+  for (int rank : world_ranks) expected += rank + 1;
+  auto tensor = cleave::Tensor::from_vector(std::vector<int64_t>(5, cleave::get_rank() + 1));
+  process_group->all_reduce(tensor);
+  for (int64_t value : tensor.to_vector<int64_t>()) {
+    if (value != expected) return fail("all_reduce over group '" + group + "'");
+  }
+  std::printf("all_reduce over '%s' ok\n", group.c_str());
+  return 0;
+}
+
+int roundtrip(int sleep_ms) {
+  cleave::init();
+  int rank = cleave::get_rank();
+  int size = cleave::get_group_size();
+  auto store = cleave::cluster::job_store();
+  store->set("key/" + std::to_string(rank), bytes("value-" + std::to_string(rank)));
+  for (int other = 0; other < size; ++other) {
+    auto value = store->get("key/" + std::to_string(other), std::chrono::seconds(10));
+    if (value != bytes("value-" + std::to_string(other))) return fail("store value of a rank");
+  }
+  store->add("counter", 1);
+  cleave::cluster::barrier("after_add");
+  if (store->add("counter", 0) != size) return fail("counter after the barrier");
+  if (!store->check({"key/0", "counter"})) return fail("check of set keys");
+  if (store->check({"never_set"})) return fail("check of an unset key");
+  std::vector<int> all(size);
+  for (int r = 0; r < size; ++r) all[r] = r;
+  if (int status = check_all_reduce(cleave::kWorldGroup, all)) return status;
+  std::vector<int> evens;
+  for (int r = 0; r < size; r += 2) evens.push_back(r);
+  cleave::create_group("evens", evens);
+  if (cleave::get_group_size("evens") != static_cast<int>(evens.size())) return fail("group size");
+  if (cleave::get_world_rank_from_group_rank("evens", 0) != 0) return fail("group rank mapping");
+  if (rank % 2 == 0) {
+    if (int status = check_all_reduce("evens", evens)) return status;
+  }
+  std::printf("rank %d of %d ok (local rank %d)\n", rank, size, cleave::get_local_rank());
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+  cleave::release();
+  return 0;
+}
+
+// Under mpirun: ranks from OpenMPI's variables, the "mpi" backend by default.
+int mpi() {
+  cleave::init();
+  if (cleave::join_mode() != cleave::JoinMode::kMpi) return fail("join mode under mpirun");
+  if (cleave::get_backend() != "mpi") return fail("default backend under mpirun");
+  int size = cleave::get_group_size();
+  std::vector<int> all(size);
+  for (int r = 0; r < size; ++r) all[r] = r;
+  if (int status = check_all_reduce(cleave::kWorldGroup, all)) return status;
+  std::printf("rank %d of %d ok under mpirun (local rank %d)\n", cleave::get_rank(), size,
+              cleave::get_local_rank());
+  cleave::release();
+  return 0;
+}
+
+int hang() {
+  cleave::init();
+  cleave::cluster::barrier("start");
+  std::printf("ready rank %d\n", cleave::get_rank());
+  std::fflush(stdout);
+  cleave::cluster::job_store()->get("never_set", std::chrono::seconds(60));
+  return fail("read store key 'never_set'");
+}
+
+int fail_rank(int failing) {
+  cleave::init();
+  cleave::cluster::barrier("start");
+  std::printf("ready rank %d\n", cleave::get_rank());
+  std::fflush(stdout);
+  if (cleave::get_rank() == failing) {
+    std::fprintf(stderr, "rank %d fails on purpose\n", failing);
+    return 3;
+  }
+  cleave::cluster::barrier("end");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "roundtrip";
+  try {
+    if (mode == "roundtrip") return roundtrip(argc > 2 ? std::stoi(argv[2]) : 0);
+    if (mode == "hang") return hang();
+    if (mode == "mpi") return mpi();
+    if (mode == "fail") return fail_rank(argc > 2 ? std::stoi(argv[2]) : 0);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s\n", error.what());
+    return 1;
+  }
+  std::fprintf(stderr, "cluster_test_program: unknown mode '%s'\n", mode.c_str());
+  return 2;
+}

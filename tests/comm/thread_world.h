@@ -1,0 +1,63 @@
+// Ranks as threads over the in-memory store: the multi-rank harness of the comm tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <exception>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cleave/comm/process_group.h"
+
+namespace cleave::testing {
+
+// Runs fn(rank) on `size` threads and rethrows the first exception (after all have finished).
+inline void run_threads(int size, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+// Options of rank `rank` in a world of `size` over `store`.
+inline comm::ProcessGroupOptions thread_world_options(
+    const std::shared_ptr<comm::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  comm::ProcessGroupOptions o;
+  o.backend = "gloo";
+  o.store = store;
+  o.rank = rank;
+  o.size = size;
+  o.name = "world";
+  o.timeout = timeout;
+  return o;
+}
+
+// Makes a gloo world of `size` thread ranks and runs fn(group) on each.
+inline void run_world(int size, const std::function<void(comm::ProcessGroup&)>& fn,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  auto store = comm::make_memory_store();
+  // Groups are destroyed only after every rank has finished, as processes would keep theirs
+  // until the job ends: a rank leaving early must not cut its peers' last messages.
+  std::vector<std::shared_ptr<comm::ProcessGroup>> groups(static_cast<size_t>(size));
+  run_threads(size, [&](int rank) {
+    auto& group = groups[static_cast<size_t>(rank)];
+    group = comm::create_process_group(thread_world_options(store, rank, size, timeout));
+    fn(*group);
+  });
+}
+
+}  // namespace cleave::testing
