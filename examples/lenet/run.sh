@@ -4,7 +4,7 @@
 #
 # Builds build/Release first when the programs are missing. Without DATA_PATH, generates MNIST
 # (cleave-datagen mnist: 60000 train and 10000 test images in the real IDX format) on the first
-# run into $CLEAVE_DATA_DIR (default: data/ at the repository root) and uses it from then on.
+# run into $CLEAVE_DATA_DIR (default: datasets/ at the repository root) and uses it from then on.
 # Arguments go to the program (--epochs, --per-print-times, --seed, --checkpoint-dir; --help).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -20,7 +20,7 @@ for arg in "$@"; do
 done
 
 if [ -z "${DATA_PATH:-}" ]; then
-  data_root=${CLEAVE_DATA_DIR:-$root/data}
+  data_root=${CLEAVE_DATA_DIR:-$root/datasets}
   if [ ! -d "$data_root/MNIST_Data" ]; then
     # Written to a temporary folder and moved into place, so an interrupted run leaves no half
     # data set behind.
