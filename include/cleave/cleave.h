@@ -35,3 +35,8 @@
 #include "cleave/runtime/compile.h"
 #include "cleave/runtime/context.h"
 #include "cleave/runtime/executor.h"
+#include "cleave/train/callback.h"
+#include "cleave/train/checkpoint.h"
+#include "cleave/train/metrics.h"
+#include "cleave/train/model.h"
+#include "cleave/train/python_format.h"

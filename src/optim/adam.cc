@@ -36,6 +36,17 @@ std::vector<std::pair<std::string, Tensor>> Adam::state() const {
   return out;
 }
 
+std::vector<std::pair<std::string, Tensor>> Adam::counters() const {
+  return {{"param_steps", Tensor::from_vector(param_steps_)}};
+}
+
+void Adam::load_counters(const std::vector<std::pair<std::string, Tensor>>& counters) {
+  for (const auto& [name, t] : counters) {
+    if (name == "param_steps") param_steps_ = t.to_vector<int64_t>();
+  }
+  param_steps_.resize(parameters().size(), 0);
+}
+
 void Adam::update(size_t i, const Tensor& grad, double lr) {
   static const ir::OpDef& op = ir::Registry::global().get("Adam");
   ir::call(op, {parameters()[i], m_[i], v_[i], grad},

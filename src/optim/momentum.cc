@@ -69,6 +69,21 @@ SGD::SGD(std::vector<Tensor> params, LearningRate lr, SGDOptions options)
 
 std::vector<std::pair<std::string, Tensor>> SGD::state() const { return named("accum.", accum_); }
 
+std::vector<std::pair<std::string, Tensor>> SGD::counters() const {
+  std::vector<int64_t> started(started_.begin(), started_.end());
+  return {{"accum_started", Tensor::from_vector(started)}};
+}
+
+void SGD::load_counters(const std::vector<std::pair<std::string, Tensor>>& counters) {
+  for (const auto& [name, t] : counters) {
+    if (name != "accum_started") continue;
+    const std::vector<int64_t> started = t.to_vector<int64_t>();
+    for (size_t i = 0; i < started_.size() && i < started.size(); ++i) {
+      started_[i] = started[i] != 0;
+    }
+  }
+}
+
 void SGD::update(size_t i, const Tensor& grad, double lr) {
   static const ir::OpDef& op = ir::Registry::global().get("SGD");
   const Tensor& param = parameters()[i];

@@ -63,6 +63,11 @@ void Optimizer::apply(const std::vector<Tensor>& grads) {
   ++step_;
 }
 
+void Optimizer::set_step_count(int64_t step) {
+  CLEAVE_CHECK_ARG(step >= 0, "{}: step count {} is negative; expected >= 0", name_, step);
+  step_ = step;
+}
+
 void Optimizer::zero_grad() {
   for (const Tensor& p : params_) p.set_grad(Tensor());
 }

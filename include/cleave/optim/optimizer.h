@@ -52,11 +52,19 @@ class Optimizer {
   // "Momentum", "SGD", "Adam", "AdamW": the prefix of this optimizer's errors.
   const std::string& name() const { return name_; }
   int64_t step_count() const { return step_; }
+  // Sets the step count (the learning-rate schedule's position), e.g. when resuming training
+  // from a checkpoint; step >= 0.
+  void set_step_count(int64_t step);
   double current_lr() const { return lr_.at(step_); }
   // Counts one step that ran the update outside apply() (a cached compiled training step).
   void advance_step() { ++step_; }
   // The optimizer state tensors (for checkpoints), named "<state>.<param index>".
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
+  // The state that is not a tensor (per-parameter update counts, first-update flags) as new Int64
+  // tensors, for checkpoints; empty when there is none. load_counters() restores values of the
+  // same names and shapes (the caller checks them).
+  virtual std::vector<std::pair<std::string, Tensor>> counters() const { return {}; }
+  virtual void load_counters(const std::vector<std::pair<std::string, Tensor>>& counters) {}
 
  protected:
   // Updates parameter i in place from its gradient with learning rate lr.
@@ -74,8 +82,8 @@ class Optimizer {
 // param -= lr * (grad + momentum * accum)).
 class Momentum : public Optimizer {
  public:
-  Momentum(std::vector<Tensor> params, LearningRate lr, double momentum,
-           double weight_decay = 0.0, bool use_nesterov = false);
+  Momentum(std::vector<Tensor> params, LearningRate lr, double momentum, double weight_decay = 0.0,
+           bool use_nesterov = false);
   std::vector<std::pair<std::string, Tensor>> state() const override;
 
  protected:
@@ -98,6 +106,9 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, LearningRate lr, SGDOptions options = {});
   std::vector<std::pair<std::string, Tensor>> state() const override;
+  // "accum_started": 1 for each parameter updated at least once.
+  std::vector<std::pair<std::string, Tensor>> counters() const override;
+  void load_counters(const std::vector<std::pair<std::string, Tensor>>& counters) override;
 
  protected:
   void update(size_t i, const Tensor& grad, double lr) override;
@@ -118,6 +129,9 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, LearningRate lr, AdamOptions options = {});
   std::vector<std::pair<std::string, Tensor>> state() const override;
+  // "param_steps": the updates applied to each parameter (the t of the bias correction).
+  std::vector<std::pair<std::string, Tensor>> counters() const override;
+  void load_counters(const std::vector<std::pair<std::string, Tensor>>& counters) override;
 
  protected:
   // For AdamW: `decoupled` applies weight decay to the parameter instead of the gradient.

@@ -1,0 +1,116 @@
+// Checkpoints: save_checkpoint, load_checkpoint, load_param_into_net (mindspore.train), in
+// MindSpore's .ckpt layout or in safetensors, and the ModelCheckpoint callback.
+//
+// The format follows the file name's extension: ".ckpt" is MindSpore's protobuf layout
+// (src/train/checkpoint.proto: Checkpoint { repeated Value { tag; TensorProto { dims;
+// tensor_type ("Float32", "Int32", ...); tensor_content (raw little-endian row-major bytes) } } }),
+// ".safetensors" is Hugging Face's (an 8-byte little-endian header length, a JSON header
+// {"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, "__metadata__": {...}},
+// then the data). Any other extension is an error.
+//
+// NOTE [Atomic checkpoint writes]
+// Every save writes a temporary file in the destination's folder, fsyncs it, renames it over the
+// destination and fsyncs the folder. A crash at any point leaves either the previous file or the
+// new one, complete; never a mix. A failed save removes its temporary file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cleave/core/tensor.h"
+#include "cleave/nn/cell.h"
+#include "cleave/optim/optimizer.h"
+#include "cleave/train/callback.h"
+
+namespace cleave::train {
+
+// Tensors by name, in the order they are written.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+// Tensors by name, as load_checkpoint returns them.
+using ParamMap = std::map<std::string, Tensor>;
+
+enum class CheckpointFormat { kCkpt, kSafetensors };
+// The format of `path` by its extension; throws Error for another extension.
+CheckpointFormat checkpoint_format(const std::string& path);
+
+// Writes every parameter of `cell` (dotted names, as parameters_and_names()) to `path`.
+void save_checkpoint(const nn::Cell& cell, const std::string& path);
+// Writes `tensors` (unique, non-empty names; defined tensors) to `path`. `metadata` goes to the
+// safetensors "__metadata__" (a .ckpt has no place for it and ignores it).
+void save_checkpoint(const NamedTensors& tensors, const std::string& path,
+                     const std::map<std::string, std::string>& metadata = {});
+
+// Reads every tensor of the checkpoint at `path`. Throws Error naming the file when it is
+// missing, truncated or corrupt (a bad header, an unknown dtype, data that does not match its
+// shape, a duplicate name).
+ParamMap load_checkpoint(const std::string& path);
+// The "__metadata__" of a safetensors file (empty for a .ckpt).
+std::map<std::string, std::string> load_checkpoint_metadata(const std::string& path);
+
+// Copies params[name] into every parameter of `net` (by dotted name). Every parameter must be
+// present with the same shape and dtype; otherwise nothing is copied and one Error lists every
+// missing name and every mismatch. Returns the names in `params` that are not parameters of `net`
+// (e.g. the optimizer state of a training checkpoint), sorted.
+std::vector<std::string> load_param_into_net(nn::Cell& net, const ParamMap& params);
+
+// ---- training state (resume) ----
+
+// Where a training run stands: epochs fully done and steps done in all.
+struct TrainProgress {
+  int64_t epoch_num = 0;  // the epoch the last step belongs to (1-based; 0 before training)
+  int64_t step_num = 0;   // steps done in all
+};
+
+// Everything a checkpoint needs to resume training, named as MindSpore names it: the network's
+// parameters; the optimizer state (Optimizer::state() "moments.3" becomes "moments.<name of
+// parameter 3>" when that parameter belongs to `net`, otherwise "optimizer.moments.3"); its
+// counters "optimizer.<name>" (Optimizer::counters(), e.g. Adam's "optimizer.param_steps"); the
+// optimizer's step count "global_step" (Int32 (1)); "epoch_num" and "step_num" (Int64 scalars).
+// `optimizer` may be null (parameters and progress only).
+NamedTensors train_state_tensors(const nn::Cell& net, const optim::Optimizer* optimizer,
+                                 TrainProgress progress);
+// Restores what train_state_tensors saved into `net` and `optimizer` (not null) and returns the
+// progress. Checks everything first and throws one Error listing every missing or mismatched
+// tensor; copies nothing then.
+TrainProgress restore_train_state(nn::Cell& net, optim::Optimizer& optimizer,
+                                  const ParamMap& params);
+
+// ---- ModelCheckpoint ----
+
+struct CheckpointConfig {
+  // Save every this many steps (>= 1), counted over all epochs; the last step of training is
+  // always saved.
+  int64_t save_checkpoint_steps = 1;
+  // Keep at most this many files of this prefix in the folder (>= 1); older ones are deleted.
+  int64_t keep_checkpoint_max = 5;
+  // "ckpt" or "safetensors".
+  std::string format = "ckpt";
+};
+
+// Saves the training state (train_state_tensors: parameters, optimizer state, epoch and step) to
+// "<directory>/<prefix>-<epoch>_<step in epoch>.<format>", creating the folder if needed, and
+// deletes the oldest files "<prefix>-<e>_<s>.<format>" of the folder (by epoch, then step)
+// beyond keep_checkpoint_max.
+class ModelCheckpoint : public Callback {
+ public:
+  explicit ModelCheckpoint(CheckpointConfig config = {}, std::string prefix = "CKP",
+                           std::string directory = ".");
+  void on_train_begin(RunContext& ctx) override;
+  void on_step_end(RunContext& ctx) override;
+  void on_train_end(RunContext& ctx) override;
+  // The file saved last ("" before the first save).
+  const std::string& latest_checkpoint() const { return latest_; }
+
+ private:
+  void save(const RunContext& ctx);
+  CheckpointConfig config_;
+  std::string prefix_;
+  std::string directory_;
+  std::string latest_;
+  int64_t last_saved_step_ = -1;
+};
+
+}  // namespace cleave::train

@@ -1,0 +1,107 @@
+// Model (mindspore.train.Model): trains, evaluates and runs a network over datasets.
+//
+//   auto model = train::Model(net, loss_fn, opt, {{"Accuracy", std::make_shared<Accuracy>()}});
+//   model.train(10, ds_train, {std::make_shared<LossMonitor>(), std::make_shared<TimeMonitor>()});
+//   std::cout << "Accuracy is: " << model.eval(ds_eval) << "\n";  // {'Accuracy': 0.98...}
+//
+// Datasets give rows (data, label): the first column is the network's input, the second the
+// label. One epoch of train() is one pass of the dataset (dataset->create_tuple_iterator()).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cleave/core/tensor.h"
+#include "cleave/data/dataset.h"
+#include "cleave/nn/cell.h"
+#include "cleave/optim/optimizer.h"
+#include "cleave/train/callback.h"
+#include "cleave/train/checkpoint.h"
+#include "cleave/train/metrics.h"
+
+namespace cleave::train {
+
+// One training step on one batch: updates the parameters and returns the batch's loss (detached).
+// Model runs every step through one TrainStep, so that the way a step is executed (eagerly now, a
+// compiled graph later) is swapped in one place.
+class TrainStep {
+ public:
+  virtual ~TrainStep() = default;
+  virtual Tensor operator()(const Tensor& data, const Tensor& label) = 0;
+};
+
+// The PyNative (eager) step: loss = loss_fn(network(data), label) (or network(data, label) when
+// loss_fn is null), autodiff::backward(loss), optimizer.step(), optimizer.zero_grad().
+class EagerTrainStep : public TrainStep {
+ public:
+  EagerTrainStep(nn::CellPtr network, nn::CellPtr loss_fn,
+                 std::shared_ptr<optim::Optimizer> optimizer);
+  Tensor operator()(const Tensor& data, const Tensor& label) override;
+
+ private:
+  nn::CellPtr network_;
+  nn::CellPtr loss_fn_;
+  std::shared_ptr<optim::Optimizer> optimizer_;
+};
+
+class Model {
+ public:
+  // network: maps data to outputs (logits); loss_fn: (outputs, label) -> loss, or null when the
+  // network itself takes (data, label) and returns the loss (train only). optimizer: needed by
+  // train(). metrics: what eval() computes, by name.
+  Model(nn::CellPtr network, nn::CellPtr loss_fn = nullptr,
+        std::shared_ptr<optim::Optimizer> optimizer = nullptr, MetricMap metrics = {});
+
+  // Trains `epoch` epochs (MindSpore's Model.train): epochs 1..epoch, steps counted from 1. After
+  // load_train_state(), the next train() instead continues from the step after the saved one (the
+  // rest of the saved epoch, then the next epochs up to `epoch`), so that a resumed run continues
+  // the same loss curve as an uninterrupted one. Calls the callbacks in list order. Rows must have
+  // 2 columns (data, label). dataset_sink_mode = true is accepted and runs like false, as
+  // MindSpore does on CPU (with a note on stderr). Throws Error without an optimizer, for
+  // epoch < 1, an empty dataset or rows of the wrong arity.
+  void train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
+             const std::vector<CallbackPtr>& callbacks = {}, bool dataset_sink_mode = false);
+
+  // Runs the network in inference mode (no gradients, Dropout off) over one epoch of
+  // `valid_dataset` and returns every metric's value. Throws Error without metrics, for an empty
+  // dataset, or when a Loss metric is asked for without a loss_fn.
+  EvalResult eval(const dataset::DatasetPtr& valid_dataset, bool dataset_sink_mode = false);
+
+  // The network's output for `data`, in inference mode without gradients.
+  Tensor predict(const Tensor& data);
+
+  // Replaces the training step (by default an EagerTrainStep of the network, loss and optimizer).
+  void set_train_step(std::shared_ptr<TrainStep> step);
+
+  // Writes everything needed to resume training to `path` (.ckpt or .safetensors; see
+  // checkpoint.h): the parameters, the optimizer's state and step count, and the epoch and step
+  // reached (the ModelCheckpoint layout).
+  void save_train_state(const std::string& path) const;
+  // Restores what save_train_state (or ModelCheckpoint) wrote into this model's network and
+  // optimizer; the next train() continues after the saved step. Give that train() a freshly built
+  // dataset pipeline with the same seed and batches per epoch as the saved run: it skips the
+  // epochs and steps already done, so it sees the batches the uninterrupted run saw. Throws Error
+  // listing every missing or mismatched tensor (and changes nothing then).
+  void load_train_state(const std::string& path);
+
+  // Where training stands: the epoch of the last step run and the steps run in all.
+  const TrainProgress& progress() const { return progress_; }
+
+  const nn::CellPtr& network() const { return network_; }
+  const std::shared_ptr<optim::Optimizer>& optimizer() const { return optimizer_; }
+
+ private:
+  nn::CellPtr network_;
+  nn::CellPtr loss_fn_;
+  std::shared_ptr<optim::Optimizer> optimizer_;
+  MetricMap metrics_;
+  std::shared_ptr<TrainStep> train_step_;
+  TrainProgress progress_;
+  // The steps a loaded checkpoint had done, until the next train() resumes after them; -1: none.
+  int64_t resume_step_ = -1;
+  int64_t resume_epoch_ = 0;
+};
+
+}  // namespace cleave::train

@@ -1,0 +1,101 @@
+#include "train/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "cleave/core/error.h"
+
+namespace cleave::train {
+namespace {
+
+std::string system_error() { return std::strerror(errno); }
+
+// Closes a descriptor on scope exit unless released.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, std::string_view contents, const char* what) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  CLEAVE_CHECK_ARG(fs::is_directory(dir, ec),
+                   "cannot save {} '{}': the folder '{}' does not exist; create it first", what,
+                   path, dir.string());
+
+  std::random_device rd;
+  const fs::path temp =
+      dir / fmt::format(".{}.tmp.{}.{:08x}", target.filename().string(), ::getpid(), rd());
+  Fd file;
+  file.fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  CLEAVE_CHECK_ARG(file.fd >= 0, "cannot save {} '{}': creating '{}' failed: {}", what, path,
+                   temp.string(), system_error());
+  auto fail = [&](const std::string& step) {
+    const std::string reason = system_error();
+    ::close(file.fd);
+    file.fd = -1;
+    ::unlink(temp.c_str());
+    CLEAVE_FAIL("cannot save {} '{}': {} failed: {}; the previous file (if any) is unchanged", what,
+                path, step, reason);
+  };
+  size_t written = 0;
+  while (written < contents.size()) {
+    const ssize_t n = ::write(file.fd, contents.data() + written, contents.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail("writing");
+    written += static_cast<size_t>(n);
+  }
+  if (::fsync(file.fd) != 0) fail("fsync");
+  if (::close(file.fd) != 0) {
+    file.fd = -1;
+    const std::string reason = system_error();
+    ::unlink(temp.c_str());
+    CLEAVE_FAIL("cannot save {} '{}': close failed: {}", what, path, reason);
+  }
+  file.fd = -1;
+  if (::rename(temp.c_str(), target.c_str()) != 0) {
+    const std::string reason = system_error();
+    ::unlink(temp.c_str());
+    CLEAVE_FAIL("cannot save {} '{}': renaming the temporary file failed: {}", what, path, reason);
+  }
+  // The rename is durable once the folder's entry is on disk.
+  Fd dir_fd;
+  dir_fd.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  CLEAVE_CHECK_ARG(dir_fd.fd >= 0 && ::fsync(dir_fd.fd) == 0,
+                   "cannot save {} '{}': fsync of the folder '{}' failed: {}", what, path,
+                   dir.string(), system_error());
+}
+
+std::string read_whole_file(const std::string& path, const char* what) {
+  Fd file;
+  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  CLEAVE_CHECK_ARG(file.fd >= 0, "cannot load {} '{}': {}", what, path, system_error());
+  struct stat st {};
+  CLEAVE_CHECK_ARG(::fstat(file.fd, &st) == 0 && S_ISREG(st.st_mode),
+                   "cannot load {} '{}': not a regular file", what, path);
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::read(file.fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    CLEAVE_CHECK_ARG(n >= 0, "cannot load {} '{}': reading failed: {}", what, path, system_error());
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  out.resize(done);
+  return out;
+}
+
+}  // namespace cleave::train

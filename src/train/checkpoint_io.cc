@@ -1,0 +1,290 @@
+// save_checkpoint / load_checkpoint in MindSpore's .ckpt layout and in safetensors.
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "checkpoint.pb.h"
+#include "cleave/core/error.h"
+#include "cleave/train/checkpoint.h"
+#include "train/atomic_file.h"
+
+namespace cleave::train {
+namespace {
+
+constexpr const char* kWhat = "checkpoint";
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// ---- dtype names ----
+
+struct DTypeNames {
+  DType dtype;
+  const char* ckpt;         // MindSpore's tensor_type
+  const char* safetensors;  // safetensors' dtype
+};
+constexpr DTypeNames kDTypes[] = {
+    {DType::kFloat32, "Float32", "F32"}, {DType::kFloat64, "Float64", "F64"},
+    {DType::kInt32, "Int32", "I32"},     {DType::kInt64, "Int64", "I64"},
+    {DType::kBool, "Bool", "BOOL"},
+};
+
+const DTypeNames& names_of(DType dtype) {
+  for (const DTypeNames& n : kDTypes) {
+    if (n.dtype == dtype) return n;
+  }
+  CLEAVE_ASSERT(false, "dtype without checkpoint names");
+}
+
+std::string accepted(bool ckpt) {
+  std::string out;
+  for (const DTypeNames& n : kDTypes)
+    out += (out.empty() ? "" : ", ") + std::string(ckpt ? n.ckpt : n.safetensors);
+  return out;
+}
+
+DType parse_dtype(const std::string& path, const std::string& name, const std::string& text,
+                  bool ckpt) {
+  for (const DTypeNames& n : kDTypes) {
+    if (text == (ckpt ? n.ckpt : n.safetensors)) return n.dtype;
+  }
+  CLEAVE_FAIL(
+      "cannot load checkpoint '{}': tensor '{}' has dtype '{}', which cleave does not "
+      "support; expected one of {}",
+      path, name, text, accepted(ckpt));
+}
+
+// A tensor of `dtype` and `dims` from raw bytes, checking that their count matches.
+Tensor tensor_from_bytes(const std::string& path, const std::string& name, DType dtype,
+                         const std::vector<int64_t>& dims, const char* bytes, size_t size) {
+  int64_t numel = 1;
+  for (int64_t d : dims) {
+    CLEAVE_CHECK_ARG(d >= 0 && (d == 0 || numel <= (int64_t{1} << 40) / d),
+                     "cannot load checkpoint '{}': tensor '{}' has an invalid shape (dim {}); the "
+                     "file is corrupt",
+                     path, name, d);
+    numel *= d;
+  }
+  const size_t expected = static_cast<size_t>(numel) * dtype_size(dtype);
+  CLEAVE_CHECK_ARG(size == expected,
+                   "cannot load checkpoint '{}': tensor '{}' ({} {}) has {} bytes of data; "
+                   "expected {}: the file is truncated or corrupt",
+                   path, name, dtype_name(dtype), Shape(dims).to_string(), size, expected);
+  Tensor t = Tensor::empty(Shape(dims), dtype);
+  if (size > 0) std::memcpy(t.raw_data(), bytes, size);
+  if (dtype == DType::kBool) {
+    for (size_t i = 0; i < size; ++i) {
+      CLEAVE_CHECK_ARG(
+          static_cast<unsigned char>(bytes[i]) <= 1,
+          "cannot load checkpoint '{}': Bool tensor '{}' holds byte {}; expected 0 or 1", path,
+          name, static_cast<int>(static_cast<unsigned char>(bytes[i])));
+    }
+  }
+  return t;
+}
+
+void check_tensors(const NamedTensors& tensors, const std::string& path) {
+  std::set<std::string> seen;
+  for (const auto& [name, t] : tensors) {
+    CLEAVE_CHECK_ARG(!name.empty(), "cannot save checkpoint '{}': a tensor has an empty name",
+                     path);
+    CLEAVE_CHECK_ARG(t.defined(), "cannot save checkpoint '{}': tensor '{}' is undefined", path,
+                     name);
+    CLEAVE_CHECK_ARG(t.device().is_cpu(),
+                     "cannot save checkpoint '{}': tensor '{}' is on {}; copy it to the CPU first",
+                     path, name, t.device().to_string());
+    CLEAVE_CHECK_ARG(seen.insert(name).second,
+                     "cannot save checkpoint '{}': the name '{}' is given twice; names must be "
+                     "unique",
+                     path, name);
+  }
+}
+
+// ---- .ckpt ----
+
+std::string encode_ckpt(const NamedTensors& tensors) {
+  proto::Checkpoint ckpt;
+  for (const auto& [name, t] : tensors) {
+    proto::Checkpoint::Value* value = ckpt.add_value();
+    value->set_tag(name);
+    proto::TensorProto* tp = value->mutable_tensor();
+    for (int64_t d : t.shape().dims()) tp->add_dims(d);
+    tp->set_tensor_type(names_of(t.dtype()).ckpt);
+    tp->set_tensor_content(static_cast<const char*>(t.raw_data()), t.nbytes());
+  }
+  std::string out;
+  CLEAVE_ASSERT(ckpt.SerializeToString(&out), "protobuf serialization failed");
+  return out;
+}
+
+ParamMap decode_ckpt(const std::string& path, const std::string& bytes) {
+  proto::Checkpoint ckpt;
+  CLEAVE_CHECK_ARG(ckpt.ParseFromString(bytes),
+                   "cannot load checkpoint '{}': it is not a valid .ckpt file (the protobuf "
+                   "message does not parse: the file is truncated or corrupt, or not a "
+                   "checkpoint)",
+                   path);
+  ParamMap out;
+  for (const proto::Checkpoint::Value& value : ckpt.value()) {
+    const std::string& name = value.tag();
+    const proto::TensorProto& tp = value.tensor();
+    const DType dtype = parse_dtype(path, name, tp.tensor_type(), /*ckpt=*/true);
+    const std::vector<int64_t> dims(tp.dims().begin(), tp.dims().end());
+    const std::string& content = tp.tensor_content();
+    Tensor t = tensor_from_bytes(path, name, dtype, dims, content.data(), content.size());
+    CLEAVE_CHECK_ARG(
+        out.emplace(name, t).second,
+        "cannot load checkpoint '{}': the name '{}' appears twice; the file is corrupt", path,
+        name);
+  }
+  return out;
+}
+
+// ---- safetensors ----
+
+std::string encode_safetensors(const NamedTensors& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  size_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    const size_t end = offset + t.nbytes();
+    header[name] = {{"dtype", names_of(t.dtype()).safetensors},
+                    {"shape", t.shape().dims()},
+                    {"data_offsets", {offset, end}}};
+    offset = end;
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+  std::string out(8, '\0');
+  uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  out += json;
+  out.reserve(out.size() + offset);
+  for (const auto& [name, t] : tensors) {
+    out.append(static_cast<const char*>(t.raw_data()), t.nbytes());
+  }
+  return out;
+}
+
+// The header of a safetensors file, checked; `data_begin` receives the offset of the data.
+nlohmann::json parse_safetensors_header(const std::string& path, const std::string& bytes,
+                                        size_t& data_begin) {
+  CLEAVE_CHECK_ARG(bytes.size() >= 8,
+                   "cannot load checkpoint '{}': the file has {} bytes, fewer than the 8 of the "
+                   "safetensors header length; it is truncated or not a safetensors file",
+                   path, bytes.size());
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) {
+    header_len = (header_len << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+  }
+  CLEAVE_CHECK_ARG(header_len <= bytes.size() - 8,
+                   "cannot load checkpoint '{}': the safetensors header length is {} bytes but "
+                   "only {} bytes follow it; the file is truncated or not a safetensors file",
+                   path, header_len, bytes.size() - 8);
+  nlohmann::json header =
+      nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_len),
+                            nullptr, /*allow_exceptions=*/false);
+  CLEAVE_CHECK_ARG(header.is_object(),
+                   "cannot load checkpoint '{}': the safetensors header is not a JSON object; the "
+                   "file is corrupt",
+                   path);
+  data_begin = 8 + header_len;
+  return header;
+}
+
+ParamMap decode_safetensors(const std::string& path, const std::string& bytes) {
+  size_t data_begin = 0;
+  const nlohmann::json header = parse_safetensors_header(path, bytes, data_begin);
+  const size_t data_size = bytes.size() - data_begin;
+  ParamMap out;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    auto bad = [&](const std::string& what) {
+      CLEAVE_FAIL(
+          "cannot load checkpoint '{}': the safetensors entry of '{}' {}; the file is "
+          "corrupt",
+          path, name, what);
+    };
+    if (!entry.is_object()) bad("is not an object");
+    if (!entry.contains("dtype") || !entry["dtype"].is_string()) bad("has no string \"dtype\"");
+    if (!entry.contains("shape") || !entry["shape"].is_array()) bad("has no array \"shape\"");
+    if (!entry.contains("data_offsets") || !entry["data_offsets"].is_array() ||
+        entry["data_offsets"].size() != 2) {
+      bad("has no \"data_offsets\" [begin, end]");
+    }
+    std::vector<int64_t> dims;
+    for (const auto& d : entry["shape"]) {
+      if (!d.is_number_integer()) bad("has a shape entry that is not an integer");
+      dims.push_back(d.get<int64_t>());
+    }
+    const auto& offsets = entry["data_offsets"];
+    if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
+      bad("has data_offsets that are not non-negative integers");
+    }
+    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+    CLEAVE_CHECK_ARG(begin <= end && end <= data_size,
+                     "cannot load checkpoint '{}': tensor '{}' has data_offsets [{}, {}] but the "
+                     "data section has {} bytes; the file is truncated or corrupt",
+                     path, name, begin, end, data_size);
+    const DType dtype = parse_dtype(path, name, entry["dtype"].get<std::string>(), false);
+    out.emplace(name, tensor_from_bytes(path, name, dtype, dims, bytes.data() + data_begin + begin,
+                                        end - begin));
+  }
+  return out;
+}
+
+}  // namespace
+
+CheckpointFormat checkpoint_format(const std::string& path) {
+  if (ends_with(path, ".ckpt")) return CheckpointFormat::kCkpt;
+  if (ends_with(path, ".safetensors")) return CheckpointFormat::kSafetensors;
+  CLEAVE_FAIL(
+      "checkpoint '{}': unknown format; expected a file name ending in .ckpt "
+      "(MindSpore's layout) or .safetensors",
+      path);
+}
+
+void save_checkpoint(const nn::Cell& cell, const std::string& path) {
+  save_checkpoint(cell.parameters_and_names(), path);
+}
+
+void save_checkpoint(const NamedTensors& tensors, const std::string& path,
+                     const std::map<std::string, std::string>& metadata) {
+  const CheckpointFormat format = checkpoint_format(path);
+  check_tensors(tensors, path);
+  const std::string bytes = format == CheckpointFormat::kCkpt
+                                ? encode_ckpt(tensors)
+                                : encode_safetensors(tensors, metadata);
+  write_file_atomically(path, bytes, kWhat);
+}
+
+ParamMap load_checkpoint(const std::string& path) {
+  const CheckpointFormat format = checkpoint_format(path);
+  const std::string bytes = read_whole_file(path, kWhat);
+  return format == CheckpointFormat::kCkpt ? decode_ckpt(path, bytes)
+                                           : decode_safetensors(path, bytes);
+}
+
+std::map<std::string, std::string> load_checkpoint_metadata(const std::string& path) {
+  if (checkpoint_format(path) == CheckpointFormat::kCkpt) return {};
+  size_t data_begin = 0;
+  const nlohmann::json header =
+      parse_safetensors_header(path, read_whole_file(path, kWhat), data_begin);
+  std::map<std::string, std::string> out;
+  if (!header.contains("__metadata__")) return out;
+  const nlohmann::json& meta = header["__metadata__"];
+  CLEAVE_CHECK_ARG(meta.is_object(),
+                   "cannot load checkpoint '{}': \"__metadata__\" is not an object", path);
+  for (const auto& [key, value] : meta.items()) {
+    CLEAVE_CHECK_ARG(value.is_string(),
+                     "cannot load checkpoint '{}': metadata '{}' is not a string", path, key);
+    out[key] = value.get<std::string>();
+  }
+  return out;
+}
+
+}  // namespace cleave::train

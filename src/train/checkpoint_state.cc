@@ -1,0 +1,212 @@
+// load_param_into_net, the training state of a checkpoint, and ModelCheckpoint.
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+
+#include "cleave/core/error.h"
+#include "cleave/train/checkpoint.h"
+
+namespace cleave::train {
+namespace {
+
+// Describes how `have` differs from `want`, or "" when it matches.
+std::string mismatch(const std::string& name, const Tensor& have, const Tensor& want,
+                     const char* want_what) {
+  if (have.shape() == want.shape() && have.dtype() == want.dtype()) return "";
+  return fmt::format("'{}' is {} {} in the checkpoint but {} {} in the {}", name,
+                     dtype_name(have.dtype()), have.shape().to_string(), dtype_name(want.dtype()),
+                     want.shape().to_string(), want_what);
+}
+
+std::string join_lines(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) {
+    out.append("\n  ");
+    out.append(item);
+  }
+  return out;
+}
+
+// Optimizer::state() names "moments.3": "moments.<name of parameter 3>" when parameter 3 is one
+// of net's, otherwise "optimizer.moments.3".
+NamedTensors named_optimizer_state(const nn::Cell& net, const optim::Optimizer& optimizer) {
+  const auto params = net.parameters_and_names();
+  NamedTensors out;
+  for (const auto& [state_name, tensor] : optimizer.state()) {
+    std::string name = fmt::format("optimizer.{}", state_name);
+    const size_t dot = state_name.rfind('.');
+    if (dot != std::string::npos) {
+      const std::string index_text = state_name.substr(dot + 1);
+      if (!index_text.empty() && std::all_of(index_text.begin(), index_text.end(), ::isdigit)) {
+        const size_t index = std::stoul(index_text);
+        if (index < optimizer.parameters().size()) {
+          const Tensor& p = optimizer.parameters()[index];
+          for (const auto& [param_name, param] : params) {
+            if (param.impl() == p.impl()) {
+              name = fmt::format("{}.{}", state_name.substr(0, dot), param_name);
+              break;
+            }
+          }
+        }
+      }
+    }
+    out.emplace_back(std::move(name), tensor);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> load_param_into_net(nn::Cell& net, const ParamMap& params) {
+  const auto net_params = net.parameters_and_names();
+  std::vector<std::string> problems;
+  for (const auto& [name, param] : net_params) {
+    const auto it = params.find(name);
+    if (it == params.end()) {
+      problems.push_back(fmt::format("'{}' ({} {}) is missing from the checkpoint", name,
+                                     dtype_name(param.dtype()), param.shape().to_string()));
+      continue;
+    }
+    const std::string m = mismatch(name, it->second, param, "network");
+    if (!m.empty()) problems.push_back(m);
+  }
+  CLEAVE_CHECK_ARG(problems.empty(),
+                   "load_param_into_net: the checkpoint does not fit the network ({}); {} "
+                   "problem(s), nothing was loaded:{}",
+                   net.cls_name(), problems.size(), join_lines(problems));
+  NoGradGuard no_grad;
+  for (const auto& [name, param] : net_params) param.copy_from(params.at(name));
+  std::vector<std::string> unused;
+  for (const auto& [name, tensor] : params) {
+    const bool used = std::any_of(net_params.begin(), net_params.end(),
+                                  [&](const auto& p) { return p.first == name; });
+    if (!used) unused.push_back(name);
+  }
+  return unused;
+}
+
+NamedTensors train_state_tensors(const nn::Cell& net, const optim::Optimizer* optimizer,
+                                 TrainProgress progress) {
+  NamedTensors out = net.parameters_and_names();
+  if (optimizer != nullptr) {
+    for (auto& entry : named_optimizer_state(net, *optimizer)) out.push_back(std::move(entry));
+    for (auto& [name, t] : optimizer->counters()) {
+      out.emplace_back(fmt::format("optimizer.{}", name), std::move(t));
+    }
+    out.emplace_back("global_step", Tensor::full({1}, static_cast<double>(optimizer->step_count()),
+                                                 DType::kInt32));
+  }
+  out.emplace_back("epoch_num",
+                   Tensor::scalar(static_cast<double>(progress.epoch_num), DType::kInt64));
+  out.emplace_back("step_num",
+                   Tensor::scalar(static_cast<double>(progress.step_num), DType::kInt64));
+  return out;
+}
+
+TrainProgress restore_train_state(nn::Cell& net, optim::Optimizer& optimizer,
+                                  const ParamMap& params) {
+  const NamedTensors wanted = train_state_tensors(net, &optimizer, {});
+  std::vector<std::string> problems;
+  for (const auto& [name, want] : wanted) {
+    const auto it = params.find(name);
+    if (it == params.end()) {
+      problems.push_back(fmt::format("'{}' ({} {}) is missing from the checkpoint", name,
+                                     dtype_name(want.dtype()), want.shape().to_string()));
+      continue;
+    }
+    const std::string m = mismatch(name, it->second, want, "model");
+    if (!m.empty()) problems.push_back(m);
+  }
+  CLEAVE_CHECK_ARG(problems.empty(),
+                   "cannot resume training: the checkpoint does not fit the network ({}) and "
+                   "optimizer ({}); {} problem(s), nothing was restored:{}",
+                   net.cls_name(), optimizer.name(), problems.size(), join_lines(problems));
+  const auto counter = [&](const char* name) {
+    return static_cast<int64_t>(params.at(name).item());
+  };
+  const TrainProgress progress{.epoch_num = counter("epoch_num"), .step_num = counter("step_num")};
+  CLEAVE_CHECK_ARG(progress.epoch_num >= 0 && progress.step_num >= 0 && counter("global_step") >= 0,
+                   "cannot resume training: the checkpoint's epoch_num {}, step_num {} or "
+                   "global_step {} is negative",
+                   progress.epoch_num, progress.step_num, counter("global_step"));
+  // The parameters and the optimizer's state tensors share storage with the model's own; the
+  // counters are copies, restored through the optimizer.
+  NoGradGuard no_grad;
+  for (const auto& [name, param] : net.parameters_and_names()) param.copy_from(params.at(name));
+  for (const auto& [name, t] : named_optimizer_state(net, optimizer)) t.copy_from(params.at(name));
+  optimizer.set_step_count(counter("global_step"));
+  std::vector<std::pair<std::string, Tensor>> counters;
+  for (const auto& [name, t] : optimizer.counters()) {
+    counters.emplace_back(name, params.at(fmt::format("optimizer.{}", name)));
+  }
+  optimizer.load_counters(counters);
+  return progress;
+}
+
+// ---- ModelCheckpoint ----
+
+ModelCheckpoint::ModelCheckpoint(CheckpointConfig config, std::string prefix, std::string directory)
+    : config_(std::move(config)), prefix_(std::move(prefix)), directory_(std::move(directory)) {
+  CLEAVE_CHECK_ARG(config_.save_checkpoint_steps >= 1,
+                   "CheckpointConfig: save_checkpoint_steps is {}; expected an integer >= 1",
+                   config_.save_checkpoint_steps);
+  CLEAVE_CHECK_ARG(config_.keep_checkpoint_max >= 1,
+                   "CheckpointConfig: keep_checkpoint_max is {}; expected an integer >= 1",
+                   config_.keep_checkpoint_max);
+  CLEAVE_CHECK_ARG(config_.format == "ckpt" || config_.format == "safetensors",
+                   "CheckpointConfig: format is '{}'; expected \"ckpt\" or \"safetensors\"",
+                   config_.format);
+  CLEAVE_CHECK_ARG(!prefix_.empty() && prefix_.find('/') == std::string::npos,
+                   "ModelCheckpoint: prefix '{}' must be a non-empty file name prefix without '/'",
+                   prefix_);
+  if (directory_.empty()) directory_.push_back('.');
+}
+
+void ModelCheckpoint::on_train_begin(RunContext& ctx) {
+  std::error_code ec;
+  std::filesystem::create_directories(directory_, ec);
+  CLEAVE_CHECK_ARG(std::filesystem::is_directory(directory_),
+                   "ModelCheckpoint: cannot create the folder '{}': {}", directory_, ec.message());
+  last_saved_step_ = ctx.cur_step_num;
+}
+
+void ModelCheckpoint::on_step_end(RunContext& ctx) {
+  if (ctx.cur_step_num % config_.save_checkpoint_steps == 0) save(ctx);
+}
+
+void ModelCheckpoint::on_train_end(RunContext& ctx) {
+  if (ctx.cur_step_num != last_saved_step_) save(ctx);
+}
+
+void ModelCheckpoint::save(const RunContext& ctx) {
+  CLEAVE_ASSERT(ctx.network != nullptr);
+  const std::string file =
+      fmt::format("{}-{}_{}.{}", prefix_, ctx.cur_epoch_num, ctx.step_in_epoch, config_.format);
+  latest_ = (std::filesystem::path(directory_) / file).string();
+  save_checkpoint(
+      train_state_tensors(*ctx.network, ctx.optimizer,
+                          {.epoch_num = ctx.cur_epoch_num, .step_num = ctx.cur_step_num}),
+      latest_);
+  last_saved_step_ = ctx.cur_step_num;
+
+  // The files of this prefix in the folder, oldest (by epoch, then step) first.
+  const std::regex pattern(
+      std::regex_replace(prefix_, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
+      R"(-(\d+)_(\d+)\.)" + config_.format);
+  std::vector<std::tuple<int64_t, int64_t, std::filesystem::path>> files;
+  for (const auto& entry : std::filesystem::directory_iterator(directory_)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (std::regex_match(name, m, pattern)) {
+      files.emplace_back(std::stoll(m[1]), std::stoll(m[2]), entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  const auto keep = static_cast<size_t>(config_.keep_checkpoint_max);
+  for (size_t i = 0; i + keep < files.size(); ++i) {
+    std::error_code ec;
+    std::filesystem::remove(std::get<2>(files[i]), ec);
+  }
+}
+
+}  // namespace cleave::train

@@ -1,0 +1,226 @@
+// Model: the training loop, evaluation and prediction.
+#include "cleave/train/model.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "cleave/autodiff/backward.h"
+#include "cleave/core/error.h"
+#include "cleave/train/checkpoint.h"
+
+namespace cleave::train {
+namespace {
+
+// The (data, label) of a row; throws Error naming the columns when the row has another arity.
+void check_row(const char* what, const dataset::Dataset& ds, const dataset::Row& row) {
+  if (row.size() == 2) return;
+  std::string names;
+  for (const std::string& name : ds.column_names()) names += (names.empty() ? "" : ", ") + name;
+  CLEAVE_FAIL(
+      "Model.{}: the dataset's rows have {} columns ({}); expected 2: the network's input and the "
+      "label",
+      what, row.size(), names);
+}
+
+void warn_sink_mode(bool dataset_sink_mode) {
+  if (!dataset_sink_mode) return;
+  std::fprintf(stderr,
+               "Model: dataset_sink_mode is not supported on this device; training with the "
+               "dataset not sunk (as MindSpore does on CPU)\n");
+}
+
+// Puts a cell in inference mode and restores its mode on scope exit (also on an exception).
+class InferenceMode {
+ public:
+  explicit InferenceMode(nn::Cell& cell) : cell_(cell), was_training_(cell.training()) {
+    cell_.set_train(false);
+  }
+  ~InferenceMode() { cell_.set_train(was_training_); }
+  InferenceMode(const InferenceMode&) = delete;
+  InferenceMode& operator=(const InferenceMode&) = delete;
+
+ private:
+  nn::Cell& cell_;
+  bool was_training_;
+};
+
+}  // namespace
+
+// ---- EagerTrainStep ----
+
+EagerTrainStep::EagerTrainStep(nn::CellPtr network, nn::CellPtr loss_fn,
+                               std::shared_ptr<optim::Optimizer> optimizer)
+    : network_(std::move(network)), loss_fn_(std::move(loss_fn)), optimizer_(std::move(optimizer)) {
+  CLEAVE_ASSERT(network_ && optimizer_);
+}
+
+Tensor EagerTrainStep::operator()(const Tensor& data, const Tensor& label) {
+  Tensor loss = loss_fn_ ? (*loss_fn_)((*network_)(data), label) : (*network_)(data, label);
+  autodiff::backward(loss);
+  optimizer_->step();
+  optimizer_->zero_grad();
+  return loss.detach();
+}
+
+// ---- Model ----
+
+Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, std::shared_ptr<optim::Optimizer> optimizer,
+             MetricMap metrics)
+    : network_(std::move(network)),
+      loss_fn_(std::move(loss_fn)),
+      optimizer_(std::move(optimizer)),
+      metrics_(std::move(metrics)) {
+  CLEAVE_CHECK_ARG(network_ != nullptr, "Model: the network is null; expected a Cell");
+  for (const auto& [name, metric] : metrics_) {
+    CLEAVE_CHECK_ARG(metric != nullptr, "Model: metric '{}' is null; expected a Metric", name);
+  }
+  if (optimizer_) train_step_ = std::make_shared<EagerTrainStep>(network_, loss_fn_, optimizer_);
+}
+
+void Model::set_train_step(std::shared_ptr<TrainStep> step) {
+  CLEAVE_CHECK_ARG(step != nullptr, "Model.set_train_step: the step is null");
+  train_step_ = std::move(step);
+}
+
+void Model::train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
+                  const std::vector<CallbackPtr>& callbacks, bool dataset_sink_mode) {
+  CLEAVE_CHECK_ARG(train_step_ != nullptr,
+                   "Model.train: the model has no optimizer; pass one to Model(network, loss_fn, "
+                   "optimizer, ...)");
+  CLEAVE_CHECK_ARG(epoch >= 1, "Model.train: epoch is {}; expected an integer >= 1", epoch);
+  CLEAVE_CHECK_ARG(train_dataset != nullptr, "Model.train: the dataset is null");
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    CLEAVE_CHECK_ARG(callbacks[i] != nullptr, "Model.train: callback {} is null", i);
+  }
+  warn_sink_mode(dataset_sink_mode);
+  const int64_t batch_num = train_dataset->get_dataset_size();
+  CLEAVE_CHECK_ARG(batch_num > 0,
+                   "Model.train: the dataset is empty (get_dataset_size() is 0); expected at least "
+                   "one batch (is batch_size larger than the data set with drop_remainder?)");
+
+  // Where this run starts: at the beginning, or after the steps of a loaded checkpoint.
+  int64_t start_step = 0;
+  if (resume_step_ >= 0) {
+    start_step = resume_step_;
+    const int64_t epoch_of_step = (start_step + batch_num - 1) / batch_num;
+    CLEAVE_CHECK_ARG(epoch_of_step == resume_epoch_,
+                     "Model.train: the loaded checkpoint was saved at epoch {} after {} steps, but "
+                     "with this dataset's {} batches per epoch step {} is in epoch {}; resume with "
+                     "the dataset of the saved run (same batch size, drop_remainder and repeat)",
+                     resume_epoch_, start_step, batch_num, start_step, epoch_of_step);
+    resume_step_ = -1;
+  }
+  int64_t epochs_done = start_step / batch_num;
+  const int64_t steps_to_skip = start_step % batch_num;
+  // The pipeline's epochs before the resumed one: each create_tuple_iterator() call starts the
+  // pipeline's next epoch (its next shuffle order), so the resumed epochs see the same batches.
+  for (int64_t e = 0; e < epochs_done; ++e) train_dataset->create_tuple_iterator();
+
+  RunContext ctx;
+  ctx.epoch_num = epoch;
+  ctx.batch_num = batch_num;
+  ctx.cur_epoch_num = epochs_done;
+  ctx.cur_step_num = start_step;
+  ctx.network = network_.get();
+  ctx.optimizer = optimizer_.get();
+  progress_ = {.epoch_num = (start_step + batch_num - 1) / batch_num, .step_num = start_step};
+  auto each = [&](void (Callback::*hook)(RunContext&)) {
+    for (const CallbackPtr& cb : callbacks) ((*cb).*hook)(ctx);
+  };
+
+  network_->set_train(true);
+  each(&Callback::on_train_begin);
+  // One iterator over all the epochs left, so that the pipeline prepares the next epoch (fills
+  // its shuffle buffer) while this one trains.
+  std::unique_ptr<dataset::Iterator> it;
+  if (epochs_done < epoch) it = train_dataset->create_tuple_iterator(epoch - epochs_done);
+  for (; epochs_done < epoch && !ctx.stop_requested; ++epochs_done) {
+    ctx.cur_epoch_num = epochs_done + 1;
+    ctx.step_in_epoch = 0;
+    ctx.loss = Tensor();
+    each(&Callback::on_epoch_begin);
+    dataset::Row row;
+    int64_t step = 0;
+    while (!ctx.stop_requested && it->next(row)) {
+      ++step;
+      if (ctx.cur_step_num == start_step && step <= steps_to_skip) continue;  // done before
+      check_row("train", *train_dataset, row);
+      ctx.step_in_epoch = step;
+      each(&Callback::on_step_begin);
+      ctx.loss = (*train_step_)(row[0], row[1]);
+      ++ctx.cur_step_num;
+      progress_ = {.epoch_num = ctx.cur_epoch_num, .step_num = ctx.cur_step_num};
+      each(&Callback::on_step_end);
+    }
+    each(&Callback::on_epoch_end);
+  }
+  it.reset();
+  each(&Callback::on_train_end);
+}
+
+EvalResult Model::eval(const dataset::DatasetPtr& valid_dataset, bool dataset_sink_mode) {
+  CLEAVE_CHECK_ARG(!metrics_.empty(),
+                   "Model.eval: the model has no metrics; pass them to Model(network, loss_fn, "
+                   "optimizer, {{\"Accuracy\", std::make_shared<Accuracy>()}})");
+  CLEAVE_CHECK_ARG(valid_dataset != nullptr, "Model.eval: the dataset is null");
+  warn_sink_mode(dataset_sink_mode);
+  bool needs_loss = false;
+  for (const auto& [name, metric] : metrics_) {
+    metric->clear();
+    for (int index : metric->input_indexes()) {
+      CLEAVE_CHECK_ARG(index >= 0 && index <= 2,
+                       "Model.eval: metric '{}' asks for evaluation output {}; expected 0 (loss), "
+                       "1 (logits) or 2 (label)",
+                       name, index);
+      if (index == 0) needs_loss = true;
+    }
+  }
+  CLEAVE_CHECK_ARG(!needs_loss || loss_fn_ != nullptr,
+                   "Model.eval: a metric needs the loss but the model has no loss_fn; pass one "
+                   "to Model(network, loss_fn, ...)");
+
+  InferenceMode inference(*network_);
+  NoGradGuard no_grad;
+  std::unique_ptr<dataset::Iterator> it = valid_dataset->create_tuple_iterator();
+  dataset::Row row;
+  int64_t batches = 0;
+  while (it->next(row)) {
+    check_row("eval", *valid_dataset, row);
+    ++batches;
+    const Tensor logits = (*network_)(row[0]);
+    const Tensor loss = needs_loss ? (*loss_fn_)(logits, row[1]) : Tensor();
+    const Tensor outputs[3] = {loss, logits, row[1]};
+    for (const auto& [name, metric] : metrics_) {
+      std::vector<Tensor> inputs;
+      for (int index : metric->input_indexes()) inputs.push_back(outputs[index]);
+      metric->update(inputs);
+    }
+  }
+  CLEAVE_CHECK_ARG(batches > 0, "Model.eval: the dataset gave no rows; expected at least one");
+  std::vector<std::pair<std::string, double>> values;
+  for (const auto& [name, metric] : metrics_) values.emplace_back(name, metric->eval());
+  return EvalResult(std::move(values));
+}
+
+Tensor Model::predict(const Tensor& data) {
+  CLEAVE_CHECK_ARG(data.defined(), "Model.predict: the input is an undefined Tensor");
+  InferenceMode inference(*network_);
+  NoGradGuard no_grad;
+  return (*network_)(data);
+}
+
+void Model::save_train_state(const std::string& path) const {
+  save_checkpoint(train_state_tensors(*network_, optimizer_.get(), progress_), path);
+}
+
+void Model::load_train_state(const std::string& path) {
+  CLEAVE_CHECK_ARG(optimizer_ != nullptr,
+                   "Model.load_train_state: the model has no optimizer to restore into");
+  const TrainProgress progress = restore_train_state(*network_, *optimizer_, load_checkpoint(path));
+  progress_ = progress;
+  resume_step_ = progress.step_num;
+  resume_epoch_ = progress.epoch_num;
+}
+
+}  // namespace cleave::train

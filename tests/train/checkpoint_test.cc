@@ -1,0 +1,258 @@
+#include "cleave/train/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "testing/gradcheck.h"
+#include "train/train_testing.h"
+
+namespace cleave::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh folder under the system temp dir, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    path_ =
+        fs::temp_directory_path() / fmt::format("cleave_ckpt_test_{}_{}", ::getpid(), counter_++);
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+NamedTensors sample_tensors() {
+  return {{"w", Tensor::from_vector<float>({1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -1e-3f}, {2, 3})},
+          {"d", Tensor::from_vector<double>({0.1, 1e300})},
+          {"i32", Tensor::from_vector<int32_t>({-7, 5, 2147483647}, {3, 1})},
+          {"i64", Tensor::scalar(123456789012.0, DType::kInt64)},
+          {"b", Tensor::from_vector<bool>({true, false, true})},
+          {"empty", Tensor::zeros({0, 4})}};
+}
+
+void expect_same(const ParamMap& loaded, const NamedTensors& saved) {
+  ASSERT_EQ(loaded.size(), saved.size());
+  for (const auto& [name, t] : saved) {
+    ASSERT_TRUE(loaded.count(name)) << name;
+    const Tensor& l = loaded.at(name);
+    EXPECT_EQ(l.dtype(), t.dtype()) << name;
+    EXPECT_EQ(l.shape(), t.shape()) << name;
+    EXPECT_EQ(l.to_double_vector(), t.to_double_vector()) << name;
+  }
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+class CheckpointFormats : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CheckpointFormats, RoundTripsEveryDtype) {
+  TempDir dir;
+  const std::string path = dir / ("a." + GetParam());
+  save_checkpoint(sample_tensors(), path);
+  expect_same(load_checkpoint(path), sample_tensors());
+  // Only the file itself is left: no temporary files.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+}
+
+TEST_P(CheckpointFormats, SaveReplacesTheFileAndLoadsIntoANet) {
+  TempDir dir;
+  const std::string path = dir / ("net." + GetParam());
+  set_seed(1);
+  testing::SmallNet a;
+  save_checkpoint(sample_tensors(), path);
+  save_checkpoint(a, path);  // overwrites
+  set_seed(2);
+  testing::SmallNet b;
+  EXPECT_NE(b.fc1->weight.to_double_vector(), a.fc1->weight.to_double_vector());
+  ParamMap params = load_checkpoint(path);
+  params["extra"] = Tensor::ones({1});
+  EXPECT_EQ(load_param_into_net(b, params), std::vector<std::string>{"extra"});
+  for (const auto& [name, t] : a.parameters_and_names()) {
+    EXPECT_EQ(params.at(name).to_double_vector(), t.to_double_vector()) << name;
+  }
+  EXPECT_EQ(b.fc1->weight.to_double_vector(), a.fc1->weight.to_double_vector());
+  EXPECT_EQ(b.fc2->bias.to_double_vector(), a.fc2->bias.to_double_vector());
+}
+
+TEST_P(CheckpointFormats, TruncatedFilesAreClearErrors) {
+  TempDir dir;
+  const std::string path = dir / ("t." + GetParam());
+  save_checkpoint(sample_tensors(), path);
+  const std::string bytes = read_bytes(path);
+  // Cut inside the data of the first tensor, in the middle, and one byte short of the end.
+  for (size_t keep : {size_t{5}, bytes.size() / 2, bytes.size() - 1}) {
+    write_bytes(path, bytes.substr(0, keep));
+    EXPECT_ERROR(load_checkpoint(path), "cannot load checkpoint '" + path + "'");
+  }
+  write_bytes(path, "");
+  if (GetParam() == "safetensors") {
+    EXPECT_ERROR(load_checkpoint(path), path, "fewer than the 8");
+  } else {
+    // An empty protobuf message is a valid, empty checkpoint.
+    EXPECT_TRUE(load_checkpoint(path).empty());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Train, CheckpointFormats, ::testing::Values("ckpt", "safetensors"));
+
+TEST(Checkpoint, CkptIsMindSporesProtobufLayout) {
+  TempDir dir;
+  const std::string path = dir / "one.ckpt";
+  save_checkpoint({{"fc.bias", Tensor::from_vector<float>({1.0f, 2.0f})}}, path);
+  // Hand-encoded Checkpoint{value{tag:"fc.bias" tensor{dims:2 tensor_type:"Float32"
+  // tensor_content:<8 bytes>}}}.
+  const std::string content("\x00\x00\x80\x3f\x00\x00\x00\x40", 8);
+  const std::string tensor = std::string("\x08\x02", 2) +
+                             "\x12\x07"
+                             "Float32" +
+                             "\x1a\x08" + content;
+  const std::string value = std::string("\x0a\x07") + "fc.bias" + "\x12" +
+                            std::string(1, static_cast<char>(tensor.size())) + tensor;
+  const std::string expected =
+      std::string("\x0a") + std::string(1, static_cast<char>(value.size())) + value;
+  EXPECT_EQ(read_bytes(path), expected);
+}
+
+TEST(Checkpoint, SafetensorsHeaderAndMetadata) {
+  TempDir dir;
+  const std::string path = dir / "m.safetensors";
+  save_checkpoint({{"x", Tensor::from_vector<float>({1.0f, 2.0f}, {1, 2})}}, path,
+                  {{"format", "pt"}});
+  const std::string bytes = read_bytes(path);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+  EXPECT_EQ(n % 8, 0u);
+  EXPECT_EQ(bytes.size(), 8 + n + 8);
+  const std::string header = bytes.substr(8, n);
+  EXPECT_NE(header.find(R"("x":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]})"),
+            std::string::npos)
+      << header;
+  EXPECT_EQ(load_checkpoint_metadata(path), (std::map<std::string, std::string>{{"format", "pt"}}));
+}
+
+TEST(Checkpoint, CorruptFilesAreClearErrors) {
+  TempDir dir;
+  const std::string st = dir / "c.safetensors";
+  save_checkpoint({{"x", Tensor::ones({2})}}, st);
+  std::string bytes = read_bytes(st);
+  // A header length past the end of the file.
+  std::string bad = bytes;
+  bad[0] = '\x7f';
+  bad[3] = '\x01';
+  write_bytes(st, bad);
+  EXPECT_ERROR(load_checkpoint(st), st, "header length", "truncated");
+  // Not JSON.
+  bad = bytes;
+  bad[8] = '[';
+  write_bytes(st, bad);
+  EXPECT_ERROR(load_checkpoint(st), st, "not a JSON object");
+  // An unknown dtype and wrong offsets.
+  const std::string header = R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})";
+  std::string f16(8, '\0');
+  f16[0] = static_cast<char>(header.size());
+  write_bytes(st, f16 + header + std::string(4, '\0'));
+  EXPECT_ERROR(load_checkpoint(st), st, "'x' has dtype 'F16'", "F32");
+  const std::string header2 = R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})";
+  std::string len2(8, '\0');
+  len2[0] = static_cast<char>(header2.size());
+  write_bytes(st, len2 + header2 + std::string(8, '\0'));
+  EXPECT_ERROR(load_checkpoint(st), st, "tensor 'x' (Float32 (3)) has 8 bytes", "expected 12");
+
+  const std::string ck = dir / "c.ckpt";
+  write_bytes(ck, "this is not a protobuf message at all");
+  EXPECT_ERROR(load_checkpoint(ck), ck, "not a valid .ckpt file");
+  EXPECT_ERROR(load_checkpoint(dir / "missing.ckpt"), "cannot load checkpoint", "missing.ckpt",
+               "No such file");
+  EXPECT_ERROR(load_checkpoint(dir / "x.pt"), "x.pt", "unknown format", ".ckpt", ".safetensors");
+  EXPECT_ERROR(save_checkpoint({{"x", Tensor::ones({1})}}, dir / "x.bin"), "unknown format");
+}
+
+TEST(Checkpoint, SaveChecksNamesAndFolder) {
+  TempDir dir;
+  EXPECT_ERROR(
+      save_checkpoint({{"a", Tensor::ones({1})}, {"a", Tensor::ones({1})}}, dir / "d.ckpt"),
+      "the name 'a' is given twice");
+  EXPECT_ERROR(save_checkpoint({{"", Tensor::ones({1})}}, dir / "d.ckpt"), "empty name");
+  EXPECT_ERROR(save_checkpoint({{"a", Tensor()}}, dir / "d.ckpt"), "tensor 'a' is undefined");
+  EXPECT_ERROR(save_checkpoint({{"a", Tensor::ones({1})}}, dir / "no/such/d.ckpt"), "the folder",
+               "does not exist");
+  EXPECT_FALSE(fs::exists(dir / "d.ckpt"));
+}
+
+TEST(Checkpoint, FailedSaveLeavesThePreviousFile) {
+  TempDir dir;
+  const std::string path = dir / "keep.ckpt";
+  save_checkpoint({{"a", Tensor::ones({3})}}, path);
+  const std::string before = read_bytes(path);
+  // A save that fails its checks never touches the file.
+  EXPECT_ERROR(save_checkpoint({{"a", Tensor::ones({3})}, {"a", Tensor::ones({1})}}, path),
+               "given twice");
+  EXPECT_EQ(read_bytes(path), before);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+}
+
+TEST(Checkpoint, LoadParamIntoNetReportsEveryMismatch) {
+  testing::SmallNet net;
+  const std::vector<double> before = net.fc1->weight.to_double_vector();
+  ParamMap params;
+  params["fc1.weight"] = Tensor::zeros({8, 5});              // wrong shape
+  params["fc1.bias"] = Tensor::zeros({8}, DType::kFloat64);  // wrong dtype
+  params["fc2.weight"] = Tensor::zeros({3, 8});              // fine; fc2.bias missing
+  EXPECT_ERROR(load_param_into_net(net, params), "SmallNet", "3 problem(s), nothing was loaded",
+               "'fc1.weight' is Float32 (8, 5) in the checkpoint but Float32 (8, 4) in the network",
+               "'fc1.bias' is Float64 (8) in the checkpoint but Float32 (8)",
+               "'fc2.bias' (Float32 (3)) is missing");
+  EXPECT_EQ(net.fc1->weight.to_double_vector(), before);
+  EXPECT_NE(net.fc2->weight.to_double_vector(), std::vector<double>(24, 0.0));
+}
+
+TEST(ModelCheckpoint, NamesFilesAndKeepsTheNewest) {
+  TempDir dir;
+  set_seed(1);
+  auto net = std::make_shared<testing::SmallNet>();
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.05, 0.9);
+  Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"), opt);
+  auto ckpt = std::make_shared<ModelCheckpoint>(
+      CheckpointConfig{.save_checkpoint_steps = 2, .keep_checkpoint_max = 3}, "lenet",
+      dir / "ckpt");
+  // 3 epochs of 3 steps: saves at global steps 2, 4, 6, 8 and at the end (9).
+  model.train(3, testing::blobs_dataset(48, 16), {ckpt});
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir / "ckpt")) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"lenet-2_3.ckpt", "lenet-3_2.ckpt", "lenet-3_3.ckpt"}));
+  EXPECT_EQ(ckpt->latest_checkpoint(), dir / "ckpt/lenet-3_3.ckpt");
+  const ParamMap saved = load_checkpoint(ckpt->latest_checkpoint());
+  EXPECT_EQ(saved.at("step_num").item(), 9);
+  EXPECT_EQ(saved.at("epoch_num").item(), 3);
+  EXPECT_EQ(saved.at("global_step").item(), 9);
+  EXPECT_TRUE(saved.count("moments.fc1.weight"));
+  EXPECT_EQ(saved.at("fc2.bias").to_double_vector(), net->fc2->bias.to_double_vector());
+  EXPECT_ERROR(ModelCheckpoint(CheckpointConfig{.save_checkpoint_steps = 0}),
+               "save_checkpoint_steps is 0");
+  EXPECT_ERROR(ModelCheckpoint(CheckpointConfig{.keep_checkpoint_max = 0}),
+               "keep_checkpoint_max is 0");
+  EXPECT_ERROR(ModelCheckpoint(CheckpointConfig{.format = "pt"}), "format is 'pt'");
+}
+
+}  // namespace
+}  // namespace cleave::train

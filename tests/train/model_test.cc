@@ -1,0 +1,140 @@
+#include "cleave/train/model.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "testing/gradcheck.h"
+#include "train/train_testing.h"
+
+namespace cleave::train {
+namespace {
+
+using testing::SmallNet;
+
+struct Parts {
+  std::shared_ptr<SmallNet> net;
+  std::shared_ptr<nn::SoftmaxCrossEntropyWithLogits> loss_fn;
+  std::shared_ptr<optim::Momentum> opt;
+};
+
+Parts make_setup(uint64_t seed = 3) {
+  set_seed(seed);
+  Parts s;
+  s.net = std::make_shared<SmallNet>();
+  s.loss_fn = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
+  s.opt = std::make_shared<optim::Momentum>(s.net->trainable_params(), 0.05, 0.9);
+  return s;
+}
+
+// Records every step's loss.
+struct LossRecorder : Callback {
+  std::vector<double> losses;
+  std::vector<std::pair<int64_t, int64_t>> steps;  // (epoch, step in epoch)
+  void on_step_end(RunContext& ctx) override {
+    losses.push_back(ctx.loss_value());
+    steps.emplace_back(ctx.cur_epoch_num, ctx.step_in_epoch);
+  }
+};
+
+TEST(Model, TrainsAndEvaluates) {
+  Parts s = make_setup();
+  Model model(s.net, s.loss_fn, s.opt,
+              {{"Accuracy", std::make_shared<Accuracy>()}, {"Loss", std::make_shared<Loss>()}});
+  const auto train_ds = testing::blobs_dataset(256, 16);
+  const auto eval_ds = testing::blobs_dataset(128, 16, /*seed=*/11);
+  const double before = model.eval(eval_ds)["Accuracy"];
+  auto rec = std::make_shared<LossRecorder>();
+  model.train(10, train_ds, {rec});
+  ASSERT_EQ(rec->losses.size(), 10u * 16u);
+  EXPECT_EQ(rec->steps.front(), std::make_pair(int64_t{1}, int64_t{1}));
+  EXPECT_EQ(rec->steps[16], std::make_pair(int64_t{2}, int64_t{1}));
+  EXPECT_EQ(rec->steps.back(), std::make_pair(int64_t{10}, int64_t{16}));
+  EXPECT_LT(rec->losses.back(), rec->losses.front() * 0.5);
+  const EvalResult result = model.eval(eval_ds);
+  EXPECT_GT(result["Accuracy"], 0.9);
+  EXPECT_GT(result["Accuracy"], before);
+  EXPECT_LT(result["Loss"], rec->losses.front());
+  EXPECT_EQ(result.to_string().substr(0, 14), "{'Accuracy': 0");
+  EXPECT_EQ(model.progress().step_num, 160);
+  EXPECT_EQ(model.progress().epoch_num, 10);
+}
+
+TEST(Model, EvalComputesEveryMetricAndKeepsTrainMode) {
+  Parts s = make_setup();
+  Model model(s.net, s.loss_fn, s.opt,
+              {{"Top3", std::make_shared<TopKCategoricalAccuracy>(3)},
+               {"Accuracy", std::make_shared<Accuracy>()}});
+  s.net->set_train(true);
+  const EvalResult result = model.eval(testing::blobs_dataset(32, 16));
+  EXPECT_DOUBLE_EQ(result["Top3"], 1.0);  // 3 classes: the label is always among the top 3
+  EXPECT_GE(result["Accuracy"], 0.0);
+  EXPECT_EQ(result.begin()->first, "Accuracy");  // printed in name order
+  EXPECT_TRUE(s.net->training());
+}
+
+TEST(Model, PredictRunsWithoutGradients) {
+  Parts s = make_setup();
+  Model model(s.net, s.loss_fn, s.opt);
+  const Tensor out = model.predict(Tensor::ones({2, 4}));
+  EXPECT_EQ(out.shape(), (Shape{2, 3}));
+  EXPECT_FALSE(out.requires_grad());
+}
+
+TEST(Model, SecondTrainCallCountsFromEpochOne) {
+  Parts s = make_setup();
+  Model model(s.net, s.loss_fn, s.opt);
+  auto rec = std::make_shared<LossRecorder>();
+  const auto ds = testing::blobs_dataset(32, 16);
+  model.train(1, ds, {rec});
+  model.train(1, ds, {rec});
+  ASSERT_EQ(rec->steps.size(), 4u);
+  EXPECT_EQ(rec->steps[2], std::make_pair(int64_t{1}, int64_t{1}));
+  EXPECT_NE(rec->losses[0], rec->losses[2]);  // the weights moved on
+}
+
+TEST(Model, CallbackCanStopTraining) {
+  struct StopAt3 : Callback {
+    void on_step_end(RunContext& ctx) override {
+      if (ctx.cur_step_num == 3) ctx.request_stop();
+    }
+  };
+  Parts s = make_setup();
+  Model model(s.net, s.loss_fn, s.opt);
+  auto rec = std::make_shared<LossRecorder>();
+  model.train(10, testing::blobs_dataset(64, 16), {std::make_shared<StopAt3>(), rec});
+  EXPECT_EQ(rec->losses.size(), 3u);
+}
+
+TEST(Model, LossMonitorLinesComeFromTheLoop) {
+  Parts s = make_setup();
+  Model model(s.net, s.loss_fn, s.opt);
+  ::testing::internal::CaptureStdout();
+  model.train(2, testing::blobs_dataset(48, 16), {std::make_shared<LossMonitor>(2)});
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const std::regex lines(
+      R"(epoch: 1 step: 2, loss is \d\.\d+\nepoch: 2 step: 1, loss is \d\.\d+\nepoch: 2 step: 3, loss is \d\.\d+\n)");
+  EXPECT_TRUE(std::regex_match(out, lines)) << out;
+}
+
+TEST(Model, BadUseIsAClearError) {
+  Parts s = make_setup();
+  EXPECT_ERROR(Model(nullptr), "Model: the network is null");
+  EXPECT_ERROR(Model(s.net, s.loss_fn, s.opt, {{"Accuracy", nullptr}}),
+               "metric 'Accuracy' is null");
+  Model no_opt(s.net, s.loss_fn);
+  const auto ds = testing::blobs_dataset(32, 16);
+  EXPECT_ERROR(no_opt.train(1, ds), "Model.train: the model has no optimizer");
+  EXPECT_ERROR(no_opt.eval(ds), "Model.eval: the model has no metrics");
+  Model model(s.net, nullptr, s.opt, {{"Loss", std::make_shared<Loss>()}});
+  EXPECT_ERROR(model.train(0, ds), "Model.train: epoch is 0", ">= 1");
+  EXPECT_ERROR(model.eval(ds), "needs the loss but the model has no loss_fn");
+  Model ok(s.net, s.loss_fn, s.opt);
+  EXPECT_ERROR(ok.train(1, testing::blobs_dataset(8, 16)), "the dataset is empty");
+  auto one_column = dataset::GeneratorDataset(
+      [](int64_t) { return dataset::Row{Tensor::ones({4})}; }, 4, {"image"});
+  EXPECT_ERROR(ok.train(1, one_column), "rows have 1 columns (image)", "expected 2");
+}
+
+}  // namespace
+}  // namespace cleave::train
