@@ -7,6 +7,7 @@
 
 #include "cleave/autodiff/backward.h"
 #include "cleave/core/error.h"
+#include "cleave/nn/loss.h"
 #include "cleave/train/checkpoint.h"
 
 namespace cleave::train {
@@ -63,6 +64,20 @@ Tensor EagerTrainStep::operator()(const Tensor& data, const Tensor& label) {
   return loss.detach();
 }
 
+// ---- ContextTrainStep ----
+
+ContextTrainStep::ContextTrainStep(nn::CellPtr network, nn::CellPtr loss_fn,
+                                   std::shared_ptr<optim::Optimizer> optimizer)
+    : net_with_loss_(
+          loss_fn ? std::make_shared<nn::WithLossCell>(std::move(network), std::move(loss_fn))
+                  : std::move(network)),
+      optimizer_(std::move(optimizer)),
+      step_(std::make_unique<optim::TrainOneStep>(*net_with_loss_, *optimizer_)) {}
+
+Tensor ContextTrainStep::operator()(const Tensor& data, const Tensor& label) {
+  return (*step_)(data, label);
+}
+
 // ---- Model ----
 
 Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, std::shared_ptr<optim::Optimizer> optimizer,
@@ -75,7 +90,7 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, std::shared_ptr<optim::Op
   for (const auto& [name, metric] : metrics_) {
     CLEAVE_CHECK_ARG(metric != nullptr, "Model: metric '{}' is null; expected a Metric", name);
   }
-  if (optimizer_) train_step_ = std::make_shared<EagerTrainStep>(network_, loss_fn_, optimizer_);
+  if (optimizer_) train_step_ = std::make_shared<ContextTrainStep>(network_, loss_fn_, optimizer_);
 }
 
 void Model::set_train_step(std::shared_ptr<TrainStep> step) {

@@ -17,6 +17,7 @@
 #include "cleave/data/dataset.h"
 #include "cleave/nn/cell.h"
 #include "cleave/optim/optimizer.h"
+#include "cleave/optim/train_one_step.h"
 #include "cleave/train/callback.h"
 #include "cleave/train/checkpoint.h"
 #include "cleave/train/metrics.h"
@@ -46,6 +47,22 @@ class EagerTrainStep : public TrainStep {
   std::shared_ptr<optim::Optimizer> optimizer_;
 };
 
+// The step of the current execution mode (runtime::set_context): in GRAPH_MODE, the default, the
+// forward, loss, backward and update are traced and compiled once per input signature and run as
+// one graph; in PYNATIVE_MODE they run eagerly. Both through optim::TrainOneStep over
+// WithLossCell(network, loss_fn) (or the network itself when loss_fn is null).
+class ContextTrainStep : public TrainStep {
+ public:
+  ContextTrainStep(nn::CellPtr network, nn::CellPtr loss_fn,
+                   std::shared_ptr<optim::Optimizer> optimizer);
+  Tensor operator()(const Tensor& data, const Tensor& label) override;
+
+ private:
+  nn::CellPtr net_with_loss_;
+  std::shared_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::TrainOneStep> step_;
+};
+
 class Model {
  public:
   // network: maps data to outputs (logits); loss_fn: (outputs, label) -> loss, or null when the
@@ -72,7 +89,7 @@ class Model {
   // The network's output for `data`, in inference mode without gradients.
   Tensor predict(const Tensor& data);
 
-  // Replaces the training step (by default an EagerTrainStep of the network, loss and optimizer).
+  // Replaces the training step (by default a ContextTrainStep of the network, loss and optimizer).
   void set_train_step(std::shared_ptr<TrainStep> step);
 
   // Writes everything needed to resume training to `path` (.ckpt or .safetensors; see
