@@ -1,0 +1,15 @@
+# Sourced by run.sh and run_mpirun.sh: sets DATA_PATH, generating MNIST with cleave-datagen into
+# $CLEAVE_DATA_DIR (default: datasets/ at the repository root) on the first run when unset.
+if [ -z "${DATA_PATH:-}" ]; then
+  data_root=${CLEAVE_DATA_DIR:-$root/datasets}
+  if [ ! -d "$data_root/MNIST_Data" ]; then
+    # Written to a temporary folder and moved into place, so an interrupted run leaves no half
+    # data set behind.
+    mkdir -p "$data_root"
+    tmp=$(mktemp -d "$data_root/.mnist.XXXXXX")
+    "$bin/cleave-datagen" mnist --out "$tmp"
+    mv "$tmp/MNIST_Data" "$data_root/MNIST_Data"
+    rmdir "$tmp"
+  fi
+  export DATA_PATH=$data_root/MNIST_Data
+fi

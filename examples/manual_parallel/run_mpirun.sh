@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Seed 002's manual data parallelism (examples/manual_parallel/main.cc) on 8 processes started by
+# mpirun, as the seed's run.sh does: `mpirun -n 8 --output-filename log_output`.
+#
+# Each rank's output lands in log_output/1/rank.<N>/stdout (and stderr) with OpenMPI 4.1, the
+# seed's layout (the "1" is the job number OpenMPI gives the launched application). Builds,
+# data (DATA_PATH) and arguments as in run.sh; NP (default 8) processes, LOG_DIR (default
+# log_output). Adds --oversubscribe (more ranks than cores) and --allow-run-as-root when root.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bin=${CLEAVE_BIN_DIR:-$root/build/Release/bin}
+
+if [ ! -x "$bin/manual_parallel" ] || [ ! -x "$bin/cleave-datagen" ]; then
+  "$root/scripts/build.sh" Release
+fi
+
+for arg in "$@"; do
+  case "$arg" in -h | --help) exec "$bin/manual_parallel" --help ;; esac
+done
+
+source "$here/data.sh"
+
+mpi_args=(-n "${NP:-8}" --oversubscribe --bind-to none --output-filename "${LOG_DIR:-log_output}"
+  -x DATA_PATH -x OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}")
+if [ "$(id -u)" = 0 ]; then mpi_args+=(--allow-run-as-root); fi
+exec mpirun "${mpi_args[@]}" "$bin/manual_parallel" "$@"
