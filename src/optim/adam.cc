@@ -25,8 +25,8 @@ Adam::Adam(std::string name, std::vector<Tensor> params, LearningRate lr, AdamOp
   for (const Tensor& p : parameters()) {
     m_.push_back(Tensor::zeros(p.shape(), p.dtype()));
     v_.push_back(Tensor::zeros(p.shape(), p.dtype()));
+    steps_.push_back(Tensor::zeros({1}, p.dtype()));
   }
-  param_steps_.assign(parameters().size(), 0);
 }
 
 std::vector<std::pair<std::string, Tensor>> Adam::state() const {
@@ -37,25 +37,30 @@ std::vector<std::pair<std::string, Tensor>> Adam::state() const {
 }
 
 std::vector<std::pair<std::string, Tensor>> Adam::counters() const {
-  return {{"param_steps", Tensor::from_vector(param_steps_)}};
+  std::vector<int64_t> steps;
+  for (const Tensor& s : steps_) steps.push_back(static_cast<int64_t>(s.item()));
+  return {{"param_steps", Tensor::from_vector(steps)}};
 }
 
 void Adam::load_counters(const std::vector<std::pair<std::string, Tensor>>& counters) {
   for (const auto& [name, t] : counters) {
-    if (name == "param_steps") param_steps_ = t.to_vector<int64_t>();
+    if (name != "param_steps") continue;
+    const std::vector<int64_t> steps = t.to_vector<int64_t>();
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      steps_[i].fill(i < steps.size() ? static_cast<double>(steps[i]) : 0.0);
+    }
   }
-  param_steps_.resize(parameters().size(), 0);
 }
 
-void Adam::update(size_t i, const Tensor& grad, double lr) {
+void Adam::update(size_t i, const Tensor& grad, const Tensor& lr) {
   static const ir::OpDef& op = ir::Registry::global().get("Adam");
-  ir::call(op, {parameters()[i], m_[i], v_[i], grad},
-           {{"lr", lr},
-            {"beta1", options_.beta1},
+  // lr and the step count are inputs (the kernel increments steps_[i]), so a compiled step
+  // computes this step's bias correction.
+  ir::call(op, {parameters()[i], m_[i], v_[i], grad, lr, steps_[i]},
+           {{"beta1", options_.beta1},
             {"beta2", options_.beta2},
             {"eps", options_.eps},
             {"weight_decay", weight_decay_},
-            {"step", ++param_steps_[i]},
             {"decoupled", decoupled_}});
 }
 

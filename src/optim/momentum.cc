@@ -42,13 +42,10 @@ std::vector<std::pair<std::string, Tensor>> Momentum::state() const {
   return named("moments.", accum_);
 }
 
-void Momentum::update(size_t i, const Tensor& grad, double lr) {
+void Momentum::update(size_t i, const Tensor& grad, const Tensor& lr) {
   static const ir::OpDef& op = ir::Registry::global().get("ApplyMomentum");
-  ir::call(op, {parameters()[i], accum_[i], grad},
-           {{"lr", lr},
-            {"momentum", momentum_},
-            {"use_nesterov", nesterov_},
-            {"weight_decay", weight_decay_}});
+  ir::call(op, {parameters()[i], accum_[i], grad, lr},
+           {{"momentum", momentum_}, {"use_nesterov", nesterov_}, {"weight_decay", weight_decay_}});
 }
 
 // ---- SGD ----
@@ -64,13 +61,14 @@ SGD::SGD(std::vector<Tensor> params, LearningRate lr, SGDOptions options)
                    "dampening {}",
                    options.momentum, options.dampening);
   accum_ = zeros_like_each(parameters());
-  started_.assign(parameters().size(), false);
+  for (const Tensor& p : parameters()) stat_.push_back(Tensor::ones({1}, p.dtype()));
 }
 
 std::vector<std::pair<std::string, Tensor>> SGD::state() const { return named("accum.", accum_); }
 
 std::vector<std::pair<std::string, Tensor>> SGD::counters() const {
-  std::vector<int64_t> started(started_.begin(), started_.end());
+  std::vector<int64_t> started;
+  for (const Tensor& s : stat_) started.push_back(s.item() == 0 ? 1 : 0);
   return {{"accum_started", Tensor::from_vector(started)}};
 }
 
@@ -78,24 +76,21 @@ void SGD::load_counters(const std::vector<std::pair<std::string, Tensor>>& count
   for (const auto& [name, t] : counters) {
     if (name != "accum_started") continue;
     const std::vector<int64_t> started = t.to_vector<int64_t>();
-    for (size_t i = 0; i < started_.size() && i < started.size(); ++i) {
-      started_[i] = started[i] != 0;
+    for (size_t i = 0; i < stat_.size() && i < started.size(); ++i) {
+      stat_[i].fill(started[i] != 0 ? 0.0 : 1.0);
     }
   }
 }
 
-void SGD::update(size_t i, const Tensor& grad, double lr) {
+void SGD::update(size_t i, const Tensor& grad, const Tensor& lr) {
   static const ir::OpDef& op = ir::Registry::global().get("SGD");
-  const Tensor& param = parameters()[i];
-  // stat 1 marks the first update of this parameter: the accumulation starts as the gradient.
-  const Tensor stat = Tensor::full({1}, started_[i] ? 0.0 : 1.0, param.dtype());
-  ir::call(op, {param, grad, accum_[i], stat},
-           {{"lr", lr},
-            {"momentum", options_.momentum},
+  // stat 1 marks the first update of this parameter (the accumulation starts as the gradient);
+  // the kernel clears it, so a compiled step reads and writes the same flag.
+  ir::call(op, {parameters()[i], grad, accum_[i], stat_[i], lr},
+           {{"momentum", options_.momentum},
             {"dampening", options_.dampening},
             {"weight_decay", weight_decay_},
             {"nesterov", options_.nesterov}});
-  started_[i] = true;
 }
 
 }  // namespace cleave::optim

@@ -12,7 +12,8 @@ Optimizer::Optimizer(std::string name, std::vector<Tensor> params, LearningRate 
     : weight_decay_(weight_decay),
       name_(std::move(name)),
       params_(std::move(params)),
-      lr_(std::move(lr)) {
+      lr_(std::move(lr)),
+      lr_input_(Tensor::zeros({1}, DType::kFloat64)) {
   CLEAVE_CHECK_ARG(!params_.empty(),
                    "{}: no parameters given; expected at least one (e.g. "
                    "net->trainable_params())",
@@ -55,13 +56,15 @@ void Optimizer::apply(const std::vector<Tensor>& grads) {
                      i, dtype_name(g.dtype()), g.shape().to_string(), i, dtype_name(p.dtype()),
                      p.shape().to_string());
   }
-  const double lr = lr_.at(step_);
+  write_lr();
   NoGradGuard no_grad;
   for (size_t i = 0; i < grads.size(); ++i) {
-    if (grads[i].defined()) update(i, grads[i].detach(), lr);
+    if (grads[i].defined()) update(i, grads[i].detach(), lr_input_);
   }
   ++step_;
 }
+
+void Optimizer::write_lr() const { lr_input_.data<double>()[0] = lr_.at(step_); }
 
 void Optimizer::set_step_count(int64_t step) {
   CLEAVE_CHECK_ARG(step >= 0, "{}: step count {} is negative; expected >= 0", name_, step);

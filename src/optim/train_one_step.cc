@@ -22,9 +22,7 @@ std::atomic<int> g_graph_counter{0};
 }  // namespace
 
 TrainOneStep::TrainOneStep(nn::Cell& net_with_loss, Optimizer& optimizer)
-    : net_(net_with_loss),
-      optimizer_(optimizer),
-      update_in_graph_(dynamic_cast<Momentum*>(&optimizer) != nullptr) {}
+    : net_(net_with_loss), optimizer_(optimizer) {}
 
 Tensor TrainOneStep::step_pynative(const Tensor& data, const Tensor& label) {
   Tensor loss = net_(data, label);
@@ -57,16 +55,13 @@ TrainOneStep::Compiled TrainOneStep::trace_and_compile(const Tensor& data, const
       runtime::dump_stage(graph, 1, "trace");
       const std::vector<Tensor> grads = autodiff::graph_grad(loss, params);
       runtime::dump_stage(graph, 5, "autodiff");
-      if (update_in_graph_) {
+      {
         const int64_t step_before = optimizer_.step_count();
         ir::ScopeGuard scope("optimizer", optimizer_.name());
-        optimizer_.apply(grads);  // traced: one in-place update per parameter
+        // Traced: one in-place update per parameter, reading the optimizer's lr_input() and its
+        // per-step state (SGD's first-update flags, Adam's step counts) when the graph runs.
+        optimizer_.apply(grads);
         CLEAVE_ASSERT(optimizer_.step_count() == step_before + 1, "apply counts one step");
-      } else {
-        for (const Tensor& g : grads) {
-          compiled.has_grad.push_back(g.defined());
-          if (g.defined()) graph.outputs.push_back(tracer.value_of(g));
-        }
       }
       runtime::dump_stage(graph, 6, "optimizer");
     }
@@ -81,7 +76,7 @@ Tensor TrainOneStep::operator()(const Tensor& data, const Tensor& label) {
                    "TrainOneStep: data and label must be defined tensors");
   if (runtime::get_context().mode == runtime::PYNATIVE_MODE) return step_pynative(data, label);
 
-  const Key key{signature(data), signature(label), optimizer_.current_lr(), net_.training()};
+  const Key key{signature(data), signature(label), net_.training()};
   auto it = cache_.find(key);
   bool traced_now = false;
   if (it == cache_.end()) {
@@ -89,17 +84,11 @@ Tensor TrainOneStep::operator()(const Tensor& data, const Tensor& label) {
     traced_now = true;
   }
   last_ = it->second.executor.get();
+  // Tracing ran apply(), which wrote this step's learning rate and counted the step; for a
+  // cached graph both happen here.
+  if (!traced_now) optimizer_.write_lr();
   std::vector<Tensor> out = last_->run({data, label});
-  if (update_in_graph_) {
-    // Tracing ran apply() once, which counted this step; a cached graph counts it here.
-    if (!traced_now) optimizer_.advance_step();
-  } else {
-    // The graph returns the loss, then one gradient per parameter the loss depends on.
-    std::vector<Tensor> grads;
-    size_t k = 1;
-    for (bool has : it->second.has_grad) grads.push_back(has ? out[k++] : Tensor());
-    optimizer_.apply(grads);
-  }
+  if (!traced_now) optimizer_.advance_step();
   return out[0];
 }
 

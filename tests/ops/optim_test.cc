@@ -197,3 +197,65 @@ TEST(Assign, RejectsAValueOfAnotherShapeOrDType) {
 
 }  // namespace
 }  // namespace cleave
+
+namespace cleave {
+namespace {
+
+// The per-step scalars as inputs (what the optimizers pass, so that a compiled step reads them
+// when it runs): the same updates as with the attributes.
+TEST(OptimPrimitive, LearningRateAndAdamStepAsInputs) {
+  const Tensor lr = Tensor::full({1}, 0.1, DType::kFloat64);
+  Tensor var = values({1.0, -2.0, 0.5}, DType::kFloat32);
+  Tensor acc = values({0.0, 1.0, -1.0}, DType::kFloat32);
+  ir::Attrs momentum = momentum_attrs(0.0, 0.9, false);
+  momentum.set("lr", 123.0);  // ignored: the input wins
+  run_op("ApplyMomentum", {var, acc, values({0.5, 0.25, -2.0}, DType::kFloat32), lr}, momentum);
+  EXPECT_TRUE(all_close(var, values({0.95, -2.115, 0.79}, DType::kFloat32), 1e-6, 1e-6));
+
+  Tensor param = values({1.0, 2.0}, DType::kFloat64);
+  Tensor sgd_acc = values({7.0, 7.0}, DType::kFloat64);
+  Tensor stat = values({1.0}, DType::kFloat64);
+  const ir::Attrs sgd{
+      {"momentum", 0.9}, {"dampening", 0.5}, {"weight_decay", 0.0}, {"nesterov", false}};
+  run_op("SGD", {param, values({1.0, -1.0}, DType::kFloat64), sgd_acc, stat, lr}, sgd);
+  EXPECT_TRUE(all_close(param, values({0.9, 2.1}, DType::kFloat64), 1e-12, 1e-12));
+  EXPECT_EQ(stat.item(), 0.0);
+
+  // Adam's step input is state: the kernel increments it before computing the correction, so
+  // two calls are steps 1 and 2 (the same as attributes step 1 then step 2).
+  const ir::Attrs adam{
+      {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.0}, {"decoupled", false}};
+  ir::Attrs adam_attrs = adam;
+  adam_attrs.set("lr", 0.1).set("step", int64_t{1});
+  Tensor p1 = values({1.0, -1.0}, DType::kFloat64), m1 = values({0, 0}, DType::kFloat64),
+         v1 = values({0, 0}, DType::kFloat64);
+  Tensor p2 = p1.clone(), m2 = m1.clone(), v2 = v1.clone();
+  Tensor step = values({0.0}, DType::kFloat64);
+  const Tensor g = values({0.3, -2.0}, DType::kFloat64);
+  for (int64_t t = 1; t <= 2; ++t) {
+    adam_attrs.set("step", t);
+    run_op("Adam", {p1, m1, v1, g}, adam_attrs);
+    run_op("Adam", {p2, m2, v2, g, lr, step}, adam);
+  }
+  EXPECT_EQ(step.item(), 2.0);
+  EXPECT_TRUE(all_close(p2, p1, 1e-14, 1e-14));
+  EXPECT_TRUE(all_close(v2, v1, 1e-14, 1e-14));
+}
+
+TEST(OptimPrimitive, BadScalarInputsAreNamed) {
+  const Tensor f = Tensor::zeros({2});
+  const ir::Attrs momentum{{"momentum", 0.9}, {"use_nesterov", false}};
+  EXPECT_ERROR(run_op("ApplyMomentum", {f, f, f, Tensor::ones({2})}, momentum),
+               "ApplyMomentum: input 3 (lr) is Float32 (2)", "one-element Float32 or Float64");
+  EXPECT_ERROR(run_op("ApplyMomentum", {f, f}, momentum), "ApplyMomentum: 2 inputs given",
+               "expected 3", "or 4");
+  const ir::Attrs adam{
+      {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.0}, {"decoupled", false}};
+  const Tensor lr = Tensor::ones({1}, DType::kFloat64);
+  EXPECT_ERROR(run_op("Adam", {f, f, f, f, lr}, adam), "Adam: 5 inputs given", "or 6");
+  EXPECT_ERROR(run_op("Adam", {f, f, f, f, lr, Tensor::zeros({1}, DType::kFloat64)}, adam),
+               "Adam: input 5 (step) has dtype Float64", "input 0's Float32");
+}
+
+}  // namespace
+}  // namespace cleave

@@ -152,24 +152,6 @@ TEST(GraphMode, CompilesOncePerInputSignature) {
   EXPECT_EQ(opt.step_count(), 4);
 }
 
-TEST(GraphMode, NonMomentumOptimizerUpdatesEagerlyFromGraphGradients) {
-  TrainRun runs[2];
-  for (Mode mode : {GRAPH_MODE, PYNATIVE_MODE}) {
-    ModeGuard guard(mode);
-    set_seed(2);
-    auto net = std::make_shared<testing::TwoMatMul>();
-    nn::WithLossCell with_loss(net, std::make_shared<nn::MSELoss>());
-    optim::Adam opt(net->trainable_params(), 0.01);
-    optim::TrainOneStep step(with_loss, opt);
-    const Tensor x = ops::cast(testing::random_f64({16, 32}, -1, 1, 9), DType::kFloat32);
-    const Tensor y = ops::cast(testing::random_f64({16, 16}, -1, 1, 10), DType::kFloat32);
-    TrainRun& run = runs[mode == GRAPH_MODE ? 0 : 1];
-    for (int i = 0; i < 20; ++i) run.losses.push_back(step(x, y).item());
-    for (const Tensor& p : net->trainable_params()) run.params.push_back(p.to_double_vector());
-  }
-  expect_same(runs[0], runs[1]);
-}
-
 TEST(GraphMode, ForwardMatchesPyNative) {
   set_seed(3);
   testing::LeNet5 net;

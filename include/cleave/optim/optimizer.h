@@ -58,6 +58,11 @@ class Optimizer {
   double current_lr() const { return lr_.at(step_); }
   // Counts one step that ran the update outside apply() (a cached compiled training step).
   void advance_step() { ++step_; }
+  // The learning rate input of the update primitives: a one-element Float64 tensor that apply()
+  // sets to current_lr() before the updates. A compiled training step reads it when it runs, so
+  // write_lr() must precede each run of a cached step.
+  const Tensor& lr_input() const { return lr_input_; }
+  void write_lr() const;
   // The optimizer state tensors (for checkpoints), named "<state>.<param index>".
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
   // The state that is not a tensor (per-parameter update counts, first-update flags) as new Int64
@@ -67,8 +72,9 @@ class Optimizer {
   virtual void load_counters(const std::vector<std::pair<std::string, Tensor>>& counters) {}
 
  protected:
-  // Updates parameter i in place from its gradient with learning rate lr.
-  virtual void update(size_t i, const Tensor& grad, double lr) = 0;
+  // Updates parameter i in place from its gradient; `lr` is lr_input() (pass it to the
+  // primitive as an input, not its value as an attribute, so that tracing records a read).
+  virtual void update(size_t i, const Tensor& grad, const Tensor& lr) = 0;
   double weight_decay_;
 
  private:
@@ -76,6 +82,7 @@ class Optimizer {
   std::vector<Tensor> params_;
   LearningRate lr_;
   int64_t step_ = 0;
+  Tensor lr_input_;
 };
 
 // MindSpore's Momentum: accum = momentum * accum + grad; param -= lr * accum (nesterov:
@@ -87,7 +94,7 @@ class Momentum : public Optimizer {
   std::vector<std::pair<std::string, Tensor>> state() const override;
 
  protected:
-  void update(size_t i, const Tensor& grad, double lr) override;
+  void update(size_t i, const Tensor& grad, const Tensor& lr) override;
 
  private:
   double momentum_;
@@ -111,12 +118,13 @@ class SGD : public Optimizer {
   void load_counters(const std::vector<std::pair<std::string, Tensor>>& counters) override;
 
  protected:
-  void update(size_t i, const Tensor& grad, double lr) override;
+  void update(size_t i, const Tensor& grad, const Tensor& lr) override;
 
  private:
   SGDOptions options_;
   std::vector<Tensor> accum_;
-  std::vector<bool> started_;
+  // Per parameter: the SGD primitive's one-element `stat` (1 until the first update).
+  std::vector<Tensor> stat_;
 };
 
 struct AdamOptions {
@@ -137,13 +145,14 @@ class Adam : public Optimizer {
   // For AdamW: `decoupled` applies weight decay to the parameter instead of the gradient.
   Adam(std::string name, std::vector<Tensor> params, LearningRate lr, AdamOptions options,
        bool decoupled);
-  void update(size_t i, const Tensor& grad, double lr) override;
+  void update(size_t i, const Tensor& grad, const Tensor& lr) override;
   AdamOptions options_;
   std::vector<Tensor> m_, v_;
   bool decoupled_ = false;
-  // Updates applied to each parameter so far (the t of the bias correction; a parameter skipped
-  // for lack of a gradient does not advance, as in PyTorch).
-  std::vector<int64_t> param_steps_;
+  // Per parameter: the updates applied so far (the t of the bias correction; a parameter skipped
+  // for lack of a gradient does not advance, as in PyTorch), a one-element tensor of the
+  // parameter's dtype that the Adam primitive increments (exact in Float32 up to 2^24 steps).
+  std::vector<Tensor> steps_;
 };
 class AdamW : public Adam {
  public:

@@ -20,13 +20,14 @@ namespace cleave::optim {
 //
 // In PYNATIVE_MODE (runtime::set_context) each op runs at once with the tape (autodiff::backward
 // then optimizer.step(); parameters' .grad() hold the gradients afterwards). In GRAPH_MODE the
-// first call for an input signature (shapes and dtypes of data and label, and the learning rate
-// of the step) traces construct, appends the backward (autodiff::graph_grad) and the update into
-// one graph, compiles it (NOTE [Compile pipeline]) and caches it; every call runs the cached
-// graph, which updates the parameters and optimizer state in place (.grad() is not set). For
-// Momentum the update is part of the graph; other optimizers (whose per-step state, such as
-// Adam's bias correction, is not a graph input yet) get the gradients from the graph and update
-// eagerly. A learning-rate schedule recompiles whenever the rate changes.
+// first call for an input signature (shapes and dtypes of data and label, and whether the net is
+// training) traces construct, appends the backward (autodiff::graph_grad) and the optimizer's
+// update into one graph, compiles it (NOTE [Compile pipeline]) and caches it; every call runs the
+// cached graph, which updates the parameters and optimizer state in place (.grad() is not set).
+// Every optimizer (Momentum, SGD, Adam, AdamW) updates inside the graph: the per-step scalars
+// are tensors the update primitives read when they run (Optimizer::lr_input(), written before
+// each run; SGD's first-update flags and Adam's step counts, which the kernels advance), not
+// attributes, so a learning-rate schedule runs on one compiled graph.
 //
 // The net and the optimizer must outlive this object.
 class TrainOneStep {
@@ -44,14 +45,12 @@ class TrainOneStep {
   Tensor step_pynative(const Tensor& data, const Tensor& label);
   struct Compiled {
     std::unique_ptr<runtime::Executor> executor;
-    std::vector<bool> has_grad;  // per parameter: the graph returns its gradient (eager update)
   };
   Compiled trace_and_compile(const Tensor& data, const Tensor& label);
 
   nn::Cell& net_;
   Optimizer& optimizer_;
-  bool update_in_graph_;
-  using Key = std::tuple<std::string, std::string, double, bool>;
+  using Key = std::tuple<std::string, std::string, bool>;
   std::map<Key, Compiled> cache_;
   runtime::Executor* last_ = nullptr;
 };

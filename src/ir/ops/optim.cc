@@ -3,11 +3,17 @@
 // NOTE [In-place optimizer primitives]
 // ApplyMomentum, SGD and Adam take the parameter, its state tensors and the gradient as inputs,
 // have no outputs (infer returns {}), and overwrite the parameter and state in their kernels
-// (`mutates_inputs`, so autograd never records them). Hyper-parameters, including the learning
-// rate of this step, are attributes. Each kernel is one fused pass over the elements: every
-// element of the parameter is independent, so the loop is `omp parallel for simd` with the
-// per-element state kept in registers. Float32 computes in float (the hyper-parameters are
-// rounded to float once), Float64 in double.
+// (`mutates_inputs`, so autograd never records them). Constant hyper-parameters (momentum,
+// betas, eps, weight decay) are attributes. The per-step scalars are optional trailing inputs:
+// the learning rate (ApplyMomentum input 3, SGD input 4, Adam input 4) as a one-element Float32
+// or Float64 tensor, and Adam's step count (input 5, a one-element tensor of the parameter's
+// dtype that the kernel increments before the update, like SGD's `stat` it is state). Given as
+// inputs, they are read when the kernel runs, so a compiled training step reads the rate the
+// optimizer wrote for this step and one graph serves a whole learning-rate schedule. Without
+// them the attributes 'lr' (and Adam's 1-based 'step') are used. Each kernel is one fused pass over
+// the elements: every element of the parameter is independent, so the loop is `omp parallel for
+// simd` with the per-element state kept in registers. Float32 computes in float (the
+// hyper-parameters are rounded to float once), Float64 in double.
 #include <cmath>
 #include <string_view>
 
@@ -41,6 +47,39 @@ void expect_matching_inputs(const InferContext& ctx,
   }
 }
 
+// Checks the optional scalar inputs from `first` on (one-element floating tensors) and the
+// number of inputs: `required` or `required + optional`. Returns whether they are given.
+bool expect_scalar_inputs(const InferContext& ctx, size_t required,
+                          std::initializer_list<std::string_view> optional) {
+  const size_t n = ctx.inputs.size();
+  CLEAVE_CHECK_ARG(n == required || n == required + optional.size(),
+                   "{}: {} inputs given; expected {} (the per-step scalars as attributes) or {} "
+                   "(the per-step scalars as inputs)",
+                   ctx.op.name, n, required, required + optional.size());
+  size_t i = required;
+  for (std::string_view role : optional) {
+    if (i >= n) break;
+    const TensorMeta& in = ctx.inputs[i];
+    CLEAVE_CHECK_ARG(in.shape.numel() == 1 && is_floating(in.dtype),
+                     "{}: input {} ({}) is {} {}; expected a one-element Float32 or Float64 "
+                     "tensor",
+                     ctx.op.name, i, role, dtype_name(in.dtype), in.shape.to_string());
+    ++i;
+  }
+  return n > required;
+}
+
+// The first `n` inputs of ctx, as a context of their own.
+InferContext first_inputs(const InferContext& ctx, std::vector<TensorMeta>& storage, size_t n) {
+  storage.assign(ctx.inputs.begin(), ctx.inputs.begin() + static_cast<std::ptrdiff_t>(n));
+  return InferContext{ctx.op, ctx.attrs, storage};
+}
+
+// The learning rate: input `index` when given, else the attribute 'lr'.
+double lr_of(const KernelContext& ctx, size_t index) {
+  return ctx.inputs.size() > index ? ctx.inputs[index].item() : ctx.attrs.get<double>("lr");
+}
+
 double finite_attr(const InferContext& ctx, std::string_view name) {
   const double v = ctx.attrs.get<double>(name, ctx.op.name);
   CLEAVE_CHECK_ARG(std::isfinite(v), "{}: attribute '{}' is {}; expected a finite number",
@@ -55,8 +94,10 @@ double finite_attr(const InferContext& ctx, std::string_view name) {
 //   variable    -= lr * (g + momentum * accumulation) (use_nesterov true)
 
 std::vector<TensorMeta> infer_apply_momentum(const InferContext& ctx) {
-  expect_matching_inputs(ctx, {"variable", "accumulation", "gradient"});
-  finite_attr(ctx, "lr");
+  const bool lr_input = expect_scalar_inputs(ctx, 3, {"lr"});
+  std::vector<TensorMeta> storage;
+  expect_matching_inputs(first_inputs(ctx, storage, 3), {"variable", "accumulation", "gradient"});
+  if (!lr_input) finite_attr(ctx, "lr");
   finite_attr(ctx, "momentum");
   ctx.attrs.get<bool>("use_nesterov", ctx.op.name);
   CLEAVE_CHECK_ARG(std::isfinite(ctx.attrs.get_or("weight_decay", 0.0)),
@@ -88,7 +129,7 @@ void apply_momentum(T* __restrict var, T* __restrict acc, const T* __restrict gr
 
 void apply_momentum_kernel(const KernelContext& ctx) {
   const Tensor &var = ctx.inputs[0], &acc = ctx.inputs[1], &grad = ctx.inputs[2];
-  const double lr = ctx.attrs.get<double>("lr");
+  const double lr = lr_of(ctx, 3);
   const double momentum = ctx.attrs.get<double>("momentum");
   const double weight_decay = ctx.attrs.get_or("weight_decay", 0.0);
   const bool nesterov = ctx.attrs.get<bool>("use_nesterov");
@@ -107,14 +148,14 @@ void apply_momentum_kernel(const KernelContext& ctx) {
 // parameter's dtype; with momentum 0 the accumulation is left untouched.
 
 std::vector<TensorMeta> infer_sgd(const InferContext& ctx) {
-  std::vector<TensorMeta> first_three(ctx.inputs.begin(), ctx.inputs.begin() + 3);
-  expect_matching_inputs(InferContext{ctx.op, ctx.attrs, first_three},
-                         {"parameter", "gradient", "accumulation"});
+  const bool lr_input = expect_scalar_inputs(ctx, 4, {"lr"});
+  std::vector<TensorMeta> storage;
+  expect_matching_inputs(first_inputs(ctx, storage, 3), {"parameter", "gradient", "accumulation"});
   const TensorMeta& stat = ctx.inputs[3];
   CLEAVE_CHECK_ARG(stat.shape.numel() == 1 && stat.dtype == ctx.inputs[0].dtype,
                    "{}: input 3 (stat) is {} {}; expected a one-element {} tensor", ctx.op.name,
                    dtype_name(stat.dtype), stat.shape.to_string(), dtype_name(ctx.inputs[0].dtype));
-  finite_attr(ctx, "lr");
+  if (!lr_input) finite_attr(ctx, "lr");
   const double momentum = finite_attr(ctx, "momentum");
   const double dampening = finite_attr(ctx, "dampening");
   finite_attr(ctx, "weight_decay");
@@ -156,8 +197,7 @@ void sgd_kernel(const KernelContext& ctx) {
   CLEAVE_DISPATCH_FLOAT(param.dtype(), [&] {
     T* stat_value = stat.data<T>();
     sgd<T>(param.data<T>(), grad.data<T>(), acc.data<T>(), param.numel(),
-           static_cast<T>(ctx.attrs.get<double>("lr")),
-           static_cast<T>(ctx.attrs.get<double>("momentum")),
+           static_cast<T>(lr_of(ctx, 4)), static_cast<T>(ctx.attrs.get<double>("momentum")),
            static_cast<T>(1.0 - ctx.attrs.get<double>("dampening")),
            static_cast<T>(ctx.attrs.get<double>("weight_decay")), ctx.attrs.get<bool>("nesterov"),
            *stat_value != T(0));
@@ -174,8 +214,16 @@ void sgd_kernel(const KernelContext& ctx) {
 //   parameter -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 
 std::vector<TensorMeta> infer_adam(const InferContext& ctx) {
-  expect_matching_inputs(ctx, {"parameter", "m", "v", "gradient"});
-  finite_attr(ctx, "lr");
+  const bool scalar_inputs = expect_scalar_inputs(ctx, 4, {"lr", "step"});
+  std::vector<TensorMeta> storage;
+  expect_matching_inputs(first_inputs(ctx, storage, 4), {"parameter", "m", "v", "gradient"});
+  if (scalar_inputs) {
+    CLEAVE_CHECK_ARG(ctx.inputs[5].dtype == ctx.inputs[0].dtype,
+                     "{}: input 5 (step) has dtype {}; expected input 0's {} (the parameter)",
+                     ctx.op.name, dtype_name(ctx.inputs[5].dtype), dtype_name(ctx.inputs[0].dtype));
+  } else {
+    finite_attr(ctx, "lr");
+  }
   const double beta1 = finite_attr(ctx, "beta1");
   const double beta2 = finite_attr(ctx, "beta2");
   const double eps = finite_attr(ctx, "eps");
@@ -184,9 +232,11 @@ std::vector<TensorMeta> infer_adam(const InferContext& ctx) {
   CLEAVE_CHECK_ARG(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
                    "{}: beta1 {} and beta2 {} must lie in [0, 1)", ctx.op.name, beta1, beta2);
   CLEAVE_CHECK_ARG(eps > 0, "{}: eps is {}; expected eps > 0", ctx.op.name, eps);
-  const int64_t step = ctx.attrs.get<int64_t>("step", ctx.op.name);
-  CLEAVE_CHECK_ARG(step >= 1, "{}: step is {}; expected the 1-based step number (>= 1)",
-                   ctx.op.name, step);
+  if (!scalar_inputs) {
+    const int64_t step = ctx.attrs.get<int64_t>("step", ctx.op.name);
+    CLEAVE_CHECK_ARG(step >= 1, "{}: step is {}; expected the 1-based step number (>= 1)",
+                     ctx.op.name, step);
+  }
   return {};
 }
 
@@ -219,12 +269,21 @@ void adam(T* __restrict param, T* __restrict m, T* __restrict v, const T* __rest
 void adam_kernel(const KernelContext& ctx) {
   const Tensor &param = ctx.inputs[0], &m = ctx.inputs[1], &v = ctx.inputs[2];
   const Tensor& grad = ctx.inputs[3];
-  const double lr = ctx.attrs.get<double>("lr");
+  const double lr = lr_of(ctx, 4);
   const double beta1 = ctx.attrs.get<double>("beta1");
   const double beta2 = ctx.attrs.get<double>("beta2");
   const double weight_decay = ctx.attrs.get<double>("weight_decay");
   const bool decoupled = ctx.attrs.get<bool>("decoupled");
-  const double t = static_cast<double>(ctx.attrs.get<int64_t>("step"));
+  double t = 0;
+  if (ctx.inputs.size() > 5) {
+    CLEAVE_DISPATCH_FLOAT(param.dtype(), [&] {
+      T* step = ctx.inputs[5].data<T>();
+      *step += T(1);  // the updates applied so far, this one included
+      t = static_cast<double>(*step);
+    });
+  } else {
+    t = static_cast<double>(ctx.attrs.get<int64_t>("step"));
+  }
   CLEAVE_DISPATCH_FLOAT(param.dtype(), [&] {
     const AdamScalars<T> s{
         .beta1 = static_cast<T>(beta1),
@@ -268,21 +327,21 @@ void register_optim_ops(Registry& r) {
   });
   r.add(OpDef{
       .name = "ApplyMomentum",
-      .num_inputs = 3,
+      .num_inputs = OpDef::kVariadic,
       .infer = infer_apply_momentum,
       .cpu_kernel = apply_momentum_kernel,
       .mutates_inputs = true,
   });
   r.add(OpDef{
       .name = "SGD",
-      .num_inputs = 4,
+      .num_inputs = OpDef::kVariadic,
       .infer = infer_sgd,
       .cpu_kernel = sgd_kernel,
       .mutates_inputs = true,
   });
   r.add(OpDef{
       .name = "Adam",
-      .num_inputs = 4,
+      .num_inputs = OpDef::kVariadic,
       .infer = infer_adam,
       .cpu_kernel = adam_kernel,
       .mutates_inputs = true,

@@ -1,0 +1,138 @@
+// Every optimizer's update inside the compiled training step: GRAPH_MODE against PYNATIVE_MODE
+// over many steps, with a learning-rate schedule that changes the rate, on one compiled graph.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <memory>
+
+#include "cleave/cleave.h"
+#include "testing/gradcheck.h"
+#include "testing/models.h"
+
+namespace cleave::runtime {
+namespace {
+
+struct ModeGuard {
+  explicit ModeGuard(Mode mode) : saved(get_context()) {
+    Context c = saved;
+    c.mode = mode;
+    set_context(c);
+  }
+  ~ModeGuard() { set_context(saved); }
+  Context saved;
+};
+
+using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+
+struct Run {
+  std::vector<double> losses;
+  std::vector<std::vector<double>> params;
+  size_t compiled = 0;
+  int update_ops = 0;  // GRAPH_MODE: side-effecting update nodes in the compiled graph
+};
+
+Run train(Mode mode, const MakeOptimizer& make, const std::string& update_op, int steps) {
+  ModeGuard guard(mode);
+  set_seed(2);
+  auto net = std::make_shared<testing::TwoMatMul>();
+  nn::WithLossCell with_loss(net, std::make_shared<nn::MSELoss>());
+  const std::unique_ptr<optim::Optimizer> opt = make(net->trainable_params());
+  optim::TrainOneStep step(with_loss, *opt);
+  const Tensor x = ops::cast(testing::random_f64({16, 32}, -1, 1, 9), DType::kFloat32);
+  const Tensor y = ops::cast(testing::random_f64({16, 16}, -1, 1, 10), DType::kFloat32);
+  Run run;
+  for (int i = 0; i < steps; ++i) run.losses.push_back(step(x, y).item());
+  for (const Tensor& p : net->trainable_params()) run.params.push_back(p.to_double_vector());
+  run.compiled = step.num_compiled();
+  if (step.last_executor() != nullptr) {
+    for (const ir::Node& n : step.last_executor()->graph().nodes) {
+      if (n.is_op() && n.op->name == update_op) ++run.update_ops;
+    }
+  }
+  EXPECT_EQ(opt->step_count(), steps);
+  return run;
+}
+
+double rel_diff(double a, double b) {
+  return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-3});
+}
+
+void expect_graph_equals_pynative(const MakeOptimizer& make, const std::string& update_op) {
+  const int steps = 30;
+  const Run graph = train(GRAPH_MODE, make, update_op, steps);
+  const Run eager = train(PYNATIVE_MODE, make, update_op, steps);
+  // One compile across the learning-rate changes, with one update node per parameter in it.
+  EXPECT_EQ(graph.compiled, 1u);
+  EXPECT_EQ(graph.update_ops, static_cast<int>(graph.params.size()));
+  ASSERT_EQ(graph.losses.size(), eager.losses.size());
+  for (size_t i = 0; i < graph.losses.size(); ++i) {
+    EXPECT_LE(rel_diff(graph.losses[i], eager.losses[i]), 1e-6)
+        << "step " << i << ": graph " << graph.losses[i] << " pynative " << eager.losses[i];
+  }
+  ASSERT_EQ(graph.params.size(), eager.params.size());
+  for (size_t p = 0; p < graph.params.size(); ++p) {
+    double worst = 0;
+    for (size_t k = 0; k < graph.params[p].size(); ++k) {
+      worst = std::max(worst, rel_diff(graph.params[p][k], eager.params[p][k]));
+    }
+    EXPECT_LE(worst, 1e-6) << "parameter " << p;
+  }
+  EXPECT_LT(graph.losses.back(), graph.losses.front());  // training moved
+}
+
+// The rate changes at steps 10 and 20 of 30.
+optim::LearningRate schedule(double lr) { return optim::step_lr(lr, 10, 0.5); }
+
+TEST(GraphOptimizer, MomentumWithStepLrCompilesOnce) {
+  expect_graph_equals_pynative(
+      [](std::vector<Tensor> p) {
+        return std::make_unique<optim::Momentum>(std::move(p), schedule(0.02), 0.9);
+      },
+      "ApplyMomentum");
+}
+
+TEST(GraphOptimizer, SgdNesterovWeightDecayWithStepLrCompilesOnce) {
+  expect_graph_equals_pynative(
+      [](std::vector<Tensor> p) {
+        return std::make_unique<optim::SGD>(
+            std::move(p), schedule(0.02),
+            optim::SGDOptions{.momentum = 0.9, .weight_decay = 1e-3, .nesterov = true});
+      },
+      "SGD");
+}
+
+TEST(GraphOptimizer, AdamWithStepLrCompilesOnce) {
+  expect_graph_equals_pynative(
+      [](std::vector<Tensor> p) {
+        return std::make_unique<optim::Adam>(std::move(p), schedule(0.01),
+                                             optim::AdamOptions{.weight_decay = 1e-3});
+      },
+      "Adam");
+}
+
+TEST(GraphOptimizer, AdamWWithStepLrCompilesOnce) {
+  expect_graph_equals_pynative(
+      [](std::vector<Tensor> p) {
+        return std::make_unique<optim::AdamW>(std::move(p), schedule(0.01));
+      },
+      "Adam");
+}
+
+// The counters that checkpoints save follow the updates the graph ran.
+TEST(GraphOptimizer, CountersFollowTheGraphUpdates) {
+  ModeGuard guard(GRAPH_MODE);
+  set_seed(3);
+  auto net = std::make_shared<testing::TwoMatMul>();
+  nn::WithLossCell with_loss(net, std::make_shared<nn::MSELoss>());
+  optim::Adam adam(net->trainable_params(), 0.01);
+  optim::TrainOneStep step(with_loss, adam);
+  const Tensor x = Tensor::ones({4, 32}), y = Tensor::zeros({4, 16});
+  for (int i = 0; i < 3; ++i) step(x, y);
+  const Tensor steps = adam.counters()[0].second;
+  EXPECT_EQ(steps.to_vector<int64_t>(), std::vector<int64_t>(adam.parameters().size(), 3));
+  EXPECT_EQ(adam.lr_input().item(), 0.01);
+}
+
+}  // namespace
+}  // namespace cleave::runtime
