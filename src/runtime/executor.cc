@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "cleave/ir/passes.h"
 
@@ -119,6 +120,11 @@ Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
   }
 }
 
+void Executor::set_profiling(bool on) {
+  profiling_ = on;
+  if (on) node_seconds_.assign(graph_.nodes.size(), 0.0);
+}
+
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   CLEAVE_CHECK_ARG(inputs.size() == graph_.inputs.size(),
                    "graph '{}': {} inputs given; the graph was compiled for {}", graph_.name,
@@ -147,7 +153,14 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
       values_[slot_base_[i]] = ins[0].view(n.outputs[0].shape);
       continue;
     }
+    if (!profiling_) {
+      n.op->cpu_kernel(ir::KernelContext{*n.op, n.attrs, ins, node_outputs_[i]});
+      continue;
+    }
+    const auto start = std::chrono::steady_clock::now();
     n.op->cpu_kernel(ir::KernelContext{*n.op, n.attrs, ins, node_outputs_[i]});
+    node_seconds_[i] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   std::vector<Tensor> out;
   out.reserve(graph_.outputs.size());

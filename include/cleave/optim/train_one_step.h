@@ -40,6 +40,7 @@ class TrainOneStep {
   size_t num_compiled() const { return cache_.size(); }
   // The executor the last GRAPH_MODE call ran (null before one): its graph and memory plan.
   const runtime::Executor* last_executor() const { return last_; }
+  runtime::Executor* last_executor() { return last_; }  // e.g. to turn on profiling
 
  private:
   Tensor step_pynative(const Tensor& data, const Tensor& label);

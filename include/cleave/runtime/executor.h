@@ -37,6 +37,11 @@ class Executor {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
 
   const ir::Graph& graph() const { return graph_; }
+  // Per-node timing, off by default: while on, run() adds each op's kernel wall time (a steady
+  // clock read around the kernel) to node_seconds()[node index]. For measurements (graph_bench
+  // profile), not training: the clock reads cost ~50 ns per op. Turning it on clears the sums.
+  void set_profiling(bool on);
+  const std::vector<double>& node_seconds() const { return node_seconds_; }
   const MemoryPlan& plan() const { return plan_; }
   // Per-node notes for ir::dump_text: each op's buffers.
   std::vector<std::string> plan_notes() const;
@@ -49,6 +54,8 @@ class Executor {
   std::vector<Tensor> values_;  // one per (node, output)
   std::vector<std::vector<Tensor>> node_inputs_;
   std::vector<std::vector<Tensor>> node_outputs_;
+  bool profiling_ = false;
+  std::vector<double> node_seconds_;
 };
 
 }  // namespace cleave::runtime
