@@ -136,3 +136,38 @@ TEST(GraphOptimizer, CountersFollowTheGraphUpdates) {
 
 }  // namespace
 }  // namespace cleave::runtime
+
+namespace cleave::runtime {
+namespace {
+
+TEST(ExecutorProfiling, SumsKernelTimePerOpNodeOnlyWhileOn) {
+  ModeGuard guard(GRAPH_MODE);
+  set_seed(4);
+  auto net = std::make_shared<testing::TwoMatMul>();
+  nn::WithLossCell with_loss(net, std::make_shared<nn::MSELoss>());
+  optim::Momentum opt(net->trainable_params(), 0.01, 0.9);
+  optim::TrainOneStep step(with_loss, opt);
+  const Tensor x = Tensor::ones({8, 32}), y = Tensor::zeros({8, 16});
+  step(x, y);
+  Executor& exec = *step.last_executor();
+  EXPECT_TRUE(exec.node_seconds().empty());  // off by default
+  exec.set_profiling(true);
+  for (int i = 0; i < 3; ++i) step(x, y);
+  const std::vector<double> on = exec.node_seconds();
+  ASSERT_EQ(on.size(), exec.graph().nodes.size());
+  double total = 0;
+  for (size_t i = 0; i < on.size(); ++i) {
+    if (!exec.graph().nodes[i].is_op()) {
+      EXPECT_EQ(on[i], 0.0) << i;
+    }
+    EXPECT_GE(on[i], 0.0);
+    total += on[i];
+  }
+  EXPECT_GT(total, 0.0);
+  exec.set_profiling(false);
+  step(x, y);
+  EXPECT_EQ(exec.node_seconds(), on);  // not accumulating while off
+}
+
+}  // namespace
+}  // namespace cleave::runtime
