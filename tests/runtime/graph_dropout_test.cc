@@ -7,6 +7,7 @@
 
 #include "cleave/cleave.h"
 #include "testing/gradcheck.h"
+#include "testing/graph_mode.h"
 
 namespace cleave::runtime {
 namespace {
@@ -29,10 +30,7 @@ struct Result {
 };
 
 Result train(Mode mode) {
-  const Context saved = get_context();
-  Context c = saved;
-  c.mode = mode;
-  set_context(c);
+  testing::ModeGuard guard(mode);
   set_seed(5);
   auto net = std::make_shared<DropoutNet>();
   net->set_train(true);
@@ -46,7 +44,6 @@ Result train(Mode mode) {
   for (const Tensor& p : net->trainable_params()) {
     for (double v : p.to_double_vector()) r.params.push_back(v);
   }
-  set_context(saved);
   return r;
 }
 
@@ -65,10 +62,7 @@ TEST(GraphDropout, TrainsLikePyNativeUnderOneSeed) {
 }
 
 TEST(GraphDropout, MasksChangeFromStepToStepAndEvalIsIdentity) {
-  const Context saved = get_context();
-  Context c = saved;
-  c.mode = GRAPH_MODE;
-  set_context(c);
+  testing::ModeGuard guard(GRAPH_MODE);
   set_seed(9);
   nn::Dropout drop(0.5);
   drop.set_train(true);
@@ -80,7 +74,6 @@ TEST(GraphDropout, MasksChangeFromStepToStepAndEvalIsIdentity) {
   for (float v : a) EXPECT_TRUE(v == 0.0f || std::abs(v - 2.0f) < 1e-6f);
   drop.set_train(false);
   EXPECT_EQ(forward(x).to_vector<float>(), x.to_vector<float>());
-  set_context(saved);
 }
 
 }  // namespace

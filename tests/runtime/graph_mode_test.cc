@@ -1,5 +1,7 @@
 // GRAPH_MODE against PYNATIVE_MODE: the same losses and parameters over 100 training steps, the
 // compile cache, the memory plan and the error for reading a traced value.
+#include "testing/graph_mode.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,15 +14,8 @@
 namespace cleave::runtime {
 namespace {
 
-struct ModeGuard {
-  explicit ModeGuard(Mode mode) : saved(get_context()) {
-    Context c = saved;
-    c.mode = mode;
-    set_context(c);
-  }
-  ~ModeGuard() { set_context(saved); }
-  Context saved;
-};
+using testing::ModeGuard;
+using testing::rel_diff;
 
 struct TrainRun {
   std::vector<double> losses;
@@ -44,26 +39,8 @@ TrainRun train(Mode mode, const Tensor& data, const Tensor& labels, int steps, d
   return run;
 }
 
-double rel_diff(double a, double b) {
-  return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-3});
-}
-
 void expect_same(const TrainRun& graph, const TrainRun& eager) {
-  ASSERT_EQ(graph.losses.size(), eager.losses.size());
-  for (size_t i = 0; i < graph.losses.size(); ++i) {
-    EXPECT_LE(rel_diff(graph.losses[i], eager.losses[i]), 1e-6)
-        << "step " << i << ": graph " << graph.losses[i] << " pynative " << eager.losses[i];
-  }
-  ASSERT_EQ(graph.params.size(), eager.params.size());
-  for (size_t p = 0; p < graph.params.size(); ++p) {
-    double worst = 0;
-    for (size_t k = 0; k < graph.params[p].size(); ++k) {
-      worst = std::max(worst, rel_diff(graph.params[p][k], eager.params[p][k]));
-    }
-    EXPECT_LE(worst, 1e-6) << "parameter " << p;
-  }
-  // Training moved: the last loss is below the first.
-  EXPECT_LT(graph.losses.back(), graph.losses.front());
+  testing::expect_same_training(graph.losses, eager.losses, graph.params, eager.params);
 }
 
 Tensor random_labels(int64_t n, int64_t classes, uint64_t seed) {

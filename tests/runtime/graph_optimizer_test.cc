@@ -8,20 +8,13 @@
 
 #include "cleave/cleave.h"
 #include "testing/gradcheck.h"
+#include "testing/graph_mode.h"
 #include "testing/models.h"
 
 namespace cleave::runtime {
 namespace {
 
-struct ModeGuard {
-  explicit ModeGuard(Mode mode) : saved(get_context()) {
-    Context c = saved;
-    c.mode = mode;
-    set_context(c);
-  }
-  ~ModeGuard() { set_context(saved); }
-  Context saved;
-};
+using testing::ModeGuard;
 
 using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
 
@@ -54,10 +47,6 @@ Run train(Mode mode, const MakeOptimizer& make, const std::string& update_op, in
   return run;
 }
 
-double rel_diff(double a, double b) {
-  return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-3});
-}
-
 void expect_graph_equals_pynative(const MakeOptimizer& make, const std::string& update_op) {
   const int steps = 30;
   const Run graph = train(GRAPH_MODE, make, update_op, steps);
@@ -65,20 +54,7 @@ void expect_graph_equals_pynative(const MakeOptimizer& make, const std::string& 
   // One compile across the learning-rate changes, with one update node per parameter in it.
   EXPECT_EQ(graph.compiled, 1u);
   EXPECT_EQ(graph.update_ops, static_cast<int>(graph.params.size()));
-  ASSERT_EQ(graph.losses.size(), eager.losses.size());
-  for (size_t i = 0; i < graph.losses.size(); ++i) {
-    EXPECT_LE(rel_diff(graph.losses[i], eager.losses[i]), 1e-6)
-        << "step " << i << ": graph " << graph.losses[i] << " pynative " << eager.losses[i];
-  }
-  ASSERT_EQ(graph.params.size(), eager.params.size());
-  for (size_t p = 0; p < graph.params.size(); ++p) {
-    double worst = 0;
-    for (size_t k = 0; k < graph.params[p].size(); ++k) {
-      worst = std::max(worst, rel_diff(graph.params[p][k], eager.params[p][k]));
-    }
-    EXPECT_LE(worst, 1e-6) << "parameter " << p;
-  }
-  EXPECT_LT(graph.losses.back(), graph.losses.front());  // training moved
+  testing::expect_same_training(graph.losses, eager.losses, graph.params, eager.params);
 }
 
 // The rate changes at steps 10 and 20 of 30.
