@@ -50,11 +50,13 @@ void read_set(const std::string& images_path, const std::string& labels_path, Mn
                    "{}: file '{}' is corrupt: its header gives images of {} x {}; expected sides "
                    "in [1, 65536] (28 x 28 for MNIST)",
                    kSource, images_path, rows, cols);
-  const int64_t expected = 16 + count * rows * cols;
-  CLEAVE_CHECK_ARG(static_cast<int64_t>(images.size()) == expected,
+  // 128-bit: a corrupt header's count x rows x cols can overflow 64 bits.
+  const __int128 expected = __int128{16} + __int128{count} * rows * cols;
+  CLEAVE_CHECK_ARG(static_cast<__int128>(images.size()) == expected,
                    "{}: file '{}' is truncated or corrupt: {} bytes; expected {} (16-byte header "
                    "+ {} images of {} x {})",
-                   kSource, images_path, images.size(), expected, count, rows, cols);
+                   kSource, images_path, images.size(), static_cast<double>(expected), count, rows,
+                   cols);
   if (!data.pixels.empty()) {
     CLEAVE_CHECK_ARG(rows == data.rows && cols == data.cols,
                      "{}: file '{}' has images of {} x {}; expected {} x {} like the other set",
