@@ -21,4 +21,22 @@ void set_context(const Context& context) {
 
 const Context& get_context() { return global_context(); }
 
+namespace {
+AutoParallelContext& global_auto_parallel_context() {
+  static AutoParallelContext context;
+  return context;
+}
+}  // namespace
+
+void set_auto_parallel_context(const AutoParallelContext& context) {
+  CLEAVE_CHECK_ARG(context.pipeline_micro_batches >= 1,
+                   "set_auto_parallel_context: pipeline_micro_batches is {}; expected >= 1",
+                   context.pipeline_micro_batches);
+  global_auto_parallel_context() = context;
+}
+
+const AutoParallelContext& get_auto_parallel_context() {
+  return global_auto_parallel_context();
+}
+
 }  // namespace cleave::runtime

@@ -21,4 +21,29 @@ struct Context {
 void set_context(const Context& context);
 const Context& get_context();
 
+// MindSpore's set_auto_parallel_context, for the parts cleave supports.
+struct AutoParallelContext {
+  // For a placed network (Cell::place / Primitive::place after cleave::init()): > 1 splits each
+  // training batch into this many micro-batches (the batch size must be divisible by it) that run
+  // through the placed stages on a 1F1B schedule, so that ranks compute at the same time;
+  // gradients and the loss are averaged over the micro-batches, which equals the unpipelined step
+  // when the loss is a mean over the batch. 1 (the default): no micro-batching.
+  int pipeline_micro_batches = 1;
+};
+
+// Replaces the process-wide auto-parallel context. pipeline_micro_batches must be >= 1.
+void set_auto_parallel_context(const AutoParallelContext& context);
+const AutoParallelContext& get_auto_parallel_context();
+
+// What this process spent running placed (partitioned) graphs since it started or since
+// reset_placed_run_stats(): time inside op kernels, time blocked waiting for data from other
+// ranks (RpcRecv), and the number of graph runs.
+struct PlacedRunStats {
+  double compute_seconds = 0;
+  double recv_wait_seconds = 0;
+  int64_t runs = 0;
+};
+PlacedRunStats placed_run_stats();
+void reset_placed_run_stats();
+
 }  // namespace cleave::runtime
