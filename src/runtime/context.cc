@@ -1,5 +1,7 @@
 #include "cleave/runtime/context.h"
 
+#include <mutex>
+
 #include "cleave/core/error.h"
 
 namespace cleave::runtime {
@@ -37,6 +39,31 @@ void set_auto_parallel_context(const AutoParallelContext& context) {
 
 const AutoParallelContext& get_auto_parallel_context() {
   return global_auto_parallel_context();
+}
+
+}  // namespace cleave::runtime
+
+namespace cleave::runtime {
+namespace {
+std::mutex g_stats_mutex;
+PlacedRunStats g_stats;
+}  // namespace
+
+void add_placed_run_stats(double compute_seconds, double recv_wait_seconds) {
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  g_stats.compute_seconds += compute_seconds;
+  g_stats.recv_wait_seconds += recv_wait_seconds;
+  ++g_stats.runs;
+}
+
+PlacedRunStats placed_run_stats() {
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  return g_stats;
+}
+
+void reset_placed_run_stats() {
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  g_stats = {};
 }
 
 }  // namespace cleave::runtime

@@ -44,6 +44,8 @@ struct PlacedRunStats {
   int64_t runs = 0;
 };
 PlacedRunStats placed_run_stats();
+// Adds one run (the executor of placed graphs calls it).
+void add_placed_run_stats(double compute_seconds, double recv_wait_seconds);
 void reset_placed_run_stats();
 
 }  // namespace cleave::runtime
