@@ -97,7 +97,13 @@ std::vector<Tensor> graph_grad(const Tensor& loss, const std::vector<Tensor>& wr
     for (size_t k = 0; k < input_grads.size(); ++k) {
       if (!input_grads[k].defined() || !needs_input[k]) continue;
       Tensor& slot = grads[{node.inputs[k].node, node.inputs[k].output}];
+      const size_t before_sum = g.nodes.size();
       slot = accumulate(slot, input_grads[k]);
+      // A sum of gradient contributions runs where this contribution was computed (a placed
+      // network then sums a shared parameter's gradients without a detour through worker 0).
+      for (size_t a = before_sum; a < g.nodes.size(); ++a) {
+        if (g.nodes[a].placement.empty()) g.nodes[a].placement = node.placement;
+      }
     }
   }
   return result;

@@ -2,6 +2,7 @@
 
 #include <unordered_set>
 
+#include "cleave/comm/group_registry.h"
 #include "cleave/core/error.h"
 #include "cleave/ir/graph.h"
 
@@ -41,7 +42,15 @@ Tensor Cell::operator()(const Tensor& a, const Tensor& b) {
 }
 
 Cell& Cell::place(const std::string& role, int64_t rank_id) {
-  CLEAVE_CHECK_ARG(rank_id >= 0, "{}: place: rank_id is {}; expected >= 0", cls_name_, rank_id);
+  CLEAVE_CHECK_ARG(role == "MS_WORKER",
+                   "{}: place: role is '{}'; only workers run graph ops (the scheduler runs "
+                   "none): use \"MS_WORKER\"",
+                   cls_name_, role);
+  const int workers = comm::world_size();
+  CLEAVE_CHECK_ARG(rank_id >= 0 && (workers <= 1 || rank_id < workers),
+                   "{}: place: rank_id is {}; expected a worker rank in [0, {}) (MS_WORKER_NUM)",
+                   cls_name_, rank_id,
+                   workers <= 1 ? std::string("MS_WORKER_NUM") : std::to_string(workers));
   place_role_ = role;
   place_rank_ = rank_id;
   return *this;

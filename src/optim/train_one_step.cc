@@ -6,6 +6,7 @@
 
 #include "cleave/autodiff/backward.h"
 #include "cleave/autodiff/graph_grad.h"
+#include "cleave/core/shape.h"
 #include "cleave/ir/graph.h"
 #include "cleave/runtime/compile.h"
 #include "cleave/runtime/context.h"
@@ -36,11 +37,26 @@ TrainOneStep::Compiled TrainOneStep::trace_and_compile(const Tensor& data, const
   Compiled compiled;
   ir::Graph graph;
   graph.name = fmt::format("train_step_{}", g_graph_counter++);
+  // NOTE [Micro-batches] in cleave/parallel/partition.h: the step is traced for one micro-batch.
+  const int micro_batches = runtime::get_auto_parallel_context().pipeline_micro_batches;
+  Shape data_shape = data.shape(), label_shape = label.shape();
+  if (micro_batches > 1) {
+    for (const auto& [what, t] : {std::pair{"data", &data}, std::pair{"label", &label}}) {
+      CLEAVE_CHECK_ARG(t->rank() >= 1 && t->shape()[0] % micro_batches == 0,
+                       "TrainOneStep: {} has shape {}; with pipeline_micro_batches = {} its "
+                       "batch dimension must be divisible by {} (set a batch size that is a "
+                       "multiple of the micro-batch count)",
+                       what, t->shape().to_string(), micro_batches, micro_batches);
+    }
+    data_shape[0] /= micro_batches;
+    label_shape[0] /= micro_batches;
+  }
+  int step_begin = -1;
   {
     ir::Tracer tracer(graph);
     {
-      const Tensor sym_data = tracer.add_input({data.shape(), data.dtype()}, "data");
-      const Tensor sym_label = tracer.add_input({label.shape(), label.dtype()}, "label");
+      const Tensor sym_data = tracer.add_input({data_shape, data.dtype()}, "data");
+      const Tensor sym_label = tracer.add_input({label_shape, label.dtype()}, "label");
       for (const auto& [name, p] : net_.parameters_and_names()) tracer.add_parameter(p, name);
       const std::vector<Tensor>& params = optimizer_.parameters();
       for (size_t i = 0; i < params.size(); ++i) {
@@ -55,6 +71,7 @@ TrainOneStep::Compiled TrainOneStep::trace_and_compile(const Tensor& data, const
       runtime::dump_stage(graph, 1, "trace");
       const std::vector<Tensor> grads = autodiff::graph_grad(loss, params);
       runtime::dump_stage(graph, 5, "autodiff");
+      step_begin = static_cast<int>(graph.nodes.size());
       {
         const int64_t step_before = optimizer_.step_count();
         ir::ScopeGuard scope("optimizer", optimizer_.name());
@@ -67,7 +84,9 @@ TrainOneStep::Compiled TrainOneStep::trace_and_compile(const Tensor& data, const
     }
     tracer.finish();
   }
-  compiled.executor = runtime::compile(std::move(graph));
+  compiled.micro_batches = micro_batches;
+  compiled.executor = runtime::compile_distributed(
+      std::move(graph), {.step_begin = step_begin, .micro_batches = micro_batches});
   return compiled;
 }
 
@@ -76,7 +95,8 @@ Tensor TrainOneStep::operator()(const Tensor& data, const Tensor& label) {
                    "TrainOneStep: data and label must be defined tensors");
   if (runtime::get_context().mode == runtime::PYNATIVE_MODE) return step_pynative(data, label);
 
-  const Key key{signature(data), signature(label), net_.training()};
+  const Key key{signature(data), signature(label), net_.training(),
+                runtime::get_auto_parallel_context().pipeline_micro_batches};
   auto it = cache_.find(key);
   bool traced_now = false;
   if (it == cache_.end()) {
@@ -87,9 +107,18 @@ Tensor TrainOneStep::operator()(const Tensor& data, const Tensor& label) {
   // Tracing ran apply(), which wrote this step's learning rate and counted the step; for a
   // cached graph both happen here.
   if (!traced_now) optimizer_.write_lr();
-  std::vector<Tensor> out = last_->run({data, label});
+  std::vector<Tensor> inputs = {data, label};
+  if (const int m = it->second.micro_batches; m > 1) {
+    inputs.clear();
+    const int64_t rows = data.shape()[0] / m, label_rows = label.shape()[0] / m;
+    for (int k = 0; k < m; ++k) {
+      inputs.push_back(data.narrow_rows(k * rows, rows));
+      inputs.push_back(label.narrow_rows(k * label_rows, label_rows));
+    }
+  }
+  std::vector<Tensor> out = last_->run(inputs);
   if (!traced_now) optimizer_.advance_step();
-  return out[0];
+  return out.empty() ? Tensor() : out[0];
 }
 
 Forward::Forward(nn::Cell& net) : net_(net) {}
@@ -115,9 +144,10 @@ Tensor Forward::operator()(const Tensor& x) {
       }
       tracer.finish();
     }
-    it = cache_.emplace(key, runtime::compile(std::move(graph))).first;
+    it = cache_.emplace(key, runtime::compile_distributed(std::move(graph), {})).first;
   }
-  return it->second->run({x})[0];
+  std::vector<Tensor> out = it->second->run({x});
+  return out.empty() ? Tensor() : out[0];
 }
 
 }  // namespace cleave::optim

@@ -5,8 +5,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cleave/comm/group_registry.h"
 #include "cleave/ir/passes.h"
+#include "cleave/parallel/partition.h"
 #include "cleave/runtime/context.h"
+#include "cleave/runtime/rpc.h"
 
 namespace cleave::runtime {
 namespace {
@@ -20,10 +23,11 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 }  // namespace
 
 void dump_stage(const ir::Graph& graph, int number, const std::string& stage,
-                const ir::NodeNotes& notes) {
+                const ir::NodeNotes& notes, const std::string& folder) {
   const Context& ctx = get_context();
   if (ctx.save_graphs < 1) return;
-  const std::filesystem::path dir = std::filesystem::path(ctx.save_graphs_path) / graph.name;
+  const std::filesystem::path dir =
+      std::filesystem::path(ctx.save_graphs_path) / (folder.empty() ? graph.name : folder);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   CLEAVE_CHECK_ARG(!ec,
@@ -46,6 +50,33 @@ std::unique_ptr<Executor> compile(ir::Graph graph) {
   auto executor = std::make_unique<Executor>(std::move(graph));
   dump_stage(executor->graph(), 9, "execute", executor->plan_notes());
   return executor;
+}
+
+}  // namespace cleave::runtime
+
+namespace cleave::runtime {
+
+bool is_placed(const ir::Graph& graph) {
+  return comm::world_size() > 1 && parallel::has_placement(graph);
+}
+
+std::unique_ptr<Executor> compile_distributed(ir::Graph graph,
+                                              const DistributedCompileOptions& options) {
+  const bool placed = is_placed(graph);
+  if (!placed && options.micro_batches == 1) return compile(std::move(graph));
+  parallel::PartitionOptions po;
+  po.world_size = placed ? comm::world_size() : 1;
+  po.micro_batches = options.micro_batches;
+  po.step_begin = options.step_begin;
+  po.use_placement = placed;
+  po.send_op = &rpc_send_op();
+  po.recv_op = &rpc_recv_op();
+  parallel::Partition parts = parallel::partition(graph, po);
+  for (size_t r = 0; r < parts.ranks.size(); ++r) {
+    dump_stage(parts.ranks[r], 10, fmt::format("partition_rank{}", r), {}, graph.name);
+  }
+  const int rank = placed ? comm::world_rank() : 0;
+  return compile(std::move(parts.ranks[rank]));
 }
 
 }  // namespace cleave::runtime

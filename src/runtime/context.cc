@@ -37,9 +37,7 @@ void set_auto_parallel_context(const AutoParallelContext& context) {
   global_auto_parallel_context() = context;
 }
 
-const AutoParallelContext& get_auto_parallel_context() {
-  return global_auto_parallel_context();
-}
+const AutoParallelContext& get_auto_parallel_context() { return global_auto_parallel_context(); }
 
 }  // namespace cleave::runtime
 

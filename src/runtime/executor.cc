@@ -7,6 +7,8 @@
 #include <chrono>
 
 #include "cleave/ir/passes.h"
+#include "cleave/runtime/context.h"
+#include "cleave/runtime/rpc.h"
 
 namespace cleave::runtime {
 namespace {
@@ -118,6 +120,7 @@ Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
     }
     CLEAVE_ASSERT(n.op->cpu_kernel != nullptr, "op '{}' has no CPU kernel", n.op->name);
   }
+  for (const ir::Node& n : graph_.nodes) placed_ = placed_ || (n.is_op() && n.op->communicates);
 }
 
 void Executor::set_profiling(bool on) {
@@ -142,6 +145,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
     values_[slot_base_[graph_.inputs[k]]] = t;
   }
   const size_t count = graph_.nodes.size();
+  double compute_seconds = 0, comm_seconds = 0;
   for (size_t i = 0; i < count; ++i) {
     const ir::Node& n = graph_.nodes[i];
     if (!n.is_op()) continue;
@@ -153,14 +157,22 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
       values_[slot_base_[i]] = ins[0].view(n.outputs[0].shape);
       continue;
     }
-    if (!profiling_) {
+    if (!profiling_ && !placed_) {
       n.op->cpu_kernel(ir::KernelContext{*n.op, n.attrs, ins, node_outputs_[i]});
       continue;
     }
     const auto start = std::chrono::steady_clock::now();
     n.op->cpu_kernel(ir::KernelContext{*n.op, n.attrs, ins, node_outputs_[i]});
-    node_seconds_[i] +=
+    const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (profiling_) node_seconds_[i] += seconds;
+    (n.op->communicates ? comm_seconds : compute_seconds) += seconds;
+  }
+  if (placed_) {
+    const auto start = std::chrono::steady_clock::now();
+    wait_pending_sends();
+    comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    add_placed_run_stats(compute_seconds, comm_seconds);
   }
   std::vector<Tensor> out;
   out.reserve(graph_.outputs.size());

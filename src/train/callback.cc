@@ -41,6 +41,7 @@ void LossMonitor::on_train_begin(RunContext& ctx) {
 }
 
 void LossMonitor::on_step_end(RunContext& ctx) {
+  if (!ctx.loss.defined()) return;  // a placed network's loss is on worker 0 only
   const double loss = ctx.loss_value();
   if (std::isnan(loss) || std::isinf(loss)) {
     CLEAVE_FAIL("epoch: {} step: {}. Invalid loss, terminating training.", ctx.cur_epoch_num,

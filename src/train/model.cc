@@ -91,6 +91,7 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, std::shared_ptr<optim::Op
     CLEAVE_CHECK_ARG(metric != nullptr, "Model: metric '{}' is null; expected a Metric", name);
   }
   if (optimizer_) train_step_ = std::make_shared<ContextTrainStep>(network_, loss_fn_, optimizer_);
+  forward_ = std::make_unique<optim::Forward>(*network_);
 }
 
 void Model::set_train_step(std::shared_ptr<TrainStep> step) {
@@ -199,11 +200,13 @@ EvalResult Model::eval(const dataset::DatasetPtr& valid_dataset, bool dataset_si
   NoGradGuard no_grad;
   std::unique_ptr<dataset::Iterator> it = valid_dataset->create_tuple_iterator();
   dataset::Row row;
-  int64_t batches = 0;
+  int64_t batches = 0, outputs_seen = 0;
   while (it->next(row)) {
     check_row("eval", *valid_dataset, row);
     ++batches;
-    const Tensor logits = (*network_)(row[0]);
+    const Tensor logits = (*forward_)(row[0]);
+    if (!logits.defined()) continue;  // a placed network's outputs are on worker 0
+    ++outputs_seen;
     const Tensor loss = needs_loss ? (*loss_fn_)(logits, row[1]) : Tensor();
     const Tensor outputs[3] = {loss, logits, row[1]};
     for (const auto& [name, metric] : metrics_) {
@@ -214,6 +217,7 @@ EvalResult Model::eval(const dataset::DatasetPtr& valid_dataset, bool dataset_si
   }
   CLEAVE_CHECK_ARG(batches > 0, "Model.eval: the dataset gave no rows; expected at least one");
   std::vector<std::pair<std::string, double>> values;
+  if (outputs_seen == 0) return EvalResult(std::move(values));  // not worker 0 of a placed net
   for (const auto& [name, metric] : metrics_) values.emplace_back(name, metric->eval());
   return EvalResult(std::move(values));
 }
@@ -222,7 +226,7 @@ Tensor Model::predict(const Tensor& data) {
   CLEAVE_CHECK_ARG(data.defined(), "Model.predict: the input is an undefined Tensor");
   InferenceMode inference(*network_);
   NoGradGuard no_grad;
-  return (*network_)(data);
+  return (*forward_)(data);
 }
 
 void Model::save_train_state(const std::string& path) const {

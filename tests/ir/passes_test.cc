@@ -206,7 +206,7 @@ TEST(Scopes, LeNetOpsGetScopesAndUniqueInstanceNames) {
 TEST(Placement, CellPlacementAppliesInsideAndAnOpsOwnTakesPrecedence) {
   set_seed(1);
   testing::Mlp net;
-  net.fc2->place("worker", 1);
+  net.fc2->place("MS_WORKER", 1);
   Graph g;
   {
     Tracer tracer(g);
@@ -220,7 +220,7 @@ TEST(Placement, CellPlacementAppliesInsideAndAnOpsOwnTakesPrecedence) {
   for (const Node& n : g.nodes) {
     if (!n.is_op()) continue;
     if (n.scope.find("fc2-Dense") != std::string::npos) {
-      EXPECT_EQ(n.placement, (Placement{"worker", 1})) << n.name;
+      EXPECT_EQ(n.placement, (Placement{"MS_WORKER", 1})) << n.name;
       ++placed;
     } else if (n.strategy.empty()) {
       EXPECT_TRUE(n.placement.empty()) << n.name;
@@ -230,10 +230,13 @@ TEST(Placement, CellPlacementAppliesInsideAndAnOpsOwnTakesPrecedence) {
   }
   EXPECT_EQ(placed, 2);  // MatMul and BiasAdd
   const std::string text = dump_text(g);
-  EXPECT_NE(text.find("{placement: (role: worker, rank: 1)}"), std::string::npos);
+  EXPECT_NE(text.find("{placement: (role: MS_WORKER, rank: 1)}"), std::string::npos);
   EXPECT_NE(text.find("{in_strategy: ((2, 1), (1, 1))} {placement: (role: server, rank: 0)}"),
             std::string::npos);
-  EXPECT_ERROR(net.place("worker", -1), "Mlp: place: rank_id is -1; expected >= 0");
+  EXPECT_ERROR(net.place("MS_WORKER", -1),
+               "Mlp: place: rank_id is -1; expected a worker rank in [0, MS_WORKER_NUM)");
+  EXPECT_ERROR(net.place("MS_SCHED", 0),
+               "Mlp: place: role is 'MS_SCHED'; only workers run graph ops");
 }
 
 TEST(Tracing, TracedTensorsCannotBeUsedInAnotherTraceOrViewed) {
@@ -256,7 +259,7 @@ class ShardedNet : public nn::Cell {
     w1 = register_parameter("w", Tensor::ones({32, 16}));
     w2 = register_parameter("w2", Tensor::ones({16, 16}));
     matmul.shard({{2, 4}, {4, 1}});
-    matmul2.place("worker", 3);
+    matmul2.place("MS_WORKER", 3);
   }
   Tensor construct(const Tensor& x) override {
     return matmul2.call1({ops::relu(matmul.call1({x, w1})), w2});
@@ -268,7 +271,7 @@ class ShardedNet : public nn::Cell {
 
 TEST(Primitive, ShardAndPlaceAreRecordedAndPrinted) {
   ShardedNet net;
-  net.place("worker", 1);
+  net.place("MS_WORKER", 1);
   Graph g;
   {
     Tracer tracer(g);
@@ -281,9 +284,9 @@ TEST(Primitive, ShardAndPlaceAreRecordedAndPrinted) {
   }
   ASSERT_EQ(matmuls.size(), 2u);
   EXPECT_EQ(matmuls[0]->strategy, (Strategy{{2, 4}, {4, 1}}));
-  EXPECT_EQ(matmuls[0]->placement, (Placement{"worker", 1}));  // the cell's
+  EXPECT_EQ(matmuls[0]->placement, (Placement{"MS_WORKER", 1}));  // the cell's
   EXPECT_TRUE(matmuls[1]->strategy.empty());
-  EXPECT_EQ(matmuls[1]->placement, (Placement{"worker", 3}));  // its own wins
+  EXPECT_EQ(matmuls[1]->placement, (Placement{"MS_WORKER", 3}));  // its own wins
   const std::string text = dump_text(g);
   EXPECT_NE(text.find("= MatMul(%para1_x, %para2_param0) {instance name: network.matmul} "
                       "primitive_attrs: {transpose_a: false, transpose_b: false} {in_strategy: "
@@ -299,7 +302,8 @@ TEST(Primitive, BadStrategiesAreRejectedWithTheOpAndStrategy) {
   EXPECT_ERROR(matmul.shard({{2, 4}}), "MatMul: strategy ((2, 4)) has 1 entries",
                "one per input (2)");
   EXPECT_ERROR(matmul.shard({{2, 0}, {1, 1}}), "splits input 0 into 0 slices");
-  EXPECT_ERROR(matmul.place("w", -2), "MatMul: place: rank_id is -2");
+  EXPECT_ERROR(matmul.place("MS_WORKER", -2), "MatMul: place: rank_id is -2");
+  EXPECT_ERROR(matmul.place("w", 0), "MatMul: place: role is 'w'; only workers run graph ops");
   EXPECT_ERROR(Primitive("NoSuchOp"), "NoSuchOp");
   matmul.shard({{2, 4, 1}, {4, 1}});
   Graph g;

@@ -68,7 +68,9 @@ struct Node {
   bool literal = false;  // kConstant: the graph holds the only reference (NOTE [Graph IR])
 
   bool is_op() const { return kind == NodeKind::kOp; }
-  bool has_side_effect() const { return op != nullptr && op->mutates_inputs; }
+  bool has_side_effect() const {
+    return op != nullptr && (op->mutates_inputs || op->communicates);
+  }
 };
 
 struct Graph {

@@ -71,6 +71,9 @@ struct OpDef {
   // Ops whose single output is input 0's elements under a new shape (Reshape, Squeeze, ...):
   // the output is a view sharing input 0's storage and no kernel runs.
   bool output_is_view = false;
+  // Ops that talk to other processes (RpcSend, RpcRecv): side effects that passes never remove,
+  // merge or fold, and whose order on each rank is fixed by the schedule that placed them.
+  bool communicates = false;
 };
 
 // ---- helpers for infer functions: each throws Error naming the op and input ----

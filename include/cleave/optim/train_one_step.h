@@ -29,6 +29,12 @@ namespace cleave::optim {
 // each run; SGD's first-update flags and Adam's step counts, which the kernels advance), not
 // attributes, so a learning-rate schedule runs on one compiled graph.
 //
+// A placed network (Cell::place after cleave::init() in a job of several workers) is partitioned
+// (runtime::compile_distributed): every worker runs its part of the step, and the loss is
+// returned on worker 0 only (an undefined Tensor elsewhere). With
+// runtime::set_auto_parallel_context({.pipeline_micro_batches = M}), M > 1, the step runs as M
+// micro-batches (NOTE [Micro-batches] in cleave/parallel/partition.h).
+//
 // The net and the optimizer must outlive this object.
 class TrainOneStep {
  public:
@@ -46,18 +52,20 @@ class TrainOneStep {
   Tensor step_pynative(const Tensor& data, const Tensor& label);
   struct Compiled {
     std::unique_ptr<runtime::Executor> executor;
+    int micro_batches = 1;
   };
   Compiled trace_and_compile(const Tensor& data, const Tensor& label);
 
   nn::Cell& net_;
   Optimizer& optimizer_;
-  using Key = std::tuple<std::string, std::string, bool>;
+  using Key = std::tuple<std::string, std::string, bool, int>;
   std::map<Key, Compiled> cache_;
   runtime::Executor* last_ = nullptr;
 };
 
 // The forward of a one-input cell (evaluation / prediction), compiled in GRAPH_MODE (once per
-// input signature, without gradients) and run eagerly under NoGradGuard in PYNATIVE_MODE.
+// input signature, without gradients) and run eagerly under NoGradGuard in PYNATIVE_MODE. A
+// placed network returns its output on worker 0 and an undefined Tensor on the other workers.
 // The cell must outlive this object.
 class Forward {
  public:

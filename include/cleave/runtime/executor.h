@@ -32,8 +32,9 @@ class Executor {
   explicit Executor(ir::Graph graph);
 
   // Runs the graph on `inputs` (one per graph input, with the traced shapes and dtypes; throws
-  // Error naming the input otherwise). Returns the graph outputs as new tensors owned by the
-  // caller. Side-effecting ops (optimizer updates) write their bound parameters and state.
+  // Error naming the input otherwise). A graph with RpcSend ops returns once its sends are done.
+  // Returns the graph outputs as new tensors owned by the caller. Side-effecting ops (optimizer
+  // updates) write their bound parameters and state.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
 
   const ir::Graph& graph() const { return graph_; }
@@ -55,6 +56,9 @@ class Executor {
   std::vector<std::vector<Tensor>> node_inputs_;
   std::vector<std::vector<Tensor>> node_outputs_;
   bool profiling_ = false;
+  // The graph talks to other ranks (a placed graph: RpcSend/RpcRecv): run() times its kernels
+  // for runtime::placed_run_stats() and waits for its sends before returning.
+  bool placed_ = false;
   std::vector<double> node_seconds_;
 };
 

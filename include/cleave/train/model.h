@@ -82,11 +82,14 @@ class Model {
              const std::vector<CallbackPtr>& callbacks = {}, bool dataset_sink_mode = false);
 
   // Runs the network in inference mode (no gradients, Dropout off) over one epoch of
-  // `valid_dataset` and returns every metric's value. Throws Error without metrics, for an empty
-  // dataset, or when a Loss metric is asked for without a loss_fn.
+  // `valid_dataset` and returns every metric's value. A placed network (Cell::place in a job of
+  // several workers) computes the metrics on worker 0; the other workers return no values. Throws
+  // Error without metrics, for an empty dataset, or when a Loss metric is asked for without a
+  // loss_fn.
   EvalResult eval(const dataset::DatasetPtr& valid_dataset, bool dataset_sink_mode = false);
 
-  // The network's output for `data`, in inference mode without gradients.
+  // The network's output for `data`, in inference mode without gradients (an undefined Tensor on
+  // the workers other than 0 of a placed network).
   Tensor predict(const Tensor& data);
 
   // Replaces the training step (by default a ContextTrainStep of the network, loss and optimizer).
@@ -115,6 +118,8 @@ class Model {
   std::shared_ptr<optim::Optimizer> optimizer_;
   MetricMap metrics_;
   std::shared_ptr<TrainStep> train_step_;
+  // eval() and predict(): compiled in GRAPH_MODE, eager in PYNATIVE_MODE.
+  std::unique_ptr<optim::Forward> forward_;
   TrainProgress progress_;
   // The steps a loaded checkpoint had done, until the next train() resumes after them; -1: none.
   int64_t resume_step_ = -1;

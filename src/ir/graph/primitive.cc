@@ -40,7 +40,12 @@ Primitive& Primitive::shard(Strategy in_strategy) {
 }
 
 Primitive& Primitive::place(const std::string& role, int64_t rank_id) {
-  CLEAVE_CHECK_ARG(rank_id >= 0, "{}: place: rank_id is {}; expected >= 0", op_->name, rank_id);
+  CLEAVE_CHECK_ARG(role == "MS_WORKER",
+                   "{}: place: role is '{}'; only workers run graph ops (the scheduler runs "
+                   "none): use \"MS_WORKER\"",
+                   op_->name, role);
+  CLEAVE_CHECK_ARG(rank_id >= 0, "{}: place: rank_id is {}; expected a worker rank >= 0", op_->name,
+                   rank_id);
   placement_ = {role, rank_id};
   return *this;
 }

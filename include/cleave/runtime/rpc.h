@@ -1,0 +1,26 @@
+// The point-to-point primitives of placed graphs: RpcSend and RpcRecv (the names MindSpore gives
+// the communication operators its distributed graph partition inserts).
+//
+//   RpcSend(x)  {dst_rank, tag, group}                 no outputs: sends x to dst_rank
+//   RpcRecv()   {src_rank, tag, shape, dtype, group}   receives one tensor from src_rank
+//
+// A send and a receive match by (peer, tag) on the group ("world" by default); equal tags match
+// in posting order. RpcSend copies its input and posts the send asynchronously, so a rank never
+// blocks on a send (NOTE [A deadlock-free order] in cleave/parallel/partition.h relies on it);
+// the executor waits for the sends still in flight at the end of each run
+// (wait_pending_sends). RpcRecv blocks until its tensor has arrived, bounded by the group's
+// timeout. Both are side effects (OpDef::communicates): no pass removes, merges or folds them.
+#pragma once
+
+#include "cleave/ir/op_def.h"
+
+namespace cleave::runtime {
+
+// Registers RpcSend and RpcRecv in the global registry (once) and returns them.
+const ir::OpDef& rpc_send_op();
+const ir::OpDef& rpc_recv_op();
+
+// Waits for every RpcSend this thread posted that has not completed; throws the first failure.
+void wait_pending_sends();
+
+}  // namespace cleave::runtime

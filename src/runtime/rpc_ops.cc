@@ -1,0 +1,109 @@
+// RpcSend and RpcRecv (cleave/runtime/rpc.h).
+#include <fmt/format.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cleave/cluster/activity.h"
+#include "cleave/comm/group_registry.h"
+#include "cleave/ir/registry.h"
+#include "cleave/runtime/rpc.h"
+
+namespace cleave::runtime {
+namespace {
+
+using ir::InferContext;
+using ir::KernelContext;
+using ir::OpDef;
+using ir::TensorMeta;
+
+struct PendingSend {
+  std::shared_ptr<comm::Work> work;
+  Tensor buffer;  // the copy being sent, alive until the send completes
+};
+thread_local std::vector<PendingSend> t_pending;
+
+std::shared_ptr<comm::ProcessGroup> rpc_group(const ir::Attrs& attrs, const char* op) {
+  const std::string name = attrs.get_or<std::string>("group", "world");
+  std::shared_ptr<comm::ProcessGroup> group = comm::get_group(name);
+  CLEAVE_CHECK_ARG(group != nullptr,
+                   "{}: group '{}' has one rank (this process is not in a cluster); placed "
+                   "graphs run only after cleave::init() in a job of several workers",
+                   op, name);
+  return group;
+}
+
+void check_peer_attr(const InferContext& ctx, const char* attr) {
+  const int64_t peer = ctx.attrs.get<int64_t>(attr);
+  const int64_t tag = ctx.attrs.get<int64_t>("tag");
+  CLEAVE_CHECK_ARG(peer >= 0, "{}: {} is {}; expected a rank >= 0", ctx.op.name, attr, peer);
+  CLEAVE_CHECK_ARG(tag >= 0 && tag < (1 << 15), "{}: tag is {}; expected 0 <= tag < 32768",
+                   ctx.op.name, tag);
+}
+
+std::vector<TensorMeta> infer_send(const InferContext& ctx) {
+  check_peer_attr(ctx, "dst_rank");
+  return {};
+}
+
+std::vector<TensorMeta> infer_recv(const InferContext& ctx) {
+  check_peer_attr(ctx, "src_rank");
+  const auto dims = ctx.attrs.get<std::vector<int64_t>>("shape");
+  for (int64_t d : dims) {
+    CLEAVE_CHECK_ARG(d >= 0, "RpcRecv: shape has a negative dimension ({})", d);
+  }
+  return {{Shape(dims), ctx.attrs.get<DType>("dtype")}};
+}
+
+void kernel_send(const KernelContext& ctx) {
+  auto group = rpc_group(ctx.attrs, "RpcSend");
+  Tensor copy = ctx.inputs[0].clone();
+  const int dst = static_cast<int>(ctx.attrs.get<int64_t>("dst_rank"));
+  const int tag = static_cast<int>(ctx.attrs.get<int64_t>("tag"));
+  t_pending.push_back({group->send_async(copy, dst, tag), copy});
+}
+
+void kernel_recv(const KernelContext& ctx) {
+  auto group = rpc_group(ctx.attrs, "RpcRecv");
+  const int src = static_cast<int>(ctx.attrs.get<int64_t>("src_rank"));
+  const int tag = static_cast<int>(ctx.attrs.get<int64_t>("tag"));
+  cluster::ActivityScope activity(
+      fmt::format("waiting in RpcRecv for tensor {} (tag {}) from rank {} of a placed graph",
+                  ctx.outputs[0].shape().to_string(), tag, src));
+  group->recv(ctx.outputs[0], src, tag);
+}
+
+void register_rpc_ops() {
+  ir::Registry& r = ir::Registry::global();
+  if (r.find("RpcSend") != nullptr) return;
+  r.add(OpDef{.name = "RpcSend",
+              .num_inputs = 1,
+              .infer = infer_send,
+              .cpu_kernel = kernel_send,
+              .communicates = true});
+  r.add(OpDef{.name = "RpcRecv",
+              .num_inputs = 0,
+              .infer = infer_recv,
+              .cpu_kernel = kernel_recv,
+              .communicates = true});
+}
+
+const OpDef& registered(const char* name) {
+  static std::once_flag once;
+  std::call_once(once, register_rpc_ops);
+  return ir::Registry::global().get(name);
+}
+
+}  // namespace
+
+const ir::OpDef& rpc_send_op() { return registered("RpcSend"); }
+const ir::OpDef& rpc_recv_op() { return registered("RpcRecv"); }
+
+void wait_pending_sends() {
+  std::vector<PendingSend> pending;
+  pending.swap(t_pending);
+  for (const PendingSend& p : pending) p.work->wait();
+}
+
+}  // namespace cleave::runtime
