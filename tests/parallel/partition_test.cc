@@ -1,0 +1,480 @@
+// Distributed graph partition (cleave/parallel/partition.h): placed training equals one process,
+// micro-batching equals the unpipelined step, golden per-rank IR, placement rules and errors.
+// Multi-rank runs use ranks as threads over Gloo (comm/thread_world.h): each thread has its own
+// copy of the network, initialised from the same seed, as every worker process would.
+#include "cleave/parallel/partition.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cleave/cleave.h"
+#include "cleave/comm/group_registry.h"
+#include "cleave/ir/dump.h"
+#include "cleave/runtime/rpc.h"
+#include "comm/thread_world.h"
+#include "testing/gradcheck.h"
+#include "testing/graph_mode.h"
+#include "testing/models.h"
+
+namespace cleave {
+namespace {
+
+using testing::rel_diff;
+
+struct Batch {
+  Tensor data, label;
+};
+
+std::vector<Batch> lenet_batches(int steps, int64_t batch) {
+  set_seed(7);
+  std::vector<Batch> out;
+  for (int i = 0; i < steps; ++i) {
+    Tensor label = Tensor::empty({batch}, DType::kInt32);
+    for (int64_t k = 0; k < batch; ++k)
+      label.data<int32_t>()[k] = static_cast<int32_t>((i * 7 + k * 3) % 10);
+    // Learnable: each image is shifted by its label.
+    Tensor data = Tensor::normal({batch, 1, 32, 32});
+    float* x = data.data<float>();
+    for (int64_t k = 0; k < batch; ++k) {
+      for (int64_t e = 0; e < 32 * 32; ++e)
+        x[k * 32 * 32 + e] += 0.3f * static_cast<float>(label.data<int32_t>()[k] - 4.5);
+    }
+    out.push_back({data, label});
+  }
+  return out;
+}
+
+// The seed's placement: fc1 -> 0, fc2 -> 1, fc3 -> 2, conv1 -> 3, conv2 -> 4.
+void place_like_the_seed(testing::LeNet5& net) {
+  net.fc1->place("MS_WORKER", 0);
+  net.fc2->place("MS_WORKER", 1);
+  net.fc3->place("MS_WORKER", 2);
+  net.conv1->place("MS_WORKER", 3);
+  net.conv2->place("MS_WORKER", 4);
+}
+
+struct TrainingRun {
+  std::vector<double> losses;
+  std::map<std::string, std::vector<double>> params;  // on the rank that owns them
+  std::map<std::string, std::vector<double>> initial;
+};
+
+using Placer = std::function<void(testing::LeNet5&)>;
+
+// Trains LeNet-5 (Momentum 0.01/0.9, seed 1) on `batches`; on `world` thread ranks with `place`
+// applied when world > 1. Returns rank 0's losses and each parameter as held by the rank that
+// updates it (the rank of its node in the partition).
+TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>& batches,
+                        int micro_batches = 1) {
+  testing::ModeGuard graph(runtime::GRAPH_MODE);
+  runtime::set_auto_parallel_context({.pipeline_micro_batches = micro_batches});
+  runtime::rpc_send_op();  // registers the primitives before the threads look ops up
+  std::vector<std::shared_ptr<testing::LeNet5>> nets;
+  for (int r = 0; r < world; ++r) {
+    set_seed(1);
+    nets.push_back(std::make_shared<testing::LeNet5>());
+  }
+  TrainingRun run;
+  std::vector<std::map<std::string, std::vector<double>>> owned(world);
+  auto train = [&](int rank) {
+    testing::LeNet5& net = *nets[rank];
+    if (world > 1) place(net);
+    auto loss_fn = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
+    auto with_loss = std::make_shared<nn::WithLossCell>(nets[rank], loss_fn);
+    std::map<std::string, std::vector<double>> initial;
+    for (const auto& [name, p] : with_loss->parameters_and_names())
+      initial[name] = p.to_double_vector();
+    optim::Momentum opt(net.trainable_params(), 0.01, 0.9);
+    optim::TrainOneStep step(*with_loss, opt);
+    for (const Batch& b : batches) {
+      const Tensor loss = step(b.data, b.label);
+      if (rank == 0) {
+        EXPECT_TRUE(loss.defined());
+        run.losses.push_back(loss.item());
+      } else {
+        EXPECT_FALSE(loss.defined()) << "rank " << rank << " returned a loss";
+      }
+    }
+    // Which parameters this rank updated: those bound in its graph next to an update op.
+    const ir::Graph& g = step.last_executor()->graph();
+    for (const ir::Node& n : g.nodes) {
+      if (!n.is_op() || !n.op->mutates_inputs) continue;
+      const ir::Node& p = g.nodes[n.inputs[0].node];
+      owned[rank][p.name] = p.value.to_double_vector();
+    }
+    if (rank == 0) {
+      for (const auto& [name, p] : with_loss->parameters_and_names())
+        run.initial[name] = initial[name];
+    }
+  };
+  if (world == 1) {
+    train(0);
+  } else {
+    auto store = comm::make_memory_store();
+    testing::run_threads(world, [&](int rank) {
+      auto group = comm::create_process_group(testing::thread_world_options(store, rank, world));
+      comm::ThreadGroupScope scope("world", group);
+      train(rank);
+    });
+  }
+  for (auto& m : owned) {
+    for (auto& [name, values] : m) {
+      EXPECT_EQ(run.params.count(name), 0u) << name << " is updated on two ranks";
+      run.params[name] = values;
+    }
+  }
+  runtime::set_auto_parallel_context({});
+  return run;
+}
+
+void expect_same(const TrainingRun& placed, const TrainingRun& single, double tolerance) {
+  ASSERT_EQ(placed.losses.size(), single.losses.size());
+  for (size_t i = 0; i < single.losses.size(); ++i) {
+    EXPECT_LE(rel_diff(placed.losses[i], single.losses[i]), tolerance)
+        << "step " << i << ": " << placed.losses[i] << " vs " << single.losses[i];
+  }
+  ASSERT_EQ(placed.params.size(), single.params.size());
+  double moved = 0;  // training changed the parameters (the comparison is not of initial values)
+  for (const auto& [name, values] : single.params) {
+    const std::vector<double>& before = single.initial.at(name);
+    for (size_t k = 0; k < values.size(); ++k)
+      moved = std::max(moved, std::abs(values[k] - before[k]));
+  }
+  EXPECT_GT(moved, 1e-4);
+  for (const auto& [name, values] : single.params) {
+    auto it = placed.params.find(name);
+    ASSERT_NE(it, placed.params.end()) << name << " is updated on no rank";
+    ASSERT_EQ(it->second.size(), values.size());
+    double worst = 0;
+    for (size_t k = 0; k < values.size(); ++k)
+      worst = std::max(worst, rel_diff(it->second[k], values[k]));
+    EXPECT_LE(worst, tolerance) << name;
+  }
+}
+
+TEST(Partition, SeedPlacementTrainsLikeOneProcess) {
+  const auto batches = lenet_batches(100, 16);
+  const TrainingRun single = train_lenet(1, {}, batches);
+  const TrainingRun placed = train_lenet(5, place_like_the_seed, batches);
+  expect_same(placed, single, 1e-5);
+}
+
+TEST(Partition, MicroBatchesEqualTheUnpipelinedStep) {
+  const auto batches = lenet_batches(12, 16);
+  const TrainingRun single = train_lenet(1, {}, batches);
+  const TrainingRun pipelined = train_lenet(5, place_like_the_seed, batches, 4);
+  expect_same(pipelined, single, 1e-4);
+  // Micro-batching without placement: gradient accumulation on one process.
+  const TrainingRun accumulated = train_lenet(1, {}, batches, 4);
+  expect_same(accumulated, single, 1e-4);
+}
+
+TEST(Partition, RanksThatOwnNothingFinish) {
+  // Everything on ranks 0 and 1 of 4: ranks 2 and 3 run empty graphs every step.
+  const auto batches = lenet_batches(5, 8);
+  const TrainingRun single = train_lenet(1, {}, batches);
+  const TrainingRun placed = train_lenet(
+      4, [](testing::LeNet5& net) { net.conv1->place("MS_WORKER", 1); }, batches);
+  expect_same(placed, single, 1e-5);
+}
+
+TEST(Partition, PingPongPlacementWithMicroBatches) {
+  // Every layer on another rank, back and forth: many cut edges in both directions.
+  const auto batches = lenet_batches(4, 12);
+  const TrainingRun single = train_lenet(1, {}, batches);
+  auto ping_pong = [](testing::LeNet5& net) {
+    net.conv1->place("MS_WORKER", 2);
+    net.conv2->place("MS_WORKER", 0);
+    net.fc1->place("MS_WORKER", 2);
+    net.fc2->place("MS_WORKER", 1);
+    net.fc3->place("MS_WORKER", 2);
+  };
+  expect_same(train_lenet(3, ping_pong, batches, 3), single, 1e-4);
+}
+
+// ---- a parameter used on two ranks ----
+
+class SharedWeight : public nn::Cell {
+ public:
+  SharedWeight() : Cell("SharedWeight") {
+    w = register_parameter("w", nn::Normal(0.3)(Shape{6, 6}));
+    first.place("MS_WORKER", 1);
+    second.place("MS_WORKER", 0);
+  }
+  Tensor construct(const Tensor& x) override {
+    const Tensor h = ops::relu(first.call1({x, w}));
+    return second.call1({h, w});
+  }
+  Tensor w;
+  ir::Primitive first{"MatMul"}, second{"MatMul"};
+};
+
+std::vector<double> train_shared(int world, std::vector<double>* weight) {
+  testing::ModeGuard graph(runtime::GRAPH_MODE);
+  runtime::rpc_send_op();
+  std::vector<std::shared_ptr<SharedWeight>> nets;
+  for (int r = 0; r < world; ++r) {
+    set_seed(3);
+    nets.push_back(std::make_shared<SharedWeight>());
+  }
+  set_seed(4);
+  const Tensor x = Tensor::normal({5, 6}), y = Tensor::normal({5, 6});
+  std::vector<double> losses;
+  auto train = [&](int rank) {
+    auto with_loss =
+        std::make_shared<nn::WithLossCell>(nets[rank], std::make_shared<nn::MSELoss>());
+    optim::SGD opt({nets[rank]->w}, 0.1);
+    optim::TrainOneStep step(*with_loss, opt);
+    for (int i = 0; i < 6; ++i) {
+      const Tensor loss = step(x, y);
+      if (rank == 0) losses.push_back(loss.item());
+    }
+    if (rank == (world > 1 ? 1 : 0)) *weight = nets[rank]->w.to_double_vector();
+  };
+  if (world == 1) {
+    train(0);
+  } else {
+    auto store = comm::make_memory_store();
+    testing::run_threads(world, [&](int rank) {
+      comm::ThreadGroupScope scope(
+          "world", comm::create_process_group(testing::thread_world_options(store, rank, world)));
+      train(rank);
+    });
+  }
+  return losses;
+}
+
+TEST(Partition, ParameterUsedOnTwoRanksLivesWithItsFirstUser) {
+  std::vector<double> w_single, w_placed;
+  const std::vector<double> single = train_shared(1, &w_single);
+  const std::vector<double> placed = train_shared(2, &w_placed);
+  ASSERT_EQ(single.size(), placed.size());
+  for (size_t i = 0; i < single.size(); ++i) EXPECT_LE(rel_diff(placed[i], single[i]), 1e-5) << i;
+  EXPECT_LT(single.back(), single.front());
+  // The first user (the MatMul on rank 1) owns w: rank 1 holds the updated weight.
+  ASSERT_EQ(w_single.size(), w_placed.size());
+  for (size_t k = 0; k < w_single.size(); ++k) EXPECT_LE(rel_diff(w_placed[k], w_single[k]), 1e-5);
+}
+
+// ---- partition() on a traced graph: golden IR, rules, errors ----
+
+class TwoStage : public nn::Cell {
+ public:
+  TwoStage() : Cell("TwoStage") {
+    fc1 = register_module("fc1", std::make_shared<nn::Dense>(4, 3));
+    fc2 = register_module("fc2", std::make_shared<nn::Dense>(3, 2));
+    relu = register_module("relu", std::make_shared<nn::ReLU>());
+  }
+  Tensor construct(const Tensor& x) override { return (*fc2)((*relu)((*fc1)(x))); }
+  std::shared_ptr<nn::Dense> fc1, fc2;
+  std::shared_ptr<nn::ReLU> relu;
+};
+
+// Traces one SGD training step of `net` (as TrainOneStep does) and returns it with the index of
+// its first optimizer node.
+std::pair<ir::Graph, int> trace_step(const std::shared_ptr<nn::Cell>& net, optim::Optimizer& opt,
+                                     const Shape& data, const Shape& label) {
+  ir::Graph g;
+  g.name = "train_step";
+  int step_begin = -1;
+  auto with_loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
+  {
+    ir::Tracer tracer(g);
+    {
+      const Tensor x = tracer.add_input({data, DType::kFloat32}, "data");
+      const Tensor y = tracer.add_input({label, DType::kFloat32}, "label");
+      for (const auto& [name, p] : with_loss->parameters_and_names()) tracer.add_parameter(p, name);
+      const Tensor loss = (*with_loss)(x, y);
+      g.outputs = {tracer.value_of(loss)};
+      const std::vector<Tensor> grads = autodiff::graph_grad(loss, opt.parameters());
+      step_begin = static_cast<int>(g.nodes.size());
+      ir::ScopeGuard scope("optimizer", opt.name());
+      opt.apply(grads);
+    }
+    tracer.finish();
+  }
+  return {std::move(g), step_begin};
+}
+
+parallel::PartitionOptions options(int world, int step_begin, int micro = 1) {
+  parallel::PartitionOptions o;
+  o.world_size = world;
+  o.step_begin = step_begin;
+  o.micro_batches = micro;
+  o.send_op = &runtime::rpc_send_op();
+  o.recv_op = &runtime::rpc_recv_op();
+  return o;
+}
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Each rank's graph against tests/parallel/golden/<name>_rank<r>.ir; CLEAVE_UPDATE_GOLDEN=1
+// rewrites them (review the diff).
+void expect_golden(const parallel::Partition& p, const std::string& name) {
+  const auto dir = std::filesystem::path(CLEAVE_TESTS_DIR) / "parallel/golden";
+  const bool update = std::getenv("CLEAVE_UPDATE_GOLDEN") != nullptr;
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    const std::string text = ir::dump_text(p.ranks[r]);
+    const auto file = dir / fmt::format("{}_rank{}.ir", name, r);
+    if (update) {
+      std::filesystem::create_directories(dir);
+      std::ofstream(file) << text;
+    }
+    EXPECT_EQ(text, read_file(file)) << "rank " << r << " differs from " << file;
+  }
+}
+
+int count_ops(const ir::Graph& g, const std::string& op) {
+  return static_cast<int>(std::count_if(g.nodes.begin(), g.nodes.end(), [&](const ir::Node& n) {
+    return n.is_op() && n.op->name == op;
+  }));
+}
+
+TEST(Partition, GoldenPerRankGraphs) {
+  set_seed(5);
+  auto net = std::make_shared<TwoStage>();
+  net->fc1->place("MS_WORKER", 1);
+  optim::SGD opt(net->trainable_params(), 0.1);
+  auto [g, step_begin] = trace_step(net, opt, {2, 4}, {2, 2});
+  const parallel::Partition p = parallel::partition(g, options(2, step_begin));
+  expect_golden(p, "two_stage");
+  // fc1 and its gradient and update on 1; relu, fc2, the loss and the rest on 0.
+  EXPECT_EQ(count_ops(p.ranks[1], "MatMul"), 2);  // forward and weight gradient of fc1
+  EXPECT_EQ(count_ops(p.ranks[1], "SGD"), 2);     // fc1.weight, fc1.bias
+  EXPECT_EQ(count_ops(p.ranks[0], "SGD"), 2);     // fc2.weight, fc2.bias
+  EXPECT_EQ(p.ranks[0].outputs.size(), 1u);
+  EXPECT_TRUE(p.ranks[1].outputs.empty());
+  // Forward: fc1's output 1 -> 0; backward: its gradient 0 -> 1. Tags are distinct.
+  ASSERT_EQ(p.cuts.size(), 2u);
+  EXPECT_EQ(p.cuts[0].src_rank, 1);
+  EXPECT_EQ(p.cuts[0].dst_rank, 0);
+  EXPECT_EQ(p.cuts[1].src_rank, 0);
+  EXPECT_EQ(p.cuts[1].dst_rank, 1);
+  EXPECT_NE(p.cuts[0].tag, p.cuts[1].tag);
+  for (const ir::Graph& rank : p.ranks) ir::verify(rank);
+}
+
+TEST(Partition, GoldenMicroBatchedGraphs) {
+  set_seed(5);
+  auto net = std::make_shared<TwoStage>();
+  net->fc2->place("MS_WORKER", 1);
+  optim::SGD opt(net->trainable_params(), 0.1);
+  auto [g, step_begin] = trace_step(net, opt, {2, 4}, {2, 2});
+  const parallel::Partition p = parallel::partition(g, options(2, step_begin, 2));
+  expect_golden(p, "two_stage_mb2");
+  EXPECT_EQ(p.ranks[0].inputs.size(), 4u);  // data_0, label_0, data_1, label_1
+  // The loss is averaged where it is computed (rank 0) and the gradients of fc2 on rank 1.
+  EXPECT_EQ(count_ops(p.ranks[1], "Add"), 2);
+  for (const ir::Graph& rank : p.ranks) ir::verify(rank);
+}
+
+TEST(Partition, UnlabelledOpsRunOnWorkerZero) {
+  set_seed(5);
+  auto net = std::make_shared<TwoStage>();
+  net->fc2->place("MS_WORKER", 2);
+  optim::SGD opt(net->trainable_params(), 0.1);
+  auto [g, step_begin] = trace_step(net, opt, {2, 4}, {2, 2});
+  const parallel::Partition p = parallel::partition(g, options(3, step_begin));
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (!n.is_op()) continue;
+    const bool in_fc2 = n.scope.find("fc2-Dense") != std::string::npos;
+    if (n.op->mutates_inputs) {
+      const std::string& param = g.nodes[n.inputs[0].node].name;
+      EXPECT_EQ(p.node_rank[i], param.rfind("_backbone.fc2", 0) == 0 ? 2 : 0) << param;
+    } else {
+      EXPECT_EQ(p.node_rank[i], in_fc2 ? 2 : 0) << n.name << " in " << n.scope;
+    }
+  }
+  EXPECT_EQ(count_ops(p.ranks[1], "RpcSend") + count_ops(p.ranks[1], "RpcRecv"), 0);
+  EXPECT_EQ(p.ranks[1].num_ops(), 0);  // rank 1 owns nothing
+}
+
+TEST(Partition, RejectsABadRoleOrRank) {
+  set_seed(5);
+  auto net = std::make_shared<TwoStage>();
+  net->fc2->place("MS_WORKER", 3);
+  optim::SGD opt(net->trainable_params(), 0.1);
+  auto [g, step_begin] = trace_step(net, opt, {2, 4}, {2, 2});
+  EXPECT_ERROR(parallel::partition(g, options(3, step_begin)),
+               "is placed on MS_WORKER rank 3; expected a rank in [0, 3)", "fc2-Dense");
+  for (ir::Node& n : g.nodes) {
+    if (n.placement.rank == 3) n.placement = {"MS_SCHED", 0};
+  }
+  EXPECT_ERROR(parallel::partition(g, options(3, step_begin)), "is placed on role 'MS_SCHED'",
+               "only workers run graph ops");
+  EXPECT_ERROR(parallel::partition(g, options(3, step_begin, 0)), "micro_batches is 0");
+  EXPECT_ERROR(net->place("MS_SCHED", 0), "role is 'MS_SCHED'", "only workers run graph ops");
+}
+
+TEST(Partition, MicroBatchesMustDivideTheBatch) {
+  testing::ModeGuard graph(runtime::GRAPH_MODE);
+  runtime::set_auto_parallel_context({.pipeline_micro_batches = 3});
+  set_seed(5);
+  auto net = std::make_shared<TwoStage>();
+  auto with_loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
+  optim::SGD opt(net->trainable_params(), 0.1);
+  optim::TrainOneStep step(*with_loss, opt);
+  EXPECT_ERROR(step(Tensor::zeros({4, 4}), Tensor::zeros({4, 2})),
+               "data has shape (4, 4); with pipeline_micro_batches = 3");
+  runtime::set_auto_parallel_context({});
+  EXPECT_ERROR(runtime::set_auto_parallel_context({.pipeline_micro_batches = 0}),
+               "pipeline_micro_batches is 0");
+}
+
+TEST(Partition, WithoutAClusterPlaceHasNoEffect) {
+  // World of one (no init): the placed net trains on this process exactly like an unplaced one.
+  const auto batches = lenet_batches(3, 8);
+  const TrainingRun plain = train_lenet(1, {}, batches);
+  testing::ModeGuard graph(runtime::GRAPH_MODE);
+  set_seed(1);
+  auto net = std::make_shared<testing::LeNet5>();
+  place_like_the_seed(*net);
+  auto with_loss = std::make_shared<nn::WithLossCell>(
+      net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"));
+  optim::Momentum opt(net->trainable_params(), 0.01, 0.9);
+  optim::TrainOneStep step(*with_loss, opt);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    EXPECT_EQ(step(batches[i].data, batches[i].label).item(), plain.losses[i]) << i;
+  }
+}
+
+TEST(Partition, PlacedEvaluationReturnsTheOutputOnWorkerZero) {
+  testing::ModeGuard graph(runtime::GRAPH_MODE);
+  runtime::rpc_send_op();
+  set_seed(2);
+  const Tensor x = Tensor::normal({4, 1, 32, 32});
+  std::vector<std::shared_ptr<testing::LeNet5>> nets;
+  for (int r = 0; r < 6; ++r) {
+    set_seed(1);
+    nets.push_back(std::make_shared<testing::LeNet5>());
+  }
+  optim::Forward single(*nets[5]);
+  const std::vector<double> expected = single(x).to_double_vector();
+  auto store = comm::make_memory_store();
+  testing::run_threads(5, [&](int rank) {
+    comm::ThreadGroupScope scope(
+        "world", comm::create_process_group(testing::thread_world_options(store, rank, 5)));
+    place_like_the_seed(*nets[rank]);
+    optim::Forward forward(*nets[rank]);
+    const Tensor y = forward(x);
+    if (rank != 0) {
+      EXPECT_FALSE(y.defined());
+      return;
+    }
+    const std::vector<double> got = y.to_double_vector();
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_LE(rel_diff(got[k], expected[k]), 1e-6);
+  });
+}
+
+}  // namespace
+}  // namespace cleave
