@@ -476,6 +476,34 @@ std::shared_ptr<Work> ProcessGroup::recv_async(const Tensor& tensor, int src, in
   return exchange_async({}, {{tensor, src}}, tag);
 }
 
+std::function<void()> ProcessGroup::do_post(const Tensor&, int, int, bool) { return nullptr; }
+
+std::shared_ptr<Work> ProcessGroup::isend(const Tensor& tensor, int dst, int tag) {
+  check_tensor(*this, "Send", "send", tensor);
+  check_peer(*this, "Send", "destination", dst);
+  if (dst == rank() || tensor.nbytes() == 0) return send_async(tensor, dst, tag);
+  const OpInfo info{"Send", dst};
+  std::function<void()> wait;
+  guarded(info, [&] { wait = do_post(tensor, dst, tag, true); });
+  if (!wait) return send_async(tensor, dst, tag);
+  return std::make_shared<Work>(std::async(std::launch::deferred, [this, info, wait, tensor] {
+                                  guarded(info, wait);
+                                }).share());
+}
+
+std::shared_ptr<Work> ProcessGroup::irecv(const Tensor& tensor, int src, int tag) {
+  check_tensor(*this, "Recv", "receive", tensor);
+  check_peer(*this, "Recv", "source", src);
+  if (src == rank() || tensor.nbytes() == 0) return recv_async(tensor, src, tag);
+  const OpInfo info{"Recv", src};
+  std::function<void()> wait;
+  guarded(info, [&] { wait = do_post(tensor, src, tag, false); });
+  if (!wait) return recv_async(tensor, src, tag);
+  return std::make_shared<Work>(std::async(std::launch::deferred, [this, info, wait, tensor] {
+                                  guarded(info, wait);
+                                }).share());
+}
+
 void ProcessGroup::barrier() {
   run({"Barrier"}, [&] {
     if (size() > 1) do_barrier();

@@ -146,6 +146,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   }
   const size_t count = graph_.nodes.size();
   double compute_seconds = 0, comm_seconds = 0;
+  if (placed_) post_receives(graph_);
   for (size_t i = 0; i < count; ++i) {
     const ir::Node& n = graph_.nodes[i];
     if (!n.is_op()) continue;

@@ -1,12 +1,15 @@
 // RpcSend and RpcRecv (cleave/runtime/rpc.h).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "cleave/cluster/activity.h"
 #include "cleave/comm/group_registry.h"
+#include "cleave/ir/graph.h"
 #include "cleave/ir/registry.h"
 #include "cleave/runtime/rpc.h"
 
@@ -23,6 +26,15 @@ struct PendingSend {
   Tensor buffer;  // the copy being sent, alive until the send completes
 };
 thread_local std::vector<PendingSend> t_pending;
+
+// Receives posted by post_receives(), in posting order, until their RpcRecv runs.
+struct PostedRecv {
+  const comm::ProcessGroup* group;
+  int src, tag;
+  Tensor buffer;
+  std::shared_ptr<comm::Work> work;
+};
+thread_local std::vector<PostedRecv> t_posted;
 
 std::shared_ptr<comm::ProcessGroup> rpc_group(const ir::Attrs& attrs, const char* op) {
   const std::string name = attrs.get_or<std::string>("group", "world");
@@ -61,7 +73,7 @@ void kernel_send(const KernelContext& ctx) {
   Tensor copy = ctx.inputs[0].clone();
   const int dst = static_cast<int>(ctx.attrs.get<int64_t>("dst_rank"));
   const int tag = static_cast<int>(ctx.attrs.get<int64_t>("tag"));
-  t_pending.push_back({group->send_async(copy, dst, tag), copy});
+  t_pending.push_back({group->isend(copy, dst, tag), copy});
 }
 
 void kernel_recv(const KernelContext& ctx) {
@@ -71,7 +83,17 @@ void kernel_recv(const KernelContext& ctx) {
   cluster::ActivityScope activity(
       fmt::format("waiting in RpcRecv for tensor {} (tag {}) from rank {} of a placed graph",
                   ctx.outputs[0].shape().to_string(), tag, src));
-  group->recv(ctx.outputs[0], src, tag);
+  auto it = std::find_if(t_posted.begin(), t_posted.end(), [&](const PostedRecv& p) {
+    return p.group == group.get() && p.src == src && p.tag == tag;
+  });
+  if (it == t_posted.end()) {
+    group->recv(ctx.outputs[0], src, tag);
+    return;
+  }
+  const PostedRecv posted = std::move(*it);
+  t_posted.erase(it);
+  posted.work->wait();
+  std::memcpy(ctx.outputs[0].raw_data(), posted.buffer.raw_data(), posted.buffer.nbytes());
 }
 
 void register_rpc_ops() {
@@ -99,6 +121,20 @@ const OpDef& registered(const char* name) {
 
 const ir::OpDef& rpc_send_op() { return registered("RpcSend"); }
 const ir::OpDef& rpc_recv_op() { return registered("RpcRecv"); }
+
+void post_receives(const ir::Graph& graph) {
+  t_posted.clear();  // left over only by a run that failed
+  const ir::OpDef& recv = rpc_recv_op();
+  for (const ir::Node& n : graph.nodes) {
+    if (n.op != &recv) continue;
+    auto group = rpc_group(n.attrs, "RpcRecv");
+    const int src = static_cast<int>(n.attrs.get<int64_t>("src_rank"));
+    const int tag = static_cast<int>(n.attrs.get<int64_t>("tag"));
+    Tensor buffer = Tensor::empty(n.outputs[0].shape, n.outputs[0].dtype);
+    auto work = group->irecv(buffer, src, tag);
+    t_posted.push_back({group.get(), src, tag, std::move(buffer), std::move(work)});
+  }
+}
 
 void wait_pending_sends() {
   std::vector<PendingSend> pending;

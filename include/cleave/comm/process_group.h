@@ -129,6 +129,14 @@ class ProcessGroup {
   std::shared_ptr<Work> recv_async(const Tensor& tensor, int src, int tag = 0);
   std::shared_ptr<Work> barrier_async();
 
+  // Point-to-point posted without a thread of its own (for pipelines that post many small
+  // messages): returns at once; Work::wait() blocks until the transfer is done, bounded by the
+  // group's timeout, on the waiting thread. The tensor must stay alive and untouched until then.
+  // A send completes only once the peer has posted the matching receive (Gloo's rendezvous), so
+  // post receives early. Backends without a native path (the default) use send_async/recv_async.
+  std::shared_ptr<Work> isend(const Tensor& tensor, int dst, int tag);
+  std::shared_ptr<Work> irecv(const Tensor& tensor, int src, int tag);
+
  protected:
   // Backend hooks. Arguments are checked already; size() > 1; element counts may be 0. A hook
   // throws any std::exception on failure (BackendFailure when it knows the peer); the base class
@@ -142,6 +150,10 @@ class ProcessGroup {
   virtual void do_exchange(const std::vector<PeerBuffer>& sends,
                            const std::vector<PeerBuffer>& recvs) = 0;
   virtual void do_barrier() = 0;
+  // Posts one point-to-point transfer (the peer is not this rank, the tag resolved, the tensor
+  // not empty) and returns a function that waits for it, throwing on failure or timeout; null
+  // when the backend has no native path.
+  virtual std::function<void()> do_post(const Tensor& tensor, int peer, int tag, bool is_send);
   // Makes the sub-group described by `options` (rank, size, world_ranks and name set; store the
   // parent's store namespaced by the parent's name). `parent_ranks` are its members' ranks in
   // this group. The default calls create_process_group(options).

@@ -12,6 +12,7 @@
 // timeout. Both are side effects (OpDef::communicates): no pass removes, merges or folds them.
 #pragma once
 
+#include "cleave/ir/graph.h"
 #include "cleave/ir/op_def.h"
 
 namespace cleave::runtime {
@@ -19,6 +20,12 @@ namespace cleave::runtime {
 // Registers RpcSend and RpcRecv in the global registry (once) and returns them.
 const ir::OpDef& rpc_send_op();
 const ir::OpDef& rpc_recv_op();
+
+// Posts the receive of every RpcRecv of `graph` at once, into buffers of their own (the
+// executor calls it at the start of a run): a value then flows as soon as its sender posts it,
+// without the rendezvous round trip a receive posted at first use would add (Gloo sends only to
+// a posted receive). Each RpcRecv then waits for its posted receive and copies the value.
+void post_receives(const ir::Graph& graph);
 
 // Waits for every RpcSend this thread posted that has not completed; throws the first failure.
 void wait_pending_sends();

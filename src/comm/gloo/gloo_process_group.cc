@@ -196,6 +196,31 @@ class GlooProcessGroup final : public ProcessGroup {
     gloo::barrier(opts);
   }
 
+  std::function<void()> do_post(const Tensor& tensor, int peer, int tag, bool is_send) override {
+    const auto slot =
+        static_cast<uint64_t>(gloo::Slot::build(kPeerSlotPrefix, static_cast<uint32_t>(tag)));
+    std::shared_ptr<gloo::transport::UnboundBuffer> buf =
+        context_->createUnboundBuffer(tensor.raw_data(), tensor.nbytes());
+    if (is_send) {
+      buf->send(peer, slot);
+    } else {
+      buf->recv(peer, slot);
+    }
+    const std::chrono::milliseconds timeout = options().timeout;
+    return [buf, peer, tag, is_send, timeout] {
+      bool done = false;
+      try {
+        done = is_send ? buf->waitSend(timeout) : buf->waitRecv(timeout);
+      } catch (const std::exception& e) {
+        throw BackendFailure(fmt::format("{} (tag {}, {} bytes)", e.what(), tag, buf->size), peer);
+      }
+      if (!done) {
+        throw BackendFailure(
+            fmt::format("the {} with tag {} was aborted", is_send ? "send" : "receive", tag), peer);
+      }
+    };
+  }
+
   void do_exchange(const std::vector<PeerBuffer>& sends,
                    const std::vector<PeerBuffer>& recvs) override {
     auto slot_of = [](int tag) {
