@@ -10,7 +10,8 @@
 #     loss lines equal the single process's within 1e-5 relative; only worker 0 prints losses and
 #     the accuracy, which is >= 0.98;
 #   * the placed run under cleave-run with --micro-batches 4 (its first 100 steps only): every
-#     process exits 0 and worker 0's losses equal the unpipelined run's within 1e-4 relative.
+#     process exits 0 and worker 0's losses equal the unpipelined run's within 1e-4 relative;
+#   * that run's per-rank dumps (--save-graphs): cleave-ir --ranks matches every send to its recv.
 # Usage: lenet_place_test.sh BIN_DIR
 set -euo pipefail
 bin=$(cd "$1" && pwd)
@@ -90,9 +91,22 @@ echo "ok: placed (run.sh, 8 workers): every process exited 0; worker 0's losses 
 # Micro-batched, under cleave-run.
 if ! (cd "$work" && timeout 120 "$bin/cleave-run" --worker_num 8 --master_port "$(free_port)" \
   --log_dir "$work/m4" -- "$bin/lenet_place" --epochs 1 --max-steps 100 --per-print-times 1 \
-  --seed 1 --micro-batches 4) > "$work/m4.out" 2>&1; then
+  --seed 1 --micro-batches 4 --save-graphs "$work/graphs") > "$work/m4.out" 2>&1; then
   cat "$work/m4.out"
   fail "cleave-run --micro-batches 4 failed"
 fi
 compare_losses "micro-batches 4" "$w0" "$work/m4/worker_0.log" 100 1e-4
 echo "ok: placed with 4 micro-batches (cleave-run): the unpipelined losses"
+
+# The ranks' subgraphs (save_graphs) drawn together: every send has its recv.
+"$bin/cleave-ir" --ranks "$work/graphs/train_step_0" --stage 10_partition --render none \
+  > "$work/ir.out" 2>&1 || {
+  cat "$work/ir.out"
+  ls -R "$work/graphs" | head -n 40
+  fail "cleave-ir --ranks on the placed run's dumps failed"
+}
+grep -Eq "^partition 10_partition .*: [5-8] ranks, [1-9][0-9]* cut edges$" "$work/ir.out" || {
+  cat "$work/ir.out"
+  fail "cleave-ir --ranks: expected at least 5 ranks and some cut edges"
+}
+echo "ok: cleave-ir --ranks: $(head -n 1 "$work/ir.out")"

@@ -16,8 +16,9 @@
 // place() has no effect: the single-process training of examples/lenet, with the same numbers.
 //
 // Beyond the seed: --micro-batches M pipelines each batch as M micro-batches
-// (set_auto_parallel_context), --max-steps N trains only the first N batches of every epoch, and
-// --stats prints, on every worker, one line of where its time went (bench/run.sh place reads it):
+// (set_auto_parallel_context), --max-steps N trains only the first N batches of every epoch,
+// --save-graphs DIR dumps every rank's graphs for `cleave-ir --ranks`, and --stats prints, on
+// every worker, one line of where its time went (bench/run.sh place reads it):
 //
 //   PLACE_STATS rank=0 compute_s=1.23 recv_wait_s=0.45 runs=300 train_wall_s=2.5 samples=9600
 #include <fmt/core.h>
@@ -26,6 +27,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -47,10 +49,18 @@ struct Options {
   int micro_batches = 1;
   int64_t max_steps = 0;  // 0: every batch
   bool stats = false;
+  std::string save_graphs;  // empty: no dumps
 };
 
 int run(const Options& options) {
-  runtime::set_context({.mode = runtime::GRAPH_MODE});
+  // Every rank dumps into the same folder (an absolute path: the workers run in different
+  // folders), so that save_graphs_path/<graph name>/ holds every rank's subgraph.
+  runtime::set_context(
+      {.mode = runtime::GRAPH_MODE,
+       .save_graphs = options.save_graphs.empty() ? 0 : 1,
+       .save_graphs_path = options.save_graphs.empty()
+                               ? std::string(".")
+                               : std::filesystem::absolute(options.save_graphs).string()});
   // The scheduler's process serves the job inside init() and exits there (it needs no data).
   init();
   if (options.data_path.empty()) {
@@ -126,6 +136,9 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--stats", options.stats,
       "print PLACE_STATS (kernel time, receive wait, train wall time, samples) at the end");
+  app.add_option("--save-graphs", options.save_graphs,
+                 "write the compiled graphs of every stage and rank (save_graphs) under this "
+                 "folder; `cleave-ir --ranks FOLDER/train_step_0` draws the ranks' subgraphs");
   CLI11_PARSE(app, argc, argv);
 
   try {
