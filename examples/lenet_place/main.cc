@@ -86,6 +86,7 @@ int run(const Options& options) {
   std::fflush(stdout);
   auto ds_train = create_dataset(options.data_path + "/train");
   if (options.max_steps > 0) ds_train = ds_train->take(options.max_steps);
+  runtime::reset_placed_run_stats();
   const auto train_start = std::chrono::steady_clock::now();
   model.train(options.epochs, ds_train,
               {std::make_shared<train::LossMonitor>(options.per_print_times),
