@@ -41,7 +41,7 @@ export DATA_PATH=$work/data/MNIST_Data
 # Waits until worker 0 has printed 3 losses, then kills rank 1 (the child of process $job whose
 # environment holds MS_NODE_ID=1) with SIGKILL and waits up to 30 s for $job to end.
 kill_rank_1() {  # worker-0-log
-  local w0=$1 victim= pid
+  local w0=$1 victim='' pid
   for _ in $(seq 1 600); do
     if [ -z "$victim" ]; then
       for pid in $(pgrep -P "$job" || true); do

@@ -102,7 +102,7 @@ echo "ok: placed with 4 micro-batches (cleave-run): the unpipelined losses"
 "$bin/cleave-ir" --ranks "$work/graphs/train_step_0" --stage 10_partition --render none \
   > "$work/ir.out" 2>&1 || {
   cat "$work/ir.out"
-  ls -R "$work/graphs" | head -n 40
+  find "$work/graphs" | head -n 40
   fail "cleave-ir --ranks on the placed run's dumps failed"
 }
 grep -Eq "^partition 10_partition .*: [5-8] ranks, [1-9][0-9]* cut edges$" "$work/ir.out" || {
