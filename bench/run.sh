@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks, side by side with a peer in one run.
-# Usage: bench/run.sh core|graph|comm|data [SECONDS_PER_ROW]
+# Usage: bench/run.sh core|graph|comm|data|place [SECONDS_PER_ROW]
 #   core: training-step throughput against PyTorch (Debian python3-torch), same threads.
 #     Prints one line per row: BENCH <row> cleave=<samples/s> torch=<samples/s> ratio=<cleave/torch>
 #   graph: GRAPH_MODE against PYNATIVE_MODE (one thread). Prints per row
@@ -19,6 +19,14 @@
 #         fed by the pipeline: BENCH lenet5_fed_b32_t1 cleave=<samples/s> ... wait=<fraction of
 #         the run spent waiting in next() within epochs> epoch_start_wait=<... on each epoch's
 #         first batch, i.e. the shuffle-buffer fill>
+#   place: seed 000's placed LeNet (examples/lenet_place) under cleave-run with 8 workers
+#     (OMP_NUM_THREADS=1 each), one epoch of PLACE_STEPS (default 300) batches of 32, without and
+#     with micro-batching (M = 1, 4, 8), against the same program on one process (no job,
+#     OMP_NUM_THREADS = PLACE_SINGLE_THREADS, default the core count). From the workers'
+#     PLACE_STATS lines prints
+#     BENCH lenet_place_m<M> cleave=<samples/s> single=<samples/s> bubble=<fraction>
+#       ideal_ratio=<ideal time / measured time> cores=<nproc>
+#     (bench/README.md "place" defines bubble and the ideal time). SECONDS_PER_ROW is unused.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 suite=${1:-core}
@@ -74,8 +82,57 @@ case "$suite" in
     read -r _ fed waits < <(OMP_NUM_THREADS=1 "$build/bench/data_bench" lenet5_fed_b32_t1 "$seconds")
     echo "BENCH lenet5_fed_b32_t1 cleave=$fed lenet5_train_b32_t1=$train $waits"
     ;;
+  place)
+    bin=$build/bin
+    if [ ! -x "$bin/lenet_place" ] || [ ! -x "$bin/cleave-run" ] || [ ! -x "$bin/cleave-datagen" ]; then
+      "$root/scripts/build.sh" Release >/dev/null
+    fi
+    steps=${PLACE_STEPS:-300}
+    cores=$(nproc)
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    "$bin/cleave-datagen" mnist --out "$work/data" --train $((steps * 32)) --test 320 >/dev/null
+    args=(--data-path "$work/data/MNIST_Data" --epochs 1 --max-steps "$steps"
+          --per-print-times "$steps" --stats)
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
+           echo $((20000 + RANDOM % 20000)))
+    # The reference: one process, no job (place() has no effect), all cores.
+    (unset MS_ROLE MS_SCHED_HOST MS_SCHED_PORT MS_WORKER_NUM MS_NODE_ID
+     OMP_NUM_THREADS=${PLACE_SINGLE_THREADS:-$cores} "$bin/lenet_place" "${args[@]}") > "$work/single.log" 2>&1 || {
+      tail -n 20 "$work/single.log" >&2
+      echo "bench/run.sh place: the single-process run failed" >&2
+      exit 1
+    }
+    single=$(awk '/^PLACE_STATS/ { for (i = 2; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] }
+                                    printf "%.1f", v["samples"] / v["train_wall_s"] }' "$work/single.log")
+    for m in 1 4 8; do
+      log_dir=$work/m$m
+      OMP_NUM_THREADS=1 "$bin/cleave-run" --worker_num 8 --master_port "$port" --log_dir "$log_dir" \
+        -- "$bin/lenet_place" "${args[@]}" --micro-batches "$m" >"$work/m$m.out" 2>&1 || {
+        tail -n 20 "$work/m$m.out" >&2
+        echo "bench/run.sh place: the placed run with $m micro-batches failed (logs: $log_dir)" >&2
+        exit 1
+      }
+      # NOTE: bench/README.md "place" defines busy, ideal, bubble and ideal_ratio.
+      cat "$log_dir"/worker_*.log | awk -v m="$m" -v single="$single" -v cores="$cores" '
+        /^PLACE_STATS/ {
+          for (i = 2; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] }
+          busy = v["compute_s"]; sum += busy; if (busy > max) max = busy; if (busy > 0) ++active
+          if (v["rank"] == 0) { wall = v["train_wall_s"]; samples = v["samples"] }
+          ++ranks
+        }
+        END {
+          if (ranks != 8 || wall <= 0) { print "bench/run.sh place: expected 8 PLACE_STATS lines with rank 0 (got " ranks ")" > "/dev/stderr"; exit 1 }
+          ideal = max > sum / cores ? max : sum / cores
+          lanes = active < cores ? active : cores
+          bubble = lanes > 0 ? 1 - sum / (wall * lanes) : 1
+          printf "BENCH lenet_place_m%d cleave=%.1f single=%s bubble=%.3f ideal_ratio=%.3f cores=%d\n",
+                 m, samples / wall, single, bubble, ideal / wall, cores
+        }'
+    done
+    ;;
   *)
-    echo "bench/run.sh: unknown suite '$suite'; expected: core, graph, comm or data" >&2
+    echo "bench/run.sh: unknown suite '$suite'; expected: core, graph, comm, data or place" >&2
     exit 2
     ;;
 esac

@@ -1,13 +1,23 @@
 // cleave-ir: summarises an IR dump (save_graphs) and renders its graph with Graphviz.
 //
 //   cleave-ir DUMP [--render svg|png|none] [--out FILE]
+//   cleave-ir --ranks DIR [--stage NAME] [--render svg|png|none] [--out FILE]
 //
 // DUMP is NN_<stage>.ir or NN_<stage>.dot; the other file of the pair is found next to it. The
 // summary (from the .ir) lists the op count by primitive, the parameters with their types, and
 // the memory plan's peak (the end of the highest buffer of the "# buffer:" notes, which only the
 // 09_execute stage carries). Rendering runs Graphviz's `dot` (Debian package graphviz) on the
-// .dot and writes FILE (default: the dump's name with .svg or .png). Exit status 0 on success,
-// 1 on a bad dump or a failed render, 2 on bad usage.
+// .dot and writes FILE (default: the dump's name with .svg or .png).
+//
+// --ranks reads the per-rank dumps DIR/<stage>_rank<R>.ir of a partitioned graph (Cell::place;
+// NAME defaults to the only stage with per-rank dumps in DIR, e.g. 10_partition), prints each
+// rank's op, send and recv counts and the cut edges (RpcSend -> RpcRecv, by tag), and writes one
+// Graphviz file with a cluster per rank and the cut edges between them: FILE with the extension
+// .dot (default DIR/<stage>_ranks.dot), rendered to FILE (default DIR/<stage>_ranks.svg). A send
+// or recv whose tag has no partner is reported as an error (NOTE [Per-rank dumps and cut edges]
+// in tools/ir_ranks.h); the .dot is still written, but not rendered.
+//
+// Exit status 0 on success, 1 on a bad dump, mismatched tags or a failed render, 2 on bad usage.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +27,8 @@
 #include <regex>
 #include <string>
 #include <vector>
+
+#include "ir_ranks.h"
 
 namespace fs = std::filesystem;
 
@@ -75,32 +87,29 @@ void print(const Summary& s, const fs::path& path) {
 }
 
 int usage() {
-  std::cerr << "usage: cleave-ir DUMP.ir|DUMP.dot [--render svg|png|none] [--out FILE]\n";
+  std::cerr << "usage: cleave-ir DUMP.ir|DUMP.dot [--render svg|png|none] [--out FILE]\n"
+               "       cleave-ir --ranks DIR [--stage NAME] [--render svg|png|none] [--out "
+               "FILE]\n";
   return 2;
 }
 
-}  // namespace
+// Runs Graphviz's dot on `dot` into `out`; 0 on success, 1 with a message otherwise.
+int render(const fs::path& dot, const std::string& format, const fs::path& out) {
+  if (std::system("command -v dot >/dev/null 2>&1") != 0) {
+    std::cerr
+        << "cleave-ir: Graphviz's 'dot' is not installed (Debian: apt-get install graphviz)\n";
+    return 1;
+  }
+  const std::string cmd = "dot -T" + format + " '" + dot.string() + "' -o '" + out.string() + "'";
+  if (std::system(cmd.c_str()) != 0) {
+    std::cerr << "cleave-ir: rendering failed: " << cmd << "\n";
+    return 1;
+  }
+  std::cout << "rendered " << out.string() << "\n";
+  return 0;
+}
 
-int main(int argc, char** argv) {
-  if (argc < 2) return usage();
-  fs::path dump = argv[1];
-  std::string format = "svg";
-  fs::path out;
-  for (int i = 2; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--render" && i + 1 < argc) {
-      format = argv[++i];
-    } else if (arg == "--out" && i + 1 < argc) {
-      out = argv[++i];
-    } else {
-      return usage();
-    }
-  }
-  if (format != "svg" && format != "png" && format != "none") {
-    std::cerr << "cleave-ir: --render " << format
-              << " is not supported; expected svg, png or none\n";
-    return 2;
-  }
+int single_dump(const fs::path& dump, const std::string& format, fs::path out) {
   fs::path ir = dump, dot = dump;
   ir.replace_extension(".ir");
   dot.replace_extension(".dot");
@@ -120,16 +129,78 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (out.empty()) out = fs::path(dot).replace_extension("." + format);
-  if (std::system("command -v dot >/dev/null 2>&1") != 0) {
-    std::cerr
-        << "cleave-ir: Graphviz's 'dot' is not installed (Debian: apt-get install graphviz)\n";
+  return render(dot, format, out);
+}
+
+int all_ranks(const fs::path& dir, const std::string& stage, const std::string& format,
+              fs::path out) {
+  cleave::tools::PartitionView view;
+  try {
+    view = cleave::tools::read_partition(dir, stage);
+  } catch (const std::exception& e) {
+    std::cerr << "cleave-ir: " << e.what() << "\n";
     return 1;
   }
-  const std::string cmd = "dot -T" + format + " '" + dot.string() + "' -o '" + out.string() + "'";
-  if (std::system(cmd.c_str()) != 0) {
-    std::cerr << "cleave-ir: rendering failed: " << cmd << "\n";
+  cleave::tools::match_cut_edges(view);
+  std::cout << "partition " << view.stage << " (" << dir.string() << "): " << view.ranks.size()
+            << " ranks, " << view.cut_edges.size() << " cut edges\n";
+  for (const cleave::tools::RankGraph& g : view.ranks) {
+    std::cout << "  rank " << g.rank << ": " << g.ops << " ops, " << g.sends << " sends, "
+              << g.recvs << " recvs (" << g.path.filename().string() << ")\n";
+  }
+  for (const cleave::tools::CutEdge& e : view.cut_edges) {
+    std::cout << "  cut edge tag " << e.tag << ": rank " << e.from_rank << " " << e.send
+              << " -> rank " << e.to_rank << " " << e.recv << "\n";
+  }
+  if (out.empty()) out = dir / (view.stage + "_ranks." + (format == "none" ? "dot" : format));
+  const fs::path dot = fs::path(out).replace_extension(".dot");
+  {
+    std::ofstream file(dot);
+    file << cleave::tools::partition_dot(view);
+    if (!file) {
+      std::cerr << "cleave-ir: cannot write '" << dot.string() << "'\n";
+      return 1;
+    }
+  }
+  std::cout << "wrote " << dot.string() << "\n";
+  if (!view.errors.empty()) {
+    for (const std::string& error : view.errors) std::cerr << "cleave-ir: error: " << error << "\n";
+    std::cerr << "cleave-ir: " << view.errors.size()
+              << " mismatched sends/recvs; the ranks would wait on each other (not rendered)\n";
     return 1;
   }
-  std::cout << "rendered " << out.string() << "\n";
-  return 0;
+  if (format == "none") return 0;
+  return render(dot, format, out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fs::path dump, ranks_dir, out;
+  std::string format = "svg", stage;
+  bool ranks = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--render" && i + 1 < argc) {
+      format = argv[++i];
+    } else if (arg == "--out" && i + 1 < argc) {
+      out = argv[++i];
+    } else if (arg == "--ranks" && i + 1 < argc) {
+      ranks = true;
+      ranks_dir = argv[++i];
+    } else if (arg == "--stage" && i + 1 < argc) {
+      stage = argv[++i];
+    } else if (!arg.starts_with("--") && dump.empty()) {
+      dump = arg;
+    } else {
+      return usage();
+    }
+  }
+  if (ranks == !dump.empty() || (!stage.empty() && !ranks)) return usage();
+  if (format != "svg" && format != "png" && format != "none") {
+    std::cerr << "cleave-ir: --render " << format
+              << " is not supported; expected svg, png or none\n";
+    return 2;
+  }
+  return ranks ? all_ranks(ranks_dir, stage, format, out) : single_dump(dump, format, out);
 }

@@ -21,7 +21,7 @@ for arg in "$@"; do
   case "$arg" in -h | --help) exec "$bin/manual_parallel" --help ;; esac
 done
 
-source "$here/data.sh"
+source "$root/examples/common/data.sh"
 
 exec "$bin/cleave-run" --worker_num "${WORKER_NUM:-8}" --master_port "${MASTER_PORT:-8118}" \
   --log_dir "${LOG_DIR:-log_output}" -- "$bin/manual_parallel" "$@"

@@ -19,7 +19,7 @@ for arg in "$@"; do
   case "$arg" in -h | --help) exec "$bin/manual_parallel" --help ;; esac
 done
 
-source "$here/data.sh"
+source "$root/examples/common/data.sh"
 
 mpi_args=(-n "${NP:-8}" --oversubscribe --bind-to none --output-filename "${LOG_DIR:-log_output}"
   -x DATA_PATH -x OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}")

@@ -1,5 +1,5 @@
-// The Dataset base class and the pipeline operations map / shuffle / batch / repeat
-// (NOTE [Dataset pipeline], NOTE [Dataset randomness] in cleave/data/dataset.h).
+// The Dataset base class and the pipeline operations map / shuffle / batch / repeat /
+// take (NOTE [Dataset pipeline], NOTE [Dataset randomness] in cleave/data/dataset.h).
 #include "cleave/data/dataset.h"
 
 #include <fmt/format.h>
@@ -379,6 +379,51 @@ class RepeatNode : public Dataset {
   int64_t count_;
 };
 
+// ---------------------------------------------------------------------------------------------
+// take
+// ---------------------------------------------------------------------------------------------
+
+class TakeNode : public Dataset {
+ public:
+  TakeNode(DatasetPtr child, int64_t count)
+      : Dataset(child->column_names()), child_(std::move(child)), count_(count) {}
+
+  std::unique_ptr<Iterator> make_iterator(int64_t epoch) override {
+    return std::make_unique<TakeIterator>(child_->make_iterator(epoch), count_);
+  }
+
+ protected:
+  int64_t compute_size() override {
+    const int64_t size = child_->get_dataset_size();
+    return count_ < 0 ? size : std::min(size, count_);
+  }
+
+ private:
+  class TakeIterator : public Iterator {
+   public:
+    TakeIterator(std::unique_ptr<Iterator> child, int64_t count)
+        : child_(std::move(child)), left_(count) {}
+    bool next(Row& row) override {
+      if (left_ == 0 || !child_) return false;
+      if (!child_->next(row)) {
+        child_.reset();
+        return false;
+      }
+      if (left_ > 0) --left_;
+      // Release the child (and the threads of its maps) as soon as the last row is taken.
+      if (left_ == 0) child_.reset();
+      return true;
+    }
+
+   private:
+    std::unique_ptr<Iterator> child_;
+    int64_t left_;  // rows still to take; -1: all
+  };
+
+  DatasetPtr child_;
+  int64_t count_;
+};
+
 }  // namespace
 
 DatasetPtr Dataset::map(std::vector<Transform> operations, std::vector<std::string> input_columns,
@@ -418,6 +463,12 @@ DatasetPtr Dataset::batch(int64_t batch_size, bool drop_remainder) {
 DatasetPtr Dataset::repeat(int64_t count) {
   CLEAVE_CHECK_ARG(count >= 1, "repeat: count is {}; expected a value >= 1", count);
   return std::make_shared<RepeatNode>(shared_from_this(), count);
+}
+
+DatasetPtr Dataset::take(int64_t count) {
+  CLEAVE_CHECK_ARG(count >= 1 || count == -1,
+                   "take: count is {}; expected a value >= 1, or -1 for every row", count);
+  return std::make_shared<TakeNode>(shared_from_this(), count);
 }
 
 }  // namespace cleave::dataset

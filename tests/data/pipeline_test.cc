@@ -1,5 +1,5 @@
-// map / shuffle / batch / repeat, GeneratorDataset, determinism, prefetch shutdown and errors
-// from background threads.
+// map / shuffle / batch / repeat / take, GeneratorDataset, determinism, prefetch shutdown and
+// errors from background threads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -103,6 +103,50 @@ TEST(Repeat, PassesOverTheChildCountTimesWithNewOrders) {
     EXPECT_EQ(pass, iota(6));
   }
   EXPECT_TRUE(passes[0] != passes[1] || passes[1] != passes[2]);
+}
+
+TEST(Take, KeepsTheFirstRowsOfEveryEpochInTheFullRunsOrder) {
+  GeneratorOptions options;
+  options.shuffle = true;
+  auto build = [&](int64_t take) {
+    set_seed(4);
+    auto ds = numbers(10, options)->batch(2, true);
+    return take == 0 ? ds : ds->take(take);
+  };
+  auto full = build(0);
+  auto taken = build(3);
+  EXPECT_EQ(taken->get_dataset_size(), 3);
+  // Two epochs through one iterator, as Model.train iterates.
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    auto a = collect(full), b = collect(taken);
+    ASSERT_EQ(a.size(), 5u);
+    ASSERT_EQ(b.size(), 3u);
+    for (size_t i = 0; i < b.size(); ++i) {
+      EXPECT_EQ(b[i][1].to_vector<int32_t>(), a[i][1].to_vector<int32_t>()) << "epoch " << epoch;
+    }
+  }
+  // More than there is, and -1: every row.
+  EXPECT_EQ(build(0)->take(50)->get_dataset_size(), 5);
+  EXPECT_EQ(collect(build(0)->take(50)).size(), 5u);
+  EXPECT_EQ(collect(build(0)->take(-1)).size(), 5u);
+}
+
+TEST(Take, StopsPullingFromItsChildAfterCountRows) {
+  auto pulled = std::make_shared<std::atomic<int64_t>>(0);
+  auto ds = GeneratorDataset(
+      [pulled](int64_t i) -> Row {
+        ++*pulled;
+        return {Tensor::scalar(static_cast<double>(i))};
+      },
+      1000, {"x"});
+  auto it = ds->take(4)->create_tuple_iterator();
+  Row row;
+  int64_t rows = 0;
+  while (it->next(row)) ++rows;
+  EXPECT_EQ(rows, 4);
+  it.reset();
+  // The prefetch queue may have pulled a few rows ahead, never the whole epoch.
+  EXPECT_LE(pulled->load(), 4 + config::get_prefetch_size() + 1);
 }
 
 TEST(Shuffle, IsAPermutationDeterministicPerSeedAndEpoch) {
@@ -236,6 +280,8 @@ TEST(Pipeline, BadArgumentsAreErrors) {
   EXPECT_ERROR(ds->shuffle(0), "shuffle", "buffer_size is 0", "> 0");
   EXPECT_ERROR(ds->shuffle(-3), "buffer_size is -3");
   EXPECT_ERROR(ds->repeat(0), "repeat", "count is 0");
+  EXPECT_ERROR(ds->take(0), "take", "count is 0", ">= 1, or -1");
+  EXPECT_ERROR(ds->take(-2), "take", "count is -2");
   EXPECT_ERROR(config::set_prefetch_size(0), "set_prefetch_size", "size is 0");
   EXPECT_ERROR(GeneratorDataset([](int64_t) -> Row { return {}; }, 3, {"x"},
                                 {.num_shards = 2, .shard_id = 2}),

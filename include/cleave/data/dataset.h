@@ -1,5 +1,5 @@
 // Datasets (mindspore.dataset): sources (MNIST, CIFAR-10, generators) and the pipeline operations
-// map / shuffle / batch / repeat, iterated one epoch at a time.
+// map / shuffle / batch / repeat / take, iterated one epoch at a time.
 //
 // NOTE [Dataset pipeline]
 // A pipeline is a chain of Dataset nodes, each holding a shared_ptr to its child (the node it
@@ -78,6 +78,11 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
   std::shared_ptr<Dataset> batch(int64_t batch_size, bool drop_remainder = false);
   // count (>= 1) passes over the child per epoch, each a new child epoch (a new shuffle order).
   std::shared_ptr<Dataset> repeat(int64_t count = 1);
+  // MindSpore's take: the first `count` rows of every epoch of this dataset (all of them when it
+  // has fewer), or every row when count is -1. Stops pulling from its child after `count` rows,
+  // so `...->batch(32, true)->take(100)` reads only the first 100 batches' images. count must be
+  // >= 1 or -1.
+  std::shared_ptr<Dataset> take(int64_t count = -1);
 
   // One epoch per call; each call starts a new epoch (a new shuffle order, deterministic for a
   // given cleave::set_seed and epoch number). The iterator may outlive this handle.

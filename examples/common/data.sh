@@ -1,5 +1,6 @@
-# Sourced by run.sh and run_mpirun.sh: sets DATA_PATH, generating MNIST with cleave-datagen into
-# $CLEAVE_DATA_DIR (default: datasets/ at the repository root) on the first run when unset.
+# Sourced by the examples' run scripts (with $root and $bin set): sets DATA_PATH, generating MNIST
+# with cleave-datagen into $CLEAVE_DATA_DIR (default: datasets/ at the repository root) on the
+# first run when unset.
 if [ -z "${DATA_PATH:-}" ]; then
   data_root=${CLEAVE_DATA_DIR:-$root/datasets}
   if [ ! -d "$data_root/MNIST_Data" ]; then

@@ -1,0 +1,153 @@
+// Seed 000's distributed graph partition (shared/seeds/000_92a33046792ffcaf.txt): its train.py
+// in C++. The same program runs as the scheduler and as every worker (run.sh, or
+// `cleave-run --worker_num 8 -- lenet_place`); init() joins the job, and the place() calls put
+// fc1, fc2, fc3, conv1 and conv2 on workers 0..4. The compiler cuts the whole training step by
+// these labels into one graph per worker, joined by RpcSend/RpcRecv pairs; workers 5..7 own
+// nothing and only take part in the job. Worker 0 prints the loss and the accuracy:
+//
+//   ================= Start training =================
+//   epoch: 1 step: 1, loss is 2.30...
+//   ...
+//   epoch time: 12345.678 ms, per step time: 6.584 ms
+//   ================= Start testing =================
+//   Accuracy is: {'Accuracy': 0.98...}
+//
+// Started without a job (no MS_ROLE, mpirun or rank table), init() gives a world of one and
+// place() has no effect: the single-process training of examples/lenet, with the same numbers.
+//
+// Beyond the seed: --micro-batches M pipelines each batch as M micro-batches
+// (set_auto_parallel_context), --max-steps N trains only the first N batches of every epoch,
+// --save-graphs DIR dumps every rank's graphs for `cleave-ir --ranks`, and --stats prints, on
+// every worker, one line of where its time went (bench/run.sh place reads it):
+//
+//   PLACE_STATS rank=0 compute_s=1.23 recv_wait_s=0.45 runs=300 train_wall_s=2.5 samples=9600
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "cleave/cleave.h"
+#include "common/lenet.h"
+
+using namespace cleave;
+using namespace cleave::examples;
+
+namespace {
+
+constexpr int64_t kBatchSize = 32;  // create_dataset's default, as in the seed
+
+struct Options {
+  std::string data_path;
+  int64_t epochs = 10;
+  int64_t per_print_times = 1;
+  uint64_t seed = 1;
+  int micro_batches = 1;
+  int64_t max_steps = 0;  // 0: every batch
+  bool stats = false;
+  std::string save_graphs;  // empty: no dumps
+};
+
+int run(const Options& options) {
+  // Every rank dumps into the same folder (an absolute path: the workers run in different
+  // folders), so that save_graphs_path/<graph name>/ holds every rank's subgraph.
+  runtime::set_context(
+      {.mode = runtime::GRAPH_MODE,
+       .save_graphs = options.save_graphs.empty() ? 0 : 1,
+       .save_graphs_path = options.save_graphs.empty()
+                               ? std::string(".")
+                               : std::filesystem::absolute(options.save_graphs).string()});
+  // The scheduler's process serves the job inside init() and exits there (it needs no data).
+  init();
+  if (options.data_path.empty()) {
+    std::fprintf(stderr,
+                 "lenet_place: no data: set DATA_PATH or --data-path to an MNIST_Data folder\n");
+    return 2;
+  }
+  runtime::set_auto_parallel_context({.pipeline_micro_batches = options.micro_batches});
+
+  set_seed(options.seed);
+  auto net = std::make_shared<LeNet>();
+  net->fc1->place("MS_WORKER", 0);
+  net->fc2->place("MS_WORKER", 1);
+  net->fc3->place("MS_WORKER", 2);
+  net->conv1->place("MS_WORKER", 3);
+  net->conv2->place("MS_WORKER", 4);
+
+  auto opt = get_optimizer(*net);
+  auto criterion = get_loss();
+  train::Model model(net, criterion, opt, {{"Accuracy", std::make_shared<train::Accuracy>()}});
+
+  std::printf("================= Start training =================\n");
+  std::fflush(stdout);
+  auto ds_train = create_dataset(options.data_path + "/train");
+  if (options.max_steps > 0) ds_train = ds_train->take(options.max_steps);
+  runtime::reset_placed_run_stats();
+  const auto train_start = std::chrono::steady_clock::now();
+  model.train(options.epochs, ds_train,
+              {std::make_shared<train::LossMonitor>(options.per_print_times),
+               std::make_shared<train::TimeMonitor>()},
+              /*dataset_sink_mode=*/false);
+  const std::chrono::duration<double> train_wall = std::chrono::steady_clock::now() - train_start;
+  const runtime::PlacedRunStats stats = runtime::placed_run_stats();
+
+  std::printf("================= Start testing =================\n");
+  std::fflush(stdout);
+  auto ds_eval = create_dataset(options.data_path + "/test");
+  const train::EvalResult acc = model.eval(ds_eval, /*dataset_sink_mode=*/false);
+
+  if (get_rank() == 0) fmt::print("Accuracy is: {}\n", acc.to_string());
+  if (options.stats) {
+    fmt::print(
+        "PLACE_STATS rank={} compute_s={:.6f} recv_wait_s={:.6f} runs={} train_wall_s={:.6f} "
+        "samples={}\n",
+        get_rank(), stats.compute_seconds, stats.recv_wait_seconds, stats.runs, train_wall.count(),
+        model.progress().step_num * kBatchSize);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Seed 000: trains LeNet on MNIST with fc1, fc2, fc3, conv1, conv2 placed on workers 0..4 "
+      "(alone: on one process) and prints the test accuracy on worker 0."};
+  Options options;
+  const char* env_path = std::getenv("DATA_PATH");
+  options.data_path = env_path != nullptr ? env_path : "";
+  app.add_option("--data-path", options.data_path, "MNIST_Data folder (default: $DATA_PATH)");
+  app.add_option("--epochs", options.epochs, "epochs to train")->check(CLI::PositiveNumber);
+  app.add_option("--per-print-times", options.per_print_times,
+                 "LossMonitor prints every this many steps")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", options.seed, "seed of the weights and the shuffle order");
+  app.add_option("--micro-batches", options.micro_batches,
+                 "split each batch of 32 into this many micro-batches pipelined through the "
+                 "placed stages (must divide 32)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-steps", options.max_steps,
+                 "train only the first N batches of every epoch (default: all)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag(
+      "--stats", options.stats,
+      "print PLACE_STATS (kernel time, receive wait, train wall time, samples) at the end");
+  app.add_option("--save-graphs", options.save_graphs,
+                 "write the compiled graphs of every stage and rank (save_graphs) under this "
+                 "folder; `cleave-ir --ranks FOLDER/train_step_0` draws the ranks' subgraphs");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    return run(options);
+  } catch (const std::exception& e) {
+    const std::string where = is_initialized() ? fmt::format(" (rank {})", get_rank()) : "";
+    std::fprintf(stderr, "lenet_place%s: %s\n", where.c_str(), e.what());
+    std::fflush(stderr);
+    return 1;
+  }
+}
