@@ -206,11 +206,15 @@ void connect_backend(ClusterState& s) {
   comm::register_group(kWorldGroup, s.world);
 }
 
-void release_at_exit() {
+// Registered with on_exit, which passes the process's exit status. A worker ending with status 0
+// tells the scheduler it finished and waits for the others (NOTE [Workers end together] in
+// scheduler.cc); one ending with another status only stops its heartbeats, so the scheduler
+// declares it lost (naming it and what it was doing) and stops the job.
+void release_at_exit(int exit_status, void*) {
   try {
     std::lock_guard lock(state_mu);
     if (!state.initialized) return;
-    if (state.client) state.client->finish();
+    if (state.client && exit_status == 0) state.client->finish();
     // The backend's threads go before the static objects they use.
     comm::clear_groups();
     state = ClusterState();
@@ -250,7 +254,7 @@ void init(const std::string& backend) {
     s.local_rank = topology.local_rank;
     s.local_size = topology.local_size;
     s.store = cluster::make_scheduler_store(s.client);
-    static bool registered = (std::atexit(release_at_exit), true);
+    static bool registered = (on_exit(release_at_exit, nullptr), true);
     (void)registered;
   } else if (env_value("OMPI_COMM_WORLD_RANK") || env_value("OMPI_COMM_WORLD_SIZE")) {
     join_mpi(s);

@@ -294,14 +294,24 @@ class Job final : public pb::Scheduler::Service {
     return grpc::Status::OK;
   }
 
+  // NOTE [Workers end together]: a worker that finished waits here (wait_for_job) until every
+  // worker has, so that the job's processes end together, and all with status 1 when one fails
+  // after others finished (seed 000's ranks 5-7 own no ops and finish first).
   grpc::Status Finish(grpc::ServerContext*, const pb::FinishRequest* request,
                       pb::Status* reply) override {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     Worker* worker = find(request->worker_id(), reply);
     if (worker == nullptr) return grpc::Status::OK;
     worker->finished = true;
-    worker->activity = "finished";
+    worker->activity = "finished, waiting for the other workers";
     cv_.notify_all();
+    if (request->wait_for_job()) {
+      cv_.wait(lock, [&] {
+        return failure_.has_value() || std::all_of(workers_.begin(), workers_.end(),
+                                                   [](const Worker& w) { return w.finished; });
+      });
+      if (failure_) return report_failure(*worker, reply);
+    }
     reply->set_ok(true);
     return grpc::Status::OK;
   }

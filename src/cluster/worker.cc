@@ -259,12 +259,15 @@ void WorkerClient::barrier(const std::string& name, milliseconds timeout) {
 }
 
 void WorkerClient::finish() {
-  ActivityScope activity("finishing (cleave::release)");
+  // NOTE [Workers end together] (scheduler.cc): a worker that finished waits for the others,
+  // heartbeating, for as long as they run; a failure meanwhile stops it with status 1.
+  ActivityScope activity("finished, waiting for the other workers to finish");
   pb::FinishRequest request;
   request.set_worker_id(worker_id_);
+  request.set_wait_for_job(true);
   pb::Status reply;
   grpc::ClientContext context;
-  set_deadline(context, config_.heartbeat_timeout);
+  set_deadline(context, std::chrono::hours(24 * 365));
   grpc::Status status = rpc_->stub->Finish(&context, request, &reply);
   stop_heartbeats();
   check_reply(status, reply, config_, rank_, "cleave::release");

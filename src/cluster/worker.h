@@ -56,7 +56,8 @@ class WorkerClient {
   // Blocks until every worker has called barrier(name) (NOTE [Barrier generations]).
   void barrier(const std::string& name, std::chrono::milliseconds timeout);
 
-  // Tells the scheduler this worker finished, and stops the heartbeats.
+  // Tells the scheduler this worker finished, waits until every worker has (or the job failed:
+  // then the process stops with status 1), and stops the heartbeats.
   void finish();
 
   const JobConfig& config() const { return config_; }

@@ -26,8 +26,17 @@ void dump_stage(const ir::Graph& graph, int number, const std::string& stage,
                 const ir::NodeNotes& notes, const std::string& folder) {
   const Context& ctx = get_context();
   if (ctx.save_graphs < 1) return;
-  const std::filesystem::path dir =
-      std::filesystem::path(ctx.save_graphs_path) / (folder.empty() ? graph.name : folder);
+  const std::string name = folder.empty() ? graph.name : folder;
+  // In a job of several workers every process traces the same step: worker 0 writes the shared
+  // graphs (and every rank's partition), each worker its own rank's compiled graph, so that
+  // workers sharing one save_graphs_path never write the same file.
+  if (const int rank = comm::world_rank(); comm::world_size() > 1 && rank != 0) {
+    const std::string own = fmt::format("_rank{}", rank);
+    if (name.size() < own.size() || name.compare(name.size() - own.size(), own.size(), own) != 0) {
+      return;
+    }
+  }
+  const std::filesystem::path dir = std::filesystem::path(ctx.save_graphs_path) / name;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   CLEAVE_CHECK_ARG(!ec,

@@ -9,9 +9,9 @@
 //   07_constant_fold, 08_cse, 08_dce (in compile())
 //   09_execute    the graph the executor runs, with each op's buffer from the memory plan
 //   10_partition_rank<R>  a placed or micro-batched step: each rank's graph as partitioned
-//                 (cleave/parallel/partition.h), with its RpcSend/RpcRecv nodes; every process
-//                 writes all ranks' graphs (they are the same everywhere), and stages 07-09 of
-//                 its own rank's graph under <graph name>_rank<R>/
+//                 (cleave/parallel/partition.h), with its RpcSend/RpcRecv nodes; worker 0
+//                 writes the shared stages (01-06, every rank's partition), and each worker
+//                 stages 07-09 of its own rank's graph under <graph name>_rank<R>/
 #pragma once
 
 #include <memory>
