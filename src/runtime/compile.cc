@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "cleave/comm/group_registry.h"
+#include "cleave/comm/shm_mailbox.h"
 #include "cleave/ir/passes.h"
 #include "cleave/parallel/partition.h"
 #include "cleave/runtime/context.h"
@@ -65,6 +67,30 @@ std::unique_ptr<Executor> compile(ir::Graph graph) {
 
 namespace cleave::runtime {
 
+namespace {
+
+// NOTE [Shared-memory mailboxes] (cleave/comm/shm_mailbox.h): when every worker is on this host,
+// the cut edges go through shared memory instead of the world group's transport, unless
+// CLEAVE_RPC_SHM=0. Collective: every rank compiles the same partition at the same time.
+void use_shared_memory(parallel::Partition& parts, int rank) {
+  const char* env = std::getenv("CLEAVE_RPC_SHM");
+  if (env != nullptr && std::string(env) == "0") return;
+  std::shared_ptr<comm::ProcessGroup> group = comm::get_group(comm::kWorldGroup);
+  if (group == nullptr) return;
+  std::vector<comm::MailboxEdge> edges;
+  for (const parallel::CutEdge& cut : parts.cuts) {
+    edges.push_back({cut.src_rank, cut.dst_rank, cut.tag, static_cast<size_t>(cut.bytes)});
+  }
+  auto boxes = comm::ShmMailboxes::create(*group, edges, group->options().timeout);
+  if (boxes == nullptr) return;
+  const int64_t channel = register_rpc_channel(std::move(boxes));
+  for (ir::Node& n : parts.ranks[rank].nodes) {
+    if (n.is_op() && n.op->communicates) n.attrs.set("channel", channel);
+  }
+}
+
+}  // namespace
+
 bool is_placed(const ir::Graph& graph) {
   return comm::world_size() > 1 && parallel::has_placement(graph);
 }
@@ -85,6 +111,7 @@ std::unique_ptr<Executor> compile_distributed(ir::Graph graph,
     dump_stage(parts.ranks[r], 10, fmt::format("partition_rank{}", r), {}, graph.name);
   }
   const int rank = placed ? comm::world_rank() : 0;
+  if (placed) use_shared_memory(parts, rank);
   return compile(std::move(parts.ranks[rank]));
 }
 

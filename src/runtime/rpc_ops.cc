@@ -36,6 +36,17 @@ struct PostedRecv {
 };
 thread_local std::vector<PostedRecv> t_posted;
 
+std::mutex g_channels_mutex;
+std::vector<std::shared_ptr<comm::ShmMailboxes>> g_channels;
+
+// The shared-memory mailboxes of a node with a "channel" attribute, or null.
+comm::ShmMailboxes* channel_of(const ir::Attrs& attrs) {
+  const int64_t channel = attrs.get_or<int64_t>("channel", -1);
+  if (channel < 0) return nullptr;
+  std::lock_guard<std::mutex> lock(g_channels_mutex);
+  return g_channels.at(static_cast<size_t>(channel)).get();
+}
+
 std::shared_ptr<comm::ProcessGroup> rpc_group(const ir::Attrs& attrs, const char* op) {
   const std::string name = attrs.get_or<std::string>("group", "world");
   std::shared_ptr<comm::ProcessGroup> group = comm::get_group(name);
@@ -69,10 +80,14 @@ std::vector<TensorMeta> infer_recv(const InferContext& ctx) {
 }
 
 void kernel_send(const KernelContext& ctx) {
-  auto group = rpc_group(ctx.attrs, "RpcSend");
-  Tensor copy = ctx.inputs[0].clone();
   const int dst = static_cast<int>(ctx.attrs.get<int64_t>("dst_rank"));
   const int tag = static_cast<int>(ctx.attrs.get<int64_t>("tag"));
+  if (comm::ShmMailboxes* boxes = channel_of(ctx.attrs)) {
+    boxes->send(tag, ctx.inputs[0].raw_data(), ctx.inputs[0].nbytes());
+    return;
+  }
+  auto group = rpc_group(ctx.attrs, "RpcSend");
+  Tensor copy = ctx.inputs[0].clone();
   t_pending.push_back({group->isend(copy, dst, tag), copy});
 }
 
@@ -83,6 +98,10 @@ void kernel_recv(const KernelContext& ctx) {
   cluster::ActivityScope activity(
       fmt::format("waiting in RpcRecv for tensor {} (tag {}) from rank {} of a placed graph",
                   ctx.outputs[0].shape().to_string(), tag, src));
+  if (comm::ShmMailboxes* boxes = channel_of(ctx.attrs)) {
+    boxes->recv(tag, ctx.outputs[0].raw_data(), ctx.outputs[0].nbytes());
+    return;
+  }
   auto it = std::find_if(t_posted.begin(), t_posted.end(), [&](const PostedRecv& p) {
     return p.group == group.get() && p.src == src && p.tag == tag;
   });
@@ -126,7 +145,7 @@ void post_receives(const ir::Graph& graph) {
   t_posted.clear();  // left over only by a run that failed
   const ir::OpDef& recv = rpc_recv_op();
   for (const ir::Node& n : graph.nodes) {
-    if (n.op != &recv) continue;
+    if (n.op != &recv || n.attrs.has("channel")) continue;
     auto group = rpc_group(n.attrs, "RpcRecv");
     const int src = static_cast<int>(n.attrs.get<int64_t>("src_rank"));
     const int tag = static_cast<int>(n.attrs.get<int64_t>("tag"));
@@ -134,6 +153,12 @@ void post_receives(const ir::Graph& graph) {
     auto work = group->irecv(buffer, src, tag);
     t_posted.push_back({group.get(), src, tag, std::move(buffer), std::move(work)});
   }
+}
+
+int64_t register_rpc_channel(std::unique_ptr<comm::ShmMailboxes> boxes) {
+  std::lock_guard<std::mutex> lock(g_channels_mutex);
+  g_channels.push_back(std::move(boxes));
+  return static_cast<int64_t>(g_channels.size()) - 1;
 }
 
 void wait_pending_sends() {

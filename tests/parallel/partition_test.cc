@@ -162,6 +162,17 @@ TEST(Partition, SeedPlacementTrainsLikeOneProcess) {
   expect_same(placed, single, 1e-5);
 }
 
+TEST(Partition, CutEdgesOverTheGroupTransport) {
+  // The same run with shared memory off (CLEAVE_RPC_SHM=0): RpcSend/RpcRecv over Gloo, with
+  // receives posted at the start of each run.
+  const auto batches = lenet_batches(10, 16);
+  const TrainingRun single = train_lenet(1, {}, batches);
+  setenv("CLEAVE_RPC_SHM", "0", 1);
+  const TrainingRun placed = train_lenet(5, place_like_the_seed, batches, 2);
+  unsetenv("CLEAVE_RPC_SHM");
+  expect_same(placed, single, 1e-4);
+}
+
 TEST(Partition, MicroBatchesEqualTheUnpipelinedStep) {
   const auto batches = lenet_batches(12, 16);
   const TrainingRun single = train_lenet(1, {}, batches);

@@ -12,6 +12,10 @@
 // timeout. Both are side effects (OpDef::communicates): no pass removes, merges or folds them.
 #pragma once
 
+#include <cstdint>
+#include <memory>
+
+#include "cleave/comm/shm_mailbox.h"
 #include "cleave/ir/graph.h"
 #include "cleave/ir/op_def.h"
 
@@ -29,5 +33,9 @@ void post_receives(const ir::Graph& graph);
 
 // Waits for every RpcSend this thread posted that has not completed; throws the first failure.
 void wait_pending_sends();
+
+// Makes `boxes` the transport of the RpcSend/RpcRecv nodes whose "channel" attribute is the
+// returned id (compile_distributed sets it when the workers share this host).
+int64_t register_rpc_channel(std::unique_ptr<comm::ShmMailboxes> boxes);
 
 }  // namespace cleave::runtime

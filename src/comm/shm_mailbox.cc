@@ -1,0 +1,205 @@
+// Shared-memory mailboxes (NOTE [Shared-memory mailboxes] in cleave/comm/shm_mailbox.h).
+#include "cleave/comm/shm_mailbox.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <climits>
+#include <cstring>
+#include <functional>
+#include <random>
+
+#include "cleave/core/error.h"
+
+namespace cleave::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kAlign = 64;
+constexpr uint32_t kEmpty = 0, kFull = 1;
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+std::atomic<uint32_t>& state_of(unsigned char* slot) {
+  return *reinterpret_cast<std::atomic<uint32_t>*>(slot);
+}
+
+void futex_wake(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// Waits until `word` holds `wanted`: a short spin (the peer is often about to write), then futex
+// waits of at most 50 ms each until `deadline`. Returns false on timeout.
+bool wait_for(std::atomic<uint32_t>& word, uint32_t wanted, Clock::time_point deadline) {
+  for (int i = 0; i < 200; ++i) {
+    if (word.load(std::memory_order_acquire) == wanted) return true;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  while (true) {
+    const uint32_t seen = word.load(std::memory_order_acquire);
+    if (seen == wanted) return true;
+    if (Clock::now() >= deadline) return false;
+    timespec ts{0, 50'000'000};
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+  }
+}
+
+// Every rank's answer to a yes/no question, as the minimum over the group (all ranks must call).
+bool all_agree(ProcessGroup& group, bool yes) {
+  Tensor flag = Tensor::full({1}, yes ? 1.0 : 0.0, DType::kInt64);
+  group.all_reduce(flag, ReduceOp::kMin);
+  return flag.data<int64_t>()[0] == 1;
+}
+
+std::string segment_name(uint64_t job, int rank) {
+  return fmt::format("/cleave-{:016x}-{}", job, rank);
+}
+
+}  // namespace
+
+std::unique_ptr<ShmMailboxes> ShmMailboxes::create(ProcessGroup& group,
+                                                   const std::vector<MailboxEdge>& edges,
+                                                   std::chrono::milliseconds timeout) {
+  const int rank = group.rank();
+  // Same host: every rank's host name hashes alike.
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  Tensor mine = Tensor::full({1}, 0.0, DType::kInt64);
+  mine.data<int64_t>()[0] = static_cast<int64_t>(std::hash<std::string>{}(host) >> 1);
+  Tensor lo = mine.clone(), hi = mine.clone();
+  group.all_reduce(lo, ReduceOp::kMin);
+  group.all_reduce(hi, ReduceOp::kMax);
+  if (lo.data<int64_t>()[0] != hi.data<int64_t>()[0]) return nullptr;
+
+  // One name per job and call: rank 0 draws it.
+  Tensor job = Tensor::full({1}, 0.0, DType::kInt64);
+  if (rank == 0)
+    job.data<int64_t>()[0] = static_cast<int64_t>(std::random_device{}() >> 1) << 31 ^ getpid();
+  group.broadcast(job, 0);
+  const uint64_t job_id = static_cast<uint64_t>(job.data<int64_t>()[0]);
+
+  // Each rank's inbox: the slots of the edges into it, in edge order.
+  std::vector<size_t> inbox_size(static_cast<size_t>(group.size()), 0);
+  std::vector<size_t> offset(edges.size());
+  int max_tag = -1;
+  for (size_t e = 0; e < edges.size(); ++e) {
+    const MailboxEdge& edge = edges[e];
+    CLEAVE_CHECK_ARG(edge.src >= 0 && edge.src < group.size() && edge.dst >= 0 &&
+                         edge.dst < group.size() && edge.src != edge.dst && edge.tag >= 0,
+                     "ShmMailboxes: edge {} ({} -> {}, tag {}) is not between two ranks of group "
+                     "'{}'",
+                     e, edge.src, edge.dst, edge.tag, group.name());
+    offset[e] = inbox_size[edge.dst];
+    inbox_size[edge.dst] += kAlign + align_up(edge.bytes);
+    max_tag = std::max(max_tag, edge.tag);
+  }
+
+  auto boxes = std::unique_ptr<ShmMailboxes>(new ShmMailboxes());
+  boxes->group_name_ = group.name();
+  boxes->rank_ = rank;
+  boxes->timeout_ = timeout;
+  boxes->slot_index_.assign(static_cast<size_t>(max_tag + 1), -1);
+
+  auto map_segment = [&](int owner, bool create) -> unsigned char* {
+    const size_t size = std::max<size_t>(inbox_size[owner], kAlign);
+    const std::string name = segment_name(job_id, owner);
+    const int fd = shm_open(name.c_str(), create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
+    if (fd < 0) return nullptr;
+    if (create && ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      close(fd);
+      return nullptr;
+    }
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return nullptr;
+    boxes->mappings_.emplace_back(p, size);
+    return static_cast<unsigned char*>(p);
+  };
+
+  unsigned char* inbox = map_segment(rank, true);  // zero-filled: every slot starts empty
+  const bool created = all_agree(group, inbox != nullptr);
+  bool mapped = created;
+  std::vector<unsigned char*> peers(static_cast<size_t>(group.size()), nullptr);
+  if (created) {
+    for (const MailboxEdge& edge : edges) {
+      if (edge.src != rank || peers[edge.dst] != nullptr) continue;
+      peers[edge.dst] = map_segment(edge.dst, false);
+      mapped = mapped && peers[edge.dst] != nullptr;
+    }
+    mapped = all_agree(group, mapped);  // also: every peer has mapped what it needs
+  }
+  if (inbox != nullptr) shm_unlink(segment_name(job_id, rank).c_str());
+  if (!mapped) return nullptr;  // the destructor unmaps
+
+  for (size_t e = 0; e < edges.size(); ++e) {
+    const MailboxEdge& edge = edges[e];
+    if (edge.src != rank && edge.dst != rank) continue;
+    Slot s;
+    s.outgoing = edge.src == rank;
+    s.peer = s.outgoing ? edge.dst : edge.src;
+    s.bytes = edge.bytes;
+    s.base = (s.outgoing ? peers[edge.dst] : inbox) + offset[e];
+    CLEAVE_CHECK_ARG(boxes->slot_index_[edge.tag] < 0, "ShmMailboxes: tag {} is used twice",
+                     edge.tag);
+    boxes->slot_index_[edge.tag] = static_cast<int>(boxes->slots_.size());
+    boxes->slots_.push_back(s);
+  }
+  return boxes;
+}
+
+ShmMailboxes::~ShmMailboxes() {
+  for (const auto& [p, size] : mappings_) munmap(p, size);
+}
+
+bool ShmMailboxes::has(int tag) const {
+  return tag >= 0 && tag < static_cast<int>(slot_index_.size()) && slot_index_[tag] >= 0;
+}
+
+const ShmMailboxes::Slot& ShmMailboxes::slot(int tag, bool outgoing, size_t bytes) const {
+  CLEAVE_CHECK_ARG(has(tag), "shared-memory mailbox of group '{}' (rank {}): no edge with tag {}",
+                   group_name_, rank_, tag);
+  const Slot& s = slots_[slot_index_[tag]];
+  CLEAVE_CHECK_ARG(s.outgoing == outgoing && s.bytes == bytes,
+                   "shared-memory mailbox of group '{}' (rank {}): tag {} is a {} of {} bytes; "
+                   "got a {} of {} bytes",
+                   group_name_, rank_, tag, s.outgoing ? "send" : "receive", s.bytes,
+                   outgoing ? "send" : "receive", bytes);
+  return s;
+}
+
+void ShmMailboxes::send(int tag, const void* data, size_t bytes) {
+  const Slot& s = slot(tag, true, bytes);
+  std::atomic<uint32_t>& state = state_of(s.base);
+  if (!wait_for(state, kEmpty, Clock::now() + timeout_)) {
+    CLEAVE_FAIL(
+        "Send on group '{}' (shared memory, rank {}, peer rank {}) failed: rank {} has not "
+        "read the previous message with tag {} within {} ms",
+        group_name_, rank_, s.peer, s.peer, tag, timeout_.count());
+  }
+  if (bytes > 0) std::memcpy(s.base + kAlign, data, bytes);
+  state.store(kFull, std::memory_order_release);
+  futex_wake(state);
+}
+
+void ShmMailboxes::recv(int tag, void* data, size_t bytes) {
+  const Slot& s = slot(tag, false, bytes);
+  std::atomic<uint32_t>& state = state_of(s.base);
+  if (!wait_for(state, kFull, Clock::now() + timeout_)) {
+    CLEAVE_FAIL(
+        "Recv on group '{}' (shared memory, rank {}, peer rank {}) failed: no message "
+        "with tag {} within {} ms",
+        group_name_, rank_, s.peer, tag, timeout_.count());
+  }
+  if (bytes > 0) std::memcpy(data, s.base + kAlign, bytes);
+  state.store(kEmpty, std::memory_order_release);
+  futex_wake(state);
+}
+
+}  // namespace cleave::comm
