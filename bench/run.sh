@@ -20,8 +20,9 @@
 #         the run spent waiting in next() within epochs> epoch_start_wait=<... on each epoch's
 #         first batch, i.e. the shuffle-buffer fill>
 #   place: seed 000's placed LeNet (examples/lenet_place) under cleave-run with 8 workers
-#     (OMP_NUM_THREADS=1 each), one epoch of PLACE_STEPS (default 300) batches of 32, without and
-#     with micro-batching (M = 1, 4, 8), against the same program on one process (no job,
+#     (OMP_NUM_THREADS=1 each), two epochs of PLACE_STEPS (default 300) batches of 32, the second
+#     measured, without and with micro-batching (M = 1, 4, 8), against the same program on one
+#     process (no job,
 #     OMP_NUM_THREADS = PLACE_SINGLE_THREADS, default the core count). From the workers'
 #     PLACE_STATS lines prints
 #     BENCH lenet_place_m<M> cleave=<samples/s> single=<samples/s> bubble=<fraction>
@@ -92,7 +93,9 @@ case "$suite" in
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     "$bin/cleave-datagen" mnist --out "$work/data" --train $((steps * 32)) --test 320 >/dev/null
-    args=(--data-path "$work/data/MNIST_Data" --epochs 1 --max-steps "$steps"
+    # Two epochs: --stats counts the second only (the first compiles, sets up the cut edges and
+    # fills the data pipelines).
+    args=(--data-path "$work/data/MNIST_Data" --epochs 2 --max-steps "$steps"
           --per-print-times "$steps" --stats)
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
            echo $((20000 + RANDOM % 20000)))

@@ -18,7 +18,8 @@
 // Beyond the seed: --micro-batches M pipelines each batch as M micro-batches
 // (set_auto_parallel_context), --max-steps N trains only the first N batches of every epoch,
 // --save-graphs DIR dumps every rank's graphs for `cleave-ir --ranks`, and --stats prints, on
-// every worker, one line of where its time went (bench/run.sh place reads it):
+// every worker, one line of where its time went, counted after the first epoch when there are
+// several (bench/run.sh place reads it):
 //
 //   PLACE_STATS rank=0 compute_s=1.23 recv_wait_s=0.45 runs=300 train_wall_s=2.5 samples=9600
 #include <fmt/core.h>
@@ -50,6 +51,26 @@ struct Options {
   int64_t max_steps = 0;  // 0: every batch
   bool stats = false;
   std::string save_graphs;  // empty: no dumps
+};
+
+// --stats measures from the end of the first `warmup_epochs` epochs (compilation, the set-up of
+// the cut edges and the data pipeline's first fill happen in the first epoch).
+struct SteadyState : train::Callback {
+  explicit SteadyState(int64_t warmup_epochs) : warmup(warmup_epochs) {}
+  void on_train_begin(train::RunContext&) override {
+    if (warmup == 0) restart(0);
+  }
+  void on_epoch_end(train::RunContext& ctx) override {
+    if (ctx.cur_epoch_num == warmup) restart(ctx.cur_step_num);
+  }
+  void restart(int64_t steps) {
+    runtime::reset_placed_run_stats();
+    start = std::chrono::steady_clock::now();
+    steps_before = steps;
+  }
+  int64_t warmup;
+  int64_t steps_before = 0;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
 
 int run(const Options& options) {
@@ -86,13 +107,12 @@ int run(const Options& options) {
   std::fflush(stdout);
   auto ds_train = create_dataset(options.data_path + "/train");
   if (options.max_steps > 0) ds_train = ds_train->take(options.max_steps);
-  runtime::reset_placed_run_stats();
-  const auto train_start = std::chrono::steady_clock::now();
+  auto steady = std::make_shared<SteadyState>(options.epochs > 1 ? 1 : 0);
   model.train(options.epochs, ds_train,
               {std::make_shared<train::LossMonitor>(options.per_print_times),
-               std::make_shared<train::TimeMonitor>()},
+               std::make_shared<train::TimeMonitor>(), steady},
               /*dataset_sink_mode=*/false);
-  const std::chrono::duration<double> train_wall = std::chrono::steady_clock::now() - train_start;
+  const std::chrono::duration<double> train_wall = std::chrono::steady_clock::now() - steady->start;
   const runtime::PlacedRunStats stats = runtime::placed_run_stats();
 
   std::printf("================= Start testing =================\n");
@@ -106,7 +126,7 @@ int run(const Options& options) {
         "PLACE_STATS rank={} compute_s={:.6f} recv_wait_s={:.6f} runs={} train_wall_s={:.6f} "
         "samples={}\n",
         get_rank(), stats.compute_seconds, stats.recv_wait_seconds, stats.runs, train_wall.count(),
-        model.progress().step_num * kBatchSize);
+        (model.progress().step_num - steady->steps_before) * kBatchSize);
   }
   std::fflush(stdout);
   return 0;
