@@ -89,6 +89,40 @@ void use_shared_memory(parallel::Partition& parts, int rank) {
   }
 }
 
+// A hash of what the partition depends on: every node's kind, primitive, attributes, inputs,
+// output types and placement, and the graph's inputs and outputs.
+int64_t fingerprint(const ir::Graph& graph) {
+  std::string text;
+  for (const ir::Node& n : graph.nodes) {
+    text += fmt::format("{}|{}|{}|{}|{}|", static_cast<int>(n.kind), n.is_op() ? n.op->name : "",
+                        n.attrs.to_string(), n.placement.role, n.placement.rank);
+    for (const ir::ValueRef& v : n.inputs) text += fmt::format("{}.{},", v.node, v.output);
+    for (const ir::TensorMeta& m : n.outputs) {
+      text += fmt::format("{}{};", dtype_name(m.dtype), m.shape.to_string());
+    }
+  }
+  for (int i : graph.inputs) text += fmt::format("in{},", i);
+  for (const ir::ValueRef& v : graph.outputs) text += fmt::format("out{}.{},", v.node, v.output);
+  return static_cast<int64_t>(std::hash<std::string>{}(text) >> 1);
+}
+
+// Every worker must have traced the same step: the partition (and the order of messages) is
+// computed by each worker from its own trace. Collective over the world group.
+void check_same_trace(const ir::Graph& graph) {
+  std::shared_ptr<comm::ProcessGroup> group = comm::get_group(comm::kWorldGroup);
+  if (group == nullptr) return;
+  Tensor lo = Tensor::full({1}, 0.0, DType::kInt64);
+  lo.data<int64_t>()[0] = fingerprint(graph);
+  Tensor hi = lo.clone();
+  group->all_reduce(lo, comm::ReduceOp::kMin);
+  group->all_reduce(hi, comm::ReduceOp::kMax);
+  CLEAVE_CHECK_ARG(lo.data<int64_t>()[0] == hi.data<int64_t>()[0],
+                   "placed graph '{}': the workers traced different training steps (rank {} of {} "
+                   "differs from another); every worker must run the same program (same network, "
+                   "placements, optimizer and batch shapes) to partition a placed network",
+                   graph.name, group->rank(), group->size());
+}
+
 }  // namespace
 
 bool is_placed(const ir::Graph& graph) {
@@ -99,6 +133,7 @@ std::unique_ptr<Executor> compile_distributed(ir::Graph graph,
                                               const DistributedCompileOptions& options) {
   const bool placed = is_placed(graph);
   if (!placed && options.micro_batches == 1) return compile(std::move(graph));
+  if (placed) check_same_trace(graph);
   parallel::PartitionOptions po;
   po.world_size = placed ? comm::world_size() : 1;
   po.micro_batches = options.micro_batches;

@@ -441,6 +441,30 @@ TEST(Partition, MicroBatchesMustDivideTheBatch) {
                "pipeline_micro_batches is 0");
 }
 
+TEST(Partition, WorkersThatTracedDifferentStepsAreRefused) {
+  testing::ModeGuard graph(runtime::GRAPH_MODE);
+  runtime::rpc_send_op();
+  std::vector<std::shared_ptr<testing::LeNet5>> nets;
+  for (int r = 0; r < 2; ++r) {
+    set_seed(1);
+    nets.push_back(std::make_shared<testing::LeNet5>());
+  }
+  const auto batches = lenet_batches(1, 4);
+  auto store = comm::make_memory_store();
+  testing::run_threads(2, [&](int rank) {
+    comm::ThreadGroupScope scope(
+        "world", comm::create_process_group(testing::thread_world_options(store, rank, 2)));
+    nets[rank]->fc3->place("MS_WORKER", rank);  // each worker places fc3 elsewhere
+    auto with_loss = std::make_shared<nn::WithLossCell>(
+        nets[rank], std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"));
+    optim::Momentum opt(nets[rank]->trainable_params(), 0.01, 0.9);
+    optim::TrainOneStep step(*with_loss, opt);
+    EXPECT_ERROR(step(batches[0].data, batches[0].label),
+                 "the workers traced different training steps",
+                 "every worker must run the same program");
+  });
+}
+
 TEST(Partition, WithoutAClusterPlaceHasNoEffect) {
   // World of one (no init): the placed net trains on this process exactly like an unplaced one.
   const auto batches = lenet_batches(3, 8);
