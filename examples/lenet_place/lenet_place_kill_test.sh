@@ -21,19 +21,9 @@ trap cleanup EXIT
 unset MS_ROLE MS_SCHED_HOST MS_SCHED_PORT MS_WORKER_NUM MS_NODE_ID
 export CLEAVE_BIN_DIR=$bin OMP_NUM_THREADS=1
 
-fail() {
-  echo "FAIL: $*" >&2
-  [ -d "$work/exec" ] && tail -n 5 "$work"/exec/*/*.log >&2
-  exit 1
-}
-
-free_port() {
-  if command -v python3 > /dev/null; then
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-  else
-    echo $((20000 + RANDOM % 20000))
-  fi
-}
+fail_hook() { if [ -d "$work/exec" ]; then tail -n 5 "$work"/exec/*/*.log >&2; fi; }
+# shellcheck source=../common/test_lib.sh
+source "$here/../common/test_lib.sh"
 
 "$bin/cleave-datagen" mnist --out "$work/data" --train 3200 --test 320 > /dev/null
 export DATA_PATH=$work/data/MNIST_Data

@@ -24,18 +24,8 @@ unset MS_ROLE MS_SCHED_HOST MS_SCHED_PORT MS_WORKER_NUM MS_NODE_ID OMPI_COMM_WOR
 export CLEAVE_BIN_DIR=$bin OMP_NUM_THREADS=1 CLEAVE_COMM_TIMEOUT_MS=60000
 args=(--epochs 7 --per-print-times 1 --seed 1)
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-
-free_port() {
-  if command -v python3 > /dev/null; then
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-  else
-    echo $((20000 + RANDOM % 20000))
-  fi
-}
+# shellcheck source=../common/test_lib.sh
+source "$here/../common/test_lib.sh"
 
 # The accuracy printed in `file` (fails when there is none).
 accuracy() {

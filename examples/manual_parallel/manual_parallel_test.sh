@@ -14,18 +14,8 @@ trap 'rm -rf "$work"' EXIT
 export CLEAVE_BIN_DIR=$bin OMP_NUM_THREADS=1 CLEAVE_COMM_TIMEOUT_MS=60000
 args=(--epochs 1 --per-print-times 2)
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-
-free_port() {
-  if command -v python3 > /dev/null; then
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-  else
-    echo $((20000 + RANDOM % 20000))
-  fi
-}
+# shellcheck source=../common/test_lib.sh
+source "$here/../common/test_lib.sh"
 
 "$bin/cleave-datagen" mnist --out "$work/data" --train 320 --test 32 > /dev/null
 export DATA_PATH=$work/data/MNIST_Data

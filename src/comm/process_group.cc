@@ -478,30 +478,31 @@ std::shared_ptr<Work> ProcessGroup::recv_async(const Tensor& tensor, int src, in
 
 std::function<void()> ProcessGroup::do_post(const Tensor&, int, int, bool) { return nullptr; }
 
-std::shared_ptr<Work> ProcessGroup::isend(const Tensor& tensor, int dst, int tag) {
-  check_tensor(*this, "Send", "send", tensor);
-  check_peer(*this, "Send", "destination", dst);
-  if (dst == rank() || tensor.nbytes() == 0) return send_async(tensor, dst, tag);
-  const OpInfo info{"Send", dst};
+std::shared_ptr<Work> ProcessGroup::post(const Tensor& tensor, int peer, int tag, bool is_send) {
+  const char* op = is_send ? "Send" : "Recv";
+  check_tensor(*this, op, is_send ? "send" : "receive", tensor);
+  check_peer(*this, op, is_send ? "destination" : "source", peer);
+  auto fallback = [&] {
+    return is_send ? send_async(tensor, peer, tag) : recv_async(tensor, peer, tag);
+  };
+  if (peer == rank() || tensor.nbytes() == 0) return fallback();
+  const OpInfo info{op, peer};
   std::function<void()> wait;
-  guarded(info, [&] { wait = do_post(tensor, dst, tag, true); });
-  if (!wait) return send_async(tensor, dst, tag);
+  guarded(info, [&] { wait = do_post(tensor, peer, tag, is_send); });
+  if (!wait) return fallback();
+  // Deferred: the wait runs on the thread that calls Work::wait(), with the group's error
+  // translation; `tensor` stays referenced until then.
   return std::make_shared<Work>(std::async(std::launch::deferred, [this, info, wait, tensor] {
                                   guarded(info, wait);
                                 }).share());
 }
 
+std::shared_ptr<Work> ProcessGroup::isend(const Tensor& tensor, int dst, int tag) {
+  return post(tensor, dst, tag, true);
+}
+
 std::shared_ptr<Work> ProcessGroup::irecv(const Tensor& tensor, int src, int tag) {
-  check_tensor(*this, "Recv", "receive", tensor);
-  check_peer(*this, "Recv", "source", src);
-  if (src == rank() || tensor.nbytes() == 0) return recv_async(tensor, src, tag);
-  const OpInfo info{"Recv", src};
-  std::function<void()> wait;
-  guarded(info, [&] { wait = do_post(tensor, src, tag, false); });
-  if (!wait) return recv_async(tensor, src, tag);
-  return std::make_shared<Work>(std::async(std::launch::deferred, [this, info, wait, tensor] {
-                                  guarded(info, wait);
-                                }).share());
+  return post(tensor, src, tag, false);
 }
 
 void ProcessGroup::barrier() {

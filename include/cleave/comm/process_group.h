@@ -174,6 +174,8 @@ class ProcessGroup {
   // translating failures.
   void run(const OpInfo& info, const std::function<void()>& fn);
   std::shared_ptr<Work> enqueue(const OpInfo& info, std::function<void()> fn);
+  // isend / irecv: do_post when the backend has it, else send_async / recv_async.
+  std::shared_ptr<Work> post(const Tensor& tensor, int peer, int tag, bool is_send);
   void guarded(const OpInfo& info, const std::function<void()>& fn);
   void worker_loop();
   void check_usable(const OpInfo& info) const;
