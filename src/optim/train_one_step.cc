@@ -6,6 +6,7 @@
 
 #include "cleave/autodiff/backward.h"
 #include "cleave/autodiff/graph_grad.h"
+#include "cleave/comm/group_registry.h"
 #include "cleave/core/shape.h"
 #include "cleave/ir/graph.h"
 #include "cleave/runtime/compile.h"
@@ -19,6 +20,24 @@ std::string signature(const Tensor& t) {
 }
 
 std::atomic<int> g_graph_counter{0};
+
+bool has_placed_cell(const nn::Cell& cell) {
+  if (cell.placement_rank() >= 0) return true;
+  for (const auto& [name, child] : cell.children()) {
+    if (has_placed_cell(*child)) return true;
+  }
+  return false;
+}
+
+// The seed: "Distributed graph slicing does not support PyNative mode." Running a placed network
+// eagerly in a job would train a full copy on every worker, silently not what was asked.
+void check_not_placed_in_pynative(const nn::Cell& net, const char* what) {
+  CLEAVE_CHECK_ARG(comm::world_size() <= 1 || !has_placed_cell(net),
+                   "{}: the network has cells placed with Cell::place in a job of {} workers, but "
+                   "the context is PYNATIVE_MODE; distributed graph partition needs GRAPH_MODE "
+                   "(runtime::set_context({{.mode = runtime::GRAPH_MODE}}))",
+                   what, comm::world_size());
+}
 
 }  // namespace
 
@@ -93,7 +112,10 @@ TrainOneStep::Compiled TrainOneStep::trace_and_compile(const Tensor& data, const
 Tensor TrainOneStep::operator()(const Tensor& data, const Tensor& label) {
   CLEAVE_CHECK_ARG(data.defined() && label.defined(),
                    "TrainOneStep: data and label must be defined tensors");
-  if (runtime::get_context().mode == runtime::PYNATIVE_MODE) return step_pynative(data, label);
+  if (runtime::get_context().mode == runtime::PYNATIVE_MODE) {
+    check_not_placed_in_pynative(net_, "TrainOneStep");
+    return step_pynative(data, label);
+  }
 
   const Key key{signature(data), signature(label), net_.training(),
                 runtime::get_auto_parallel_context().pipeline_micro_batches};
@@ -125,6 +147,7 @@ Forward::Forward(nn::Cell& net) : net_(net) {}
 
 Tensor Forward::operator()(const Tensor& x) {
   if (runtime::get_context().mode == runtime::PYNATIVE_MODE) {
+    check_not_placed_in_pynative(net_, "Forward");
     NoGradGuard no_grad;
     return net_(x);
   }

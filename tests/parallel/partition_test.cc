@@ -465,6 +465,28 @@ TEST(Partition, WorkersThatTracedDifferentStepsAreRefused) {
   });
 }
 
+TEST(Partition, PlacedNetworksNeedGraphMode) {
+  testing::ModeGuard eager(runtime::PYNATIVE_MODE);
+  set_seed(1);
+  std::vector<std::shared_ptr<testing::LeNet5>> nets = {std::make_shared<testing::LeNet5>(),
+                                                        std::make_shared<testing::LeNet5>()};
+  const auto batches = lenet_batches(1, 4);
+  auto store = comm::make_memory_store();
+  testing::run_threads(2, [&](int rank) {
+    comm::ThreadGroupScope scope(
+        "world", comm::create_process_group(testing::thread_world_options(store, rank, 2)));
+    nets[rank]->fc3->place("MS_WORKER", 1);
+    auto with_loss = std::make_shared<nn::WithLossCell>(
+        nets[rank], std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"));
+    optim::Momentum opt(nets[rank]->trainable_params(), 0.01, 0.9);
+    optim::TrainOneStep step(*with_loss, opt);
+    EXPECT_ERROR(step(batches[0].data, batches[0].label), "the context is PYNATIVE_MODE",
+                 "distributed graph partition needs GRAPH_MODE");
+    optim::Forward forward(*nets[rank]);
+    EXPECT_ERROR(forward(batches[0].data), "Forward: the network has cells placed");
+  });
+}
+
 TEST(Partition, WithoutAClusterPlaceHasNoEffect) {
   // World of one (no init): the placed net trains on this process exactly like an unplaced one.
   const auto batches = lenet_batches(3, 8);
