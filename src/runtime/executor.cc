@@ -121,6 +121,14 @@ Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
     CLEAVE_ASSERT(n.op->cpu_kernel != nullptr, "op '{}' has no CPU kernel", n.op->name);
   }
   for (const ir::Node& n : graph_.nodes) placed_ = placed_ || (n.is_op() && n.op->communicates);
+  auto is_input = [&](const ir::ValueRef& v) {
+    return graph_.nodes[v.node].kind == ir::NodeKind::kInput;
+  };
+  for (const ir::Node& n : graph_.nodes) {
+    reads_inputs_ = reads_inputs_ || std::any_of(n.inputs.begin(), n.inputs.end(), is_input);
+  }
+  reads_inputs_ =
+      reads_inputs_ || std::any_of(graph_.outputs.begin(), graph_.outputs.end(), is_input);
 }
 
 void Executor::set_profiling(bool on) {

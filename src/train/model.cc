@@ -78,6 +78,26 @@ Tensor ContextTrainStep::operator()(const Tensor& data, const Tensor& label) {
   return (*step_)(data, label);
 }
 
+namespace {
+
+// The index in `rows` of a row with the shapes and dtypes of `row`, appending it when new.
+size_t shape_index(std::vector<dataset::Row>& rows, const dataset::Row& row) {
+  auto same = [&](const dataset::Row& r) {
+    if (r.size() != row.size()) return false;
+    for (size_t c = 0; c < r.size(); ++c) {
+      if (r[c].shape() != row[c].shape() || r[c].dtype() != row[c].dtype()) return false;
+    }
+    return true;
+  };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (same(rows[i])) return i;
+  }
+  rows.push_back(row);
+  return rows.size() - 1;
+}
+
+}  // namespace
+
 // ---- Model ----
 
 Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, std::shared_ptr<optim::Optimizer> optimizer,
@@ -151,17 +171,38 @@ void Model::train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
   // its shuffle buffer) while this one trains.
   std::unique_ptr<dataset::Iterator> it;
   if (epochs_done < epoch) it = train_dataset->create_tuple_iterator(epoch - epochs_done);
+  // NOTE [Workers that read no batch]
+  // A worker whose part of a placed step reads neither data nor label (in seed 000 all but
+  // workers 0 and 3) still needs every step's batch shapes, which select the compiled graph and
+  // must agree on all workers, but not the batches: decoding them costs a core's time that the
+  // other workers' stages need. So the first whole epoch of this call pulls every row and
+  // remembers the sequence of batch shapes (one row kept per distinct shape); in later epochs,
+  // when the step reads no input, the worker replays that sequence instead of pulling rows
+  // (every epoch of a pipeline has the same batches sizes: get_dataset_size() relies on it too).
+  std::vector<dataset::Row> shape_rows;  // one row per distinct batch signature
+  std::vector<size_t> shape_of_step;     // per step of the recorded epoch: index into shape_rows
+  bool recorded = false;
   for (; epochs_done < epoch && !ctx.stop_requested; ++epochs_done) {
     ctx.cur_epoch_num = epochs_done + 1;
     ctx.step_in_epoch = 0;
     ctx.loss = Tensor();
     each(&Callback::on_epoch_begin);
+    const bool recording = !recorded && !(ctx.cur_step_num == start_step && steps_to_skip > 0);
+    if (recording) shape_of_step.clear();
+    const bool replay = recorded && !train_step_->reads_inputs();
     dataset::Row row;
     int64_t step = 0;
-    while (!ctx.stop_requested && it->next(row)) {
+    auto next_row = [&] {
+      if (!replay) return it->next(row);
+      if (step >= static_cast<int64_t>(shape_of_step.size())) return false;
+      row = shape_rows[shape_of_step[step]];
+      return true;
+    };
+    while (!ctx.stop_requested && next_row()) {
       ++step;
       if (ctx.cur_step_num == start_step && step <= steps_to_skip) continue;  // done before
       check_row("train", *train_dataset, row);
+      if (recording) shape_of_step.push_back(shape_index(shape_rows, row));
       ctx.step_in_epoch = step;
       each(&Callback::on_step_begin);
       ctx.loss = (*train_step_)(row[0], row[1]);
@@ -169,6 +210,8 @@ void Model::train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
       progress_ = {.epoch_num = ctx.cur_epoch_num, .step_num = ctx.cur_step_num};
       each(&Callback::on_step_end);
     }
+    recorded = recorded || (recording && !ctx.stop_requested &&
+                            static_cast<int64_t>(shape_of_step.size()) == batch_num);
     each(&Callback::on_epoch_end);
   }
   it.reset();

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <regex>
 
 #include "testing/gradcheck.h"
@@ -134,6 +135,69 @@ TEST(Model, BadUseIsAClearError) {
   auto one_column = dataset::GeneratorDataset(
       [](int64_t) { return dataset::Row{Tensor::ones({4})}; }, 4, {"image"});
   EXPECT_ERROR(ok.train(1, one_column), "rows have 1 columns (image)", "expected 2");
+}
+
+}  // namespace
+}  // namespace cleave::train
+
+namespace cleave::train {
+namespace {
+
+// A step that records the batch shapes it is given and claims (after its first call) to read
+// no input, as a worker of a placed network whose part reads neither data nor label does.
+class ShapeRecordingStep : public TrainStep {
+ public:
+  explicit ShapeRecordingStep(bool reads) : reads_(reads) {}
+  Tensor operator()(const Tensor& data, const Tensor& label) override {
+    rows.push_back(data.shape()[0]);
+    labels.push_back(label.shape()[0]);
+    return Tensor::scalar(1.0);
+  }
+  bool reads_inputs() const override { return reads_ || rows.empty(); }
+  std::vector<int64_t> rows, labels;
+
+ private:
+  bool reads_;
+};
+
+// NOTE [Workers that read no batch]: from the second epoch on, such a worker replays the first
+// epoch's batch shapes (the last, smaller batch included) without pulling rows.
+TEST(Model, WorkersThatReadNoBatchReplayTheBatchShapes) {
+  for (bool reads : {true, false}) {
+    std::atomic<int> pulled{0};
+    auto ds = dataset::GeneratorDataset(
+                  [&](int64_t i) {
+                    ++pulled;
+                    return dataset::Row{Tensor::full({2}, static_cast<double>(i)),
+                                        Tensor::full({}, 1.0, DType::kInt32)};
+                  },
+                  402, {"data", "label"})
+                  ->batch(4);  // 100 batches of 4 rows, then one of 2, per epoch
+    const int64_t per_epoch_pulls = 402;
+    ASSERT_EQ(ds->get_dataset_size(), 101);
+    const int pulls_before = pulled.load();
+    Parts s = make_setup();
+    Model model(s.net, s.loss_fn, s.opt);
+    auto step = std::make_shared<ShapeRecordingStep>(reads);
+    model.set_train_step(step);
+    model.train(3, ds);
+    std::vector<int64_t> expected;
+    for (int e = 0; e < 3; ++e) {
+      expected.insert(expected.end(), 100, 4);
+      expected.push_back(2);
+    }
+    EXPECT_EQ(step->rows, expected) << "reads=" << reads;
+    EXPECT_EQ(step->labels, expected);
+    const int pulls = pulled.load() - pulls_before;
+    if (reads) {
+      EXPECT_EQ(pulls, 3 * per_epoch_pulls);
+    } else {
+      // The first epoch (the pipeline may prefetch a few batches of the next one), not three.
+      EXPECT_GE(pulls, per_epoch_pulls);
+      EXPECT_LT(pulls, 2 * per_epoch_pulls);
+    }
+    EXPECT_EQ(model.progress().step_num, 303);
+  }
 }
 
 }  // namespace

@@ -42,6 +42,9 @@ class TrainOneStep {
 
   Tensor operator()(const Tensor& data, const Tensor& label);
 
+  // Whether the last call's graph reads the data or the label (always true in PYNATIVE_MODE and
+  // before the first call); false on a worker whose part of a placed step reads neither.
+  bool reads_inputs() const { return last_ == nullptr || last_->reads_inputs(); }
   // Graphs compiled so far (GRAPH_MODE).
   size_t num_compiled() const { return cache_.size(); }
   // The executor the last GRAPH_MODE call ran (null before one): its graph and memory plan.

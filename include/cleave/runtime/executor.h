@@ -38,6 +38,8 @@ class Executor {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
 
   const ir::Graph& graph() const { return graph_; }
+  // Whether any op (or output) of the graph reads one of its inputs.
+  bool reads_inputs() const { return reads_inputs_; }
   // Per-node timing, off by default: while on, run() adds each op's kernel wall time (a steady
   // clock read around the kernel) to node_seconds()[node index]. For measurements (graph_bench
   // profile), not training: the clock reads cost ~50 ns per op. Turning it on clears the sums.
@@ -59,6 +61,7 @@ class Executor {
   // The graph talks to other ranks (a placed graph: RpcSend/RpcRecv): run() times its kernels
   // for runtime::placed_run_stats() and waits for its sends before returning.
   bool placed_ = false;
+  bool reads_inputs_ = false;
   std::vector<double> node_seconds_;
 };
 

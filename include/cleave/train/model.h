@@ -31,6 +31,10 @@ class TrainStep {
  public:
   virtual ~TrainStep() = default;
   virtual Tensor operator()(const Tensor& data, const Tensor& label) = 0;
+  // Whether the step reads the values of its data and label (after its first call). false on the
+  // workers of a placed network whose part of the step reads neither: they need only the batch
+  // shapes (NOTE [Workers that read no batch] in model.cc).
+  virtual bool reads_inputs() const { return true; }
 };
 
 // The PyNative (eager) step: loss = loss_fn(network(data), label) (or network(data, label) when
@@ -56,6 +60,7 @@ class ContextTrainStep : public TrainStep {
   ContextTrainStep(nn::CellPtr network, nn::CellPtr loss_fn,
                    std::shared_ptr<optim::Optimizer> optimizer);
   Tensor operator()(const Tensor& data, const Tensor& label) override;
+  bool reads_inputs() const override { return step_->reads_inputs(); }
 
  private:
   nn::CellPtr net_with_loss_;
