@@ -47,6 +47,10 @@ std::chrono::milliseconds ms_var(const char* name, std::chrono::milliseconds fal
 
 }  // namespace
 
+std::chrono::milliseconds read_comm_timeout() {
+  return ms_var("CLEAVE_COMM_TIMEOUT_MS", JobConfig().comm_timeout);
+}
+
 JobConfig read_job_config() {
   JobConfig config;
   std::string role = env_value("MS_ROLE").value_or("");
@@ -90,7 +94,10 @@ JobConfig read_job_config() {
       int_var("MS_TOPO_TIMEOUT", 600, 1, 1'000'000, "a positive integer number of seconds"));
   config.heartbeat_interval = ms_var("CLEAVE_HEARTBEAT_INTERVAL_MS", config.heartbeat_interval);
   config.heartbeat_timeout = ms_var("CLEAVE_HEARTBEAT_TIMEOUT_MS", config.heartbeat_timeout);
-  config.comm_timeout = ms_var("CLEAVE_COMM_TIMEOUT_MS", config.comm_timeout);
+  config.comm_timeout = read_comm_timeout();
+  config.stuck_timeout = std::chrono::milliseconds(int_var(
+      "CLEAVE_STUCK_TIMEOUT_MS", config.stuck_timeout.count(), 0, std::numeric_limits<int>::max(),
+      "a number of milliseconds >= 0 (0 turns stuck-collective detection off)"));
   CLEAVE_CHECK_ARG(config.heartbeat_timeout > config.heartbeat_interval,
                    "cleave::init: CLEAVE_HEARTBEAT_TIMEOUT_MS={} must be larger than "
                    "CLEAVE_HEARTBEAT_INTERVAL_MS={}",

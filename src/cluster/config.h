@@ -22,6 +22,7 @@ struct JobConfig {
   std::chrono::milliseconds heartbeat_interval{1'000};  // CLEAVE_HEARTBEAT_INTERVAL_MS
   std::chrono::milliseconds heartbeat_timeout{10'000};  // CLEAVE_HEARTBEAT_TIMEOUT_MS
   std::chrono::milliseconds comm_timeout{300'000};      // CLEAVE_COMM_TIMEOUT_MS
+  std::chrono::milliseconds stuck_timeout{30'000};      // CLEAVE_STUCK_TIMEOUT_MS (0: off)
 
   std::string address() const { return sched_host + ":" + std::to_string(sched_port); }
 };
@@ -31,5 +32,8 @@ std::optional<std::string> env_value(const char* name);
 
 // Reads the job's variables; requires MS_ROLE to be set. Throws cleave::Error on a bad value.
 JobConfig read_job_config();
+
+// CLEAVE_COMM_TIMEOUT_MS (every join mode reads it), default 300000 ms.
+std::chrono::milliseconds read_comm_timeout();
 
 }  // namespace cleave::cluster

@@ -253,9 +253,11 @@ void init(const std::string& backend) {
     static bool registered = (std::atexit(release_at_exit), true);
     (void)registered;
   } else if (env_value("OMPI_COMM_WORLD_RANK") || env_value("OMPI_COMM_WORLD_SIZE")) {
+    s.comm_timeout = cluster::read_comm_timeout();
     join_mpi(s);
     s.backend = choose_backend(backend, s.mode);
   } else if (std::optional<std::string> table = env_value("RANK_TABLE_FILE")) {
+    s.comm_timeout = cluster::read_comm_timeout();
     join_rank_table(s, *table);
     s.backend = choose_backend(backend, s.mode);
   } else {

@@ -1,6 +1,7 @@
 #include "cluster/scheduler.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -23,6 +24,10 @@ namespace pb = ::cleave::cluster::proto;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// A worker whose process used at least this share of one core between two heartbeats is
+// computing, so it progresses (NOTE [Stuck collectives]).
+constexpr int64_t kBusyPercent = 10;
+
 void log_line(const std::string& line) {
   std::fprintf(stderr, "cleave scheduler: %s\n", line.c_str());
   std::fflush(stderr);
@@ -40,6 +45,16 @@ struct Worker {
   bool finished = false;
   bool lost = false;
   bool told_failure = false;  // has received the failure in some reply
+  // How it progresses, from its heartbeats (NOTE [Stuck collectives]).
+  int64_t activity_changes = 0;
+  int64_t cpu_us = 0;
+  int64_t comm_completed = 0;
+  int comm_in_flight = 0;
+  std::string comm_op;
+  std::vector<int> comm_peers;
+  milliseconds comm_waited{0};      // as of last_seen
+  Clock::time_point last_progress;  // when it last did something other than wait
+  Clock::time_point finished_at;
 
   std::string describe() const {
     if (rank < 0) return fmt::format("a worker on host {} (pid {}, not yet ranked)", host, pid);
@@ -86,6 +101,8 @@ class Job final : public pb::Scheduler::Service {
           std::chrono::duration_cast<std::chrono::seconds>(config_.topo_timeout).count()));
       return std::nullopt;
     }
+    if (formed_) check_stuck();
+    if (failure_) return std::nullopt;
     for (Worker& worker : workers_) {
       if (worker.finished || worker.lost) continue;
       auto silent = std::chrono::duration_cast<milliseconds>(now - worker.last_seen);
@@ -142,6 +159,7 @@ class Job final : public pb::Scheduler::Service {
     worker.node_id = request->node_id();
     worker.pid = request->pid();
     worker.last_seen = Clock::now();
+    worker.last_progress = worker.last_seen;
     workers_.push_back(worker);
     reply->set_worker_id(static_cast<int64_t>(workers_.size()) - 1);
     reply->mutable_status()->set_ok(true);
@@ -184,8 +202,7 @@ class Job final : public pb::Scheduler::Service {
     std::lock_guard lock(mu_);
     Worker* worker = find(request->worker_id(), reply->mutable_status());
     if (worker == nullptr) return grpc::Status::OK;
-    worker->last_seen = Clock::now();
-    worker->activity = request->activity();
+    note_progress(*worker, *request);
     if (failure_) return report_failure(*worker, reply->mutable_status());
     reply->mutable_status()->set_ok(true);
     return grpc::Status::OK;
@@ -300,6 +317,7 @@ class Job final : public pb::Scheduler::Service {
     Worker* worker = find(request->worker_id(), reply);
     if (worker == nullptr) return grpc::Status::OK;
     worker->finished = true;
+    worker->finished_at = Clock::now();
     worker->activity = "finished";
     cv_.notify_all();
     reply->set_ok(true);
@@ -314,6 +332,86 @@ class Job final : public pb::Scheduler::Service {
       return nullptr;
     }
     return &workers_[worker_id];
+  }
+
+  // A heartbeat: the worker is alive, and progressed when it finished a communication operation,
+  // opened an ActivityScope or used the CPU since the last one (NOTE [Stuck collectives]).
+  void note_progress(Worker& worker, const pb::HeartbeatRequest& request) {
+    Clock::time_point now = Clock::now();
+    const int64_t wall_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(now - worker.last_seen).count();
+    const bool busy = (request.cpu_us() - worker.cpu_us) * 100 >= kBusyPercent * wall_us;
+    if (busy || request.comm_completed() != worker.comm_completed ||
+        request.activity_changes() != worker.activity_changes) {
+      worker.last_progress = now;
+    }
+    worker.last_seen = now;
+    worker.activity = request.activity();
+    worker.activity_changes = request.activity_changes();
+    worker.cpu_us = request.cpu_us();
+    worker.comm_completed = request.comm_completed();
+    worker.comm_in_flight = request.comm_in_flight();
+    worker.comm_op = request.comm_op();
+    worker.comm_peers.assign(request.comm_peers().begin(), request.comm_peers().end());
+    worker.comm_waited = milliseconds(request.comm_waited_ms());
+  }
+
+  // Fails the job when a rank has waited in a communication operation for longer than
+  // CLEAVE_STUCK_TIMEOUT_MS for a peer that is not in one and has not progressed for as long, or
+  // that has finished (NOTE [Stuck collectives]). Only what the heartbeats reported counts (no
+  // extrapolation past a worker's last heartbeat: its operation may have ended since).
+  void check_stuck() {
+    const milliseconds bound = config_.stuck_timeout;
+    if (bound.count() == 0) return;
+    std::vector<Worker*> by_rank(workers_.size(), nullptr);
+    for (Worker& w : workers_) by_rank[static_cast<size_t>(w.rank)] = &w;
+    struct Culprit {
+      std::vector<int> waiters;
+      milliseconds waited{0};
+      std::string op;
+    };
+    std::map<int, Culprit> culprits;  // by rank
+    for (const Worker& waiter : workers_) {
+      if (waiter.finished || waiter.lost || waiter.comm_in_flight == 0) continue;
+      const milliseconds waited = waiter.comm_waited;
+      if (waited <= bound) continue;
+      const Clock::time_point wait_began = waiter.last_seen - waited;
+      for (int rank : waiter.comm_peers) {
+        if (rank < 0 || rank >= static_cast<int>(by_rank.size())) continue;
+        const Worker& peer = *by_rank[static_cast<size_t>(rank)];
+        if (peer.finished) {
+          // Still waiting a bound after the peer finished, in an operation begun before that.
+          if (wait_began >= peer.finished_at || waiter.last_seen - peer.finished_at <= bound) {
+            continue;
+          }
+          fail(fmt::format(
+              "{} is stuck: it has waited {} ms in {} (CLEAVE_STUCK_TIMEOUT_MS={}) for {}, which "
+              "finished (called cleave::release or exited) {} ms before that rank's last report",
+              waiter.describe(), waited.count(), waiter.comm_op, bound.count(), peer.describe(),
+              std::chrono::duration_cast<milliseconds>(waiter.last_seen - peer.finished_at)
+                  .count()));
+          return;
+        }
+        if (peer.lost || peer.comm_in_flight > 0) continue;
+        if (peer.last_seen - peer.last_progress <= bound) continue;  // computing: a legit wait
+        Culprit& c = culprits[rank];
+        c.waiters.push_back(waiter.rank);
+        if (waited > c.waited) c.waited = waited, c.op = waiter.comm_op;
+      }
+    }
+    if (culprits.empty()) return;
+    const auto& [rank, c] = *culprits.begin();
+    const Worker& stuck = *by_rank[static_cast<size_t>(rank)];
+    std::vector<int> waiters = c.waiters;
+    std::sort(waiters.begin(), waiters.end());
+    fail(fmt::format(
+        "{} is stuck: {} {} {} waited up to {} ms for it in {} (CLEAVE_STUCK_TIMEOUT_MS={}), while "
+        "it made no progress for {} ms (no communication, no CPU use) outside any collective; it "
+        "was {}",
+        stuck.describe(), waiters.size() > 1 ? "ranks" : "rank", fmt::join(waiters, ", "),
+        waiters.size() > 1 ? "have" : "has", c.waited.count(), c.op, bound.count(),
+        std::chrono::duration_cast<milliseconds>(stuck.last_seen - stuck.last_progress).count(),
+        stuck.activity));
   }
 
   grpc::Status report_failure(Worker& worker, pb::Status* status) {

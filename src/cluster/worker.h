@@ -28,6 +28,11 @@ namespace cleave::cluster {
 // may be blocked inside a communication library).
 [[noreturn]] void stop_process(const std::string& line);
 
+// What this process is doing, for a failure line: the innermost ActivityScope, and the
+// communication operation it waits in, if any ("in AllReduce on group 'world', waiting 2104 ms in
+// AllReduce on group 'world' (gloo) for world rank 2").
+std::string doing_now();
+
 struct Topology {
   int rank = 0;
   int world_size = 1;

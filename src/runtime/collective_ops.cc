@@ -51,6 +51,13 @@ comm::ReduceOp reduce_op_attr(const ir::Attrs& attrs, const std::string& op) {
 
 std::string reduce_op_attr_value(comm::ReduceOp op) { return comm::reduce_op_name(op); }
 
+std::string collective_activity(const std::string& op, const GroupRef& g,
+                                const std::string& detail) {
+  std::string text = fmt::format("in {} on group '{}'", op, g.name);
+  if (!detail.empty()) text += " " + detail;
+  return text;
+}
+
 void check_rank(const GroupRef& g, int64_t rank, const char* attr, const std::string& op) {
   CLEAVE_CHECK_ARG(rank >= 0 && rank < g.size(),
                    "{}: {} holds rank {}, out of range for group '{}' of {} ranks; expected 0..{}",
