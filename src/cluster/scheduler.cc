@@ -482,7 +482,7 @@ class Job final : public pb::Scheduler::Service {
 
 }  // namespace
 
-int run_scheduler(const JobConfig& config) {
+int run_scheduler(const JobConfig& config, const std::function<void(bool)>& on_listening) {
   Job job(config);
   grpc::ServerBuilder builder;
   int port = 0;
@@ -498,8 +498,10 @@ int run_scheduler(const JobConfig& config) {
         "cannot listen on {} (MS_SCHED_HOST:MS_SCHED_PORT); is the port in use by another job, "
         "or is MS_SCHED_HOST not an address of this host?",
         config.address()));
+    if (on_listening) on_listening(false);
     return 1;
   }
+  if (on_listening) on_listening(true);
   log_line(fmt::format("serving a job of MS_WORKER_NUM={} workers on {}", config.worker_num,
                        config.address()));
   std::optional<int> status;

@@ -31,6 +31,8 @@
 // rank that does not arrive is named within CLEAVE_STUCK_TIMEOUT_MS plus two heartbeat intervals.
 #pragma once
 
+#include <functional>
+
 #include "cluster/config.h"
 
 namespace cleave::cluster {
@@ -38,6 +40,7 @@ namespace cleave::cluster {
 // Serves the job described by `config` (role kScheduler) on config.sched_host:sched_port.
 // Blocks until the job finished (returns 0) or failed (returns 1); progress and failures are
 // printed to stderr, one line each.
-int run_scheduler(const JobConfig& config);
+// `on_listening` (when given) is called once the port is bound (true) or could not be (false).
+int run_scheduler(const JobConfig& config, const std::function<void(bool)>& on_listening = {});
 
 }  // namespace cleave::cluster

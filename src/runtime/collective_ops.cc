@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "cleave/cluster/cluster.h"
 #include "cleave/comm/group_registry.h"
 #include "cleave/core/error.h"
 #include "cleave/ir/dispatch.h"
@@ -32,6 +33,15 @@ GroupRef group_attr(const ir::Attrs& attrs, const std::string& op) {
     group = comm::get_group(name);
   } catch (const Error& e) {
     CLEAVE_FAIL("{}: {}", op, e.what());
+  }
+  if (!group && is_initialized() && get_group_size() > 1) {
+    // A world of several ranks with no communication group: a collective must not act as an
+    // identity there.
+    CLEAVE_FAIL(
+        "{}: the world has {} ranks but cleave::init() made no communication group for it (a "
+        "RANK_TABLE_FILE job without CLEAVE_RANK_TABLE_PORT has ranks only; set it to the port "
+        "rank 0 serves the rendezvous on)",
+        op, get_group_size());
   }
   return {group ? group : solo_world(), name};
 }

@@ -12,6 +12,9 @@
 //   stuck R               joins, passes barrier 'start', prints "ready rank R"; rank R then sleeps
 //                         (alive, heartbeating) instead of calling AllReduce, which the others
 //                         call through the primitive (ops::all_reduce) and wait in.
+//   ranktable             joins through RANK_TABLE_FILE + RANK_ID; all-reduces over the world
+//                         (the primitive) and over group 'evens', passes a barrier; prints
+//                         "rank R of N ok (rank table)", releases, exits 0. Any error: status 1.
 //   slow R MS             like stuck, but rank R computes (busy CPU) for MS ms and then joins
 //                         the AllReduce; every rank checks the sum, releases and exits 0.
 #include <cstdio>
@@ -130,6 +133,26 @@ int primitive_all_reduce() {
   return 0;
 }
 
+int rank_table() {
+  cleave::init();
+  if (cleave::join_mode() != cleave::JoinMode::kRankTable) return fail("join mode rank table");
+  int rank = cleave::get_rank();
+  int size = cleave::get_group_size();
+  if (int status = primitive_all_reduce()) return status;
+  cleave::cluster::barrier("rank_table");
+  std::vector<int> evens;
+  for (int r = 0; r < size; r += 2) evens.push_back(r);
+  cleave::create_group("evens", evens);
+  if (rank % 2 == 0) {
+    if (int status = check_all_reduce("evens", evens)) return status;
+  }
+  std::printf("rank %d of %d ok (rank table, local rank %d)\n", rank, size,
+              cleave::get_local_rank());
+  std::fflush(stdout);
+  cleave::release();
+  return 0;
+}
+
 int stuck(int culprit, int compute_ms) {
   cleave::init();
   cleave::cluster::barrier("start");
@@ -165,6 +188,7 @@ int main(int argc, char** argv) {
     if (mode == "hang") return hang();
     if (mode == "mpi") return mpi();
     if (mode == "fail") return fail_rank(argc > 2 ? std::stoi(argv[2]) : 0);
+    if (mode == "ranktable") return rank_table();
     if (mode == "stuck") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1);
     if (mode == "slow") {
       return stuck(argc > 2 ? std::stoi(argv[2]) : 0, argc > 3 ? std::stoi(argv[3]) : 1000);
