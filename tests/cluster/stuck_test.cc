@@ -4,6 +4,9 @@
 // CLEAVE_STUCK_TIMEOUT_MS (2 s here) plus a few heartbeats; a rank that computes for longer than
 // that bound is not stuck.
 #include <gtest/gtest.h>
+#include <signal.h>
+
+#include <thread>
 
 #include "cluster/job.h"
 
@@ -91,6 +94,31 @@ TEST(ClusterStuck, RankThatNeverEntersTheCollectiveStopsEveryProcess) {
   // 2 s of waiting, then a few heartbeats (200 ms) to tell everyone; far below the 60 s
   // collective timeout and the 3 s heartbeat timeout plays no part (every rank heartbeats).
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(8));
+}
+
+TEST(ClusterStuck, RankKilledDuringACollectiveIsNamedRatherThanTheTransportError) {
+  // Stuck detection off: the killed rank is found by its missing heartbeats (3 s), while Gloo
+  // sees its connection close at once; NOTE [Failure hook] makes the others wait for the verdict.
+  StuckJob running("killed_in_collective", {"stuck", std::to_string(kCulprit)}, "0");
+  std::this_thread::sleep_for(milliseconds(300));  // the others enter the AllReduce
+  ASSERT_EQ(kill(running.workers[kCulprit], SIGKILL), 0);
+  auto start = std::chrono::steady_clock::now();
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    if (rank == kCulprit) continue;
+    EXPECT_EQ(running.job.wait(running.workers[rank], seconds(15)), 1)
+        << running.job.log(worker_log(rank));
+    std::string log = running.job.log(worker_log(rank));
+    EXPECT_EQ(count(log, " stops: "), 1) << log;
+    EXPECT_NE(log.find("the job failed: rank 1 (host "), std::string::npos) << log;
+    EXPECT_NE(log.find("was lost: no heartbeat for "), std::string::npos) << log;
+    EXPECT_NE(log.find("; this process was in AllReduce on group 'hccl_world_group', waiting "),
+              std::string::npos)
+        << log;
+    EXPECT_EQ(log.find("AllReduce on group 'world' (gloo, rank"), std::string::npos)
+        << "the transport's error reached the user: " << log;
+  }
+  EXPECT_EQ(running.job.wait(running.scheduler, seconds(10)), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(10));
 }
 
 TEST(ClusterStuck, RankThatComputesLongerThanTheBoundIsNotStuck) {
