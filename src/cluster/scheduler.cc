@@ -26,7 +26,7 @@ using std::chrono::milliseconds;
 
 // A worker whose process used at least this share of one core between two heartbeats is
 // computing, so it progresses (NOTE [Stuck collectives]).
-constexpr int64_t kBusyPercent = 10;
+constexpr int64_t kBusyPercent = 5;
 
 void log_line(const std::string& line) {
   std::fprintf(stderr, "cleave scheduler: %s\n", line.c_str());
