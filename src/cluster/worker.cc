@@ -88,16 +88,26 @@ void stop_process(const std::string& line) {
 
 namespace {
 
-// How long a failed communication operation waits for the scheduler's verdict (NOTE [Failure
-// hook] in cleave/comm/progress.h); 0 while no worker heartbeats.
-std::atomic<int64_t> verdict_wait_ms{0};
+// NOTE [Failure hook] in cleave/comm/progress.h, on a worker: a failed communication operation
+// waits until the scheduler has had time to notice a lost peer, measured in heartbeats rather
+// than wall time (a loaded machine delays both alike). A peer lost at the failure's time t0 is
+// declared lost once it has been silent for CLEAVE_HEARTBEAT_TIMEOUT_MS, so a healthy reply to
+// a heartbeat sent after t0 + that timeout + an interval + 500 ms (the scheduler's monitor
+// cadence, with room) means there is no verdict to wait for. The heartbeat thread stops the
+// process when a reply says the job failed or the scheduler cannot be reached. 0 while no
+// worker heartbeats.
+std::atomic<int64_t> verdict_margin_ms{0};
+std::atomic<int64_t> verdict_cap_ms{0};          // give up after this long whatever happens
+std::atomic<int64_t> healthy_heartbeat_sent{0};  // steady-clock ms of the last healthy one
 
-// The failure hook: the heartbeat thread stops the process with the job's failure line when the
-// scheduler reports one (or cannot be reached) within a heartbeat timeout and two intervals;
-// otherwise the operation's own error is thrown.
+int64_t steady_ms() {
+  return std::chrono::duration_cast<milliseconds>(Clock::now().time_since_epoch()).count();
+}
+
 void wait_for_verdict(const std::string& /*error*/) {
-  const auto end = Clock::now() + milliseconds(verdict_wait_ms.load());
-  while (Clock::now() < end && verdict_wait_ms.load() > 0) {
+  const int64_t t0 = steady_ms();
+  while (verdict_margin_ms.load() > 0 && steady_ms() < t0 + verdict_cap_ms.load() &&
+         healthy_heartbeat_sent.load() < t0 + verdict_margin_ms.load()) {
     std::this_thread::sleep_for(milliseconds(20));
   }
 }
@@ -173,7 +183,8 @@ Topology WorkerClient::join() {
   CLEAVE_CHECK_ARG(reply.status().ok(), "cleave::init: {}", reply.status().error());
   worker_id_ = reply.worker_id();
   heartbeat_thread_ = std::thread([this] { heartbeat_loop(); });
-  verdict_wait_ms = (config_.heartbeat_timeout + 2 * config_.heartbeat_interval).count();
+  verdict_margin_ms = (config_.heartbeat_timeout + config_.heartbeat_interval).count() + 500;
+  verdict_cap_ms = 3 * config_.heartbeat_timeout.count() + config_.heartbeat_interval.count();
   comm::set_failure_hook(wait_for_verdict);
 
   ActivityScope waiting("waiting for the other workers to register");
@@ -214,6 +225,7 @@ void WorkerClient::heartbeat_loop() {
     for (int peer : comm.peers) request.add_comm_peers(peer);
     request.set_comm_waited_ms(comm.waited.count());
     pb::HeartbeatReply reply;
+    const int64_t sent = steady_ms();
     grpc::ClientContext context;
     set_deadline(context, std::min(config_.heartbeat_timeout, 2 * config_.heartbeat_interval));
     grpc::Status status = rpc_->stub->Heartbeat(&context, request, &reply);
@@ -222,6 +234,7 @@ void WorkerClient::heartbeat_loop() {
     Clock::time_point now = Clock::now();
     if (status.ok()) {
       last_reply = now;
+      if (!reply.status().job_failed()) healthy_heartbeat_sent = sent;
       if (reply.status().job_failed()) {
         stop_process(fmt::format("cleave: {} stops: the job failed: {}; this process was {}",
                                  rank_text(rank_), reply.status().error(), doing_now()));
@@ -239,7 +252,7 @@ void WorkerClient::heartbeat_loop() {
 }
 
 void WorkerClient::stop_heartbeats() {
-  verdict_wait_ms = 0;
+  verdict_margin_ms = 0;
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
