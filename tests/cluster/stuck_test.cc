@@ -31,17 +31,16 @@ struct StuckJob {
   pid_t scheduler;
   std::vector<pid_t> workers;
 
+  // By default the collectives' own timeout is far away: only stuck detection can end the job
+  // quickly.
   StuckJob(const std::string& name, const std::vector<std::string>& args,
-           const std::string& stuck_timeout_ms)
+           const std::string& stuck_timeout_ms, const std::string& comm_timeout_ms = "60000")
       : job(name, kWorkers) {
-    // The collectives' own timeout is far away: only stuck detection can end this job quickly.
     std::map<std::string, std::string> env = {{"CLEAVE_STUCK_TIMEOUT_MS", stuck_timeout_ms},
-                                              {"CLEAVE_COMM_TIMEOUT_MS", "60000"}};
-    scheduler = job.start_program({kProgram, "roundtrip"},
-                                  {{"MS_ROLE", "MS_SCHED"},
-                                   {"CLEAVE_STUCK_TIMEOUT_MS", stuck_timeout_ms},
-                                   {"CLEAVE_COMM_TIMEOUT_MS", "60000"}},
-                                  "scheduler.log");
+                                              {"CLEAVE_COMM_TIMEOUT_MS", comm_timeout_ms}};
+    std::map<std::string, std::string> scheduler_env = env;
+    scheduler_env["MS_ROLE"] = "MS_SCHED";
+    scheduler = job.start_program({kProgram, "roundtrip"}, scheduler_env, "scheduler.log");
     for (int rank = 0; rank < kWorkers; ++rank) {
       std::map<std::string, std::string> extra = env;
       extra["MS_NODE_ID"] = std::to_string(rank);
@@ -132,6 +131,22 @@ TEST(ClusterStuck, RankThatComputesLongerThanTheBoundIsNotStuck) {
   }
   EXPECT_EQ(running.job.wait(running.scheduler, seconds(10)), 0)
       << running.job.log("scheduler.log");
+}
+
+TEST(ClusterStuck, CollectiveTimeoutOfAHealthyJobStillReachesTheCaller) {
+  // Rank 1 computes for 6 s; the others' AllReduce times out after 1 s (stuck detection off).
+  // The failure hook finds the job healthy and lets the operation's own error through.
+  StuckJob running("collective_timeout", {"slow", std::to_string(kCulprit), "6000"}, "0", "1000");
+  for (int rank : {0, 2}) {
+    EXPECT_EQ(running.job.wait(running.workers[rank], seconds(15)), 1)
+        << running.job.log(worker_log(rank));
+    std::string log = running.job.log(worker_log(rank));
+    EXPECT_NE(log.find("AllReduce on group 'world' (gloo, rank " + std::to_string(rank) + " of 3"),
+              std::string::npos)
+        << log;
+    EXPECT_NE(log.find("The group is now broken"), std::string::npos) << log;
+    EXPECT_EQ(log.find(" stops: "), std::string::npos) << log;
+  }
 }
 
 TEST(ClusterStuck, BadStuckTimeoutIsAClearError) {
