@@ -55,6 +55,10 @@ struct Worker {
   milliseconds comm_waited{0};      // as of last_seen
   Clock::time_point last_progress;  // when it last did something other than wait
   Clock::time_point finished_at;
+  std::string barrier;  // the barrier it waits at, empty when none
+  bool in_get = false;  // blocked in a store get (waiting for some rank: never blamed)
+  int64_t barrier_generation = 0;
+  Clock::time_point barrier_since;
 
   std::string describe() const {
     if (rank < 0) return fmt::format("a worker on host {} (pid {}, not yet ranked)", host, pid);
@@ -101,7 +105,7 @@ class Job final : public pb::Scheduler::Service {
           std::chrono::duration_cast<std::chrono::seconds>(config_.topo_timeout).count()));
       return std::nullopt;
     }
-    if (formed_) check_stuck();
+    if (formed_) check_stuck(now);
     if (failure_) return std::nullopt;
     for (Worker& worker : workers_) {
       if (worker.finished || worker.lost) continue;
@@ -223,9 +227,11 @@ class Job final : public pb::Scheduler::Service {
     std::unique_lock lock(mu_);
     Worker* worker = find(request->worker_id(), reply->mutable_status());
     if (worker == nullptr) return grpc::Status::OK;
+    worker->in_get = true;
     bool found = cv_.wait_for(lock, milliseconds(request->timeout_ms()), [&] {
       return store_.count(request->key()) > 0 || failure_.has_value();
     });
+    worker->in_get = false;
     if (failure_) return report_failure(*worker, reply->mutable_status());
     if (!found) {
       reply->mutable_status()->set_error(
@@ -287,6 +293,9 @@ class Job final : public pb::Scheduler::Service {
     BarrierState& barrier = barriers_[request->name()];
     int64_t generation = barrier.generation;
     barrier.arrived.insert(worker->rank);
+    worker->barrier = request->name();
+    worker->barrier_generation = generation;
+    worker->barrier_since = Clock::now();
     if (static_cast<int>(barrier.arrived.size()) == config_.worker_num) {
       barrier.arrived.clear();
       ++barrier.generation;
@@ -295,6 +304,7 @@ class Job final : public pb::Scheduler::Service {
     bool passed = cv_.wait_for(lock, milliseconds(request->timeout_ms()), [&] {
       return barrier.generation != generation || failure_.has_value();
     });
+    worker->barrier.clear();
     if (failure_) return report_failure(*worker, reply);
     if (!passed) {
       std::vector<int> missing;
@@ -356,47 +366,74 @@ class Job final : public pb::Scheduler::Service {
     worker.comm_waited = milliseconds(request.comm_waited_ms());
   }
 
-  // Fails the job when a rank has waited in a communication operation for longer than
-  // CLEAVE_STUCK_TIMEOUT_MS for a peer that is not in one and has not progressed for as long, or
-  // that has finished (NOTE [Stuck collectives]). Only what the heartbeats reported counts (no
-  // extrapolation past a worker's last heartbeat: its operation may have ended since).
-  void check_stuck() {
+  // Fails the job when a rank has waited in a communication operation or at a barrier for longer
+  // than CLEAVE_STUCK_TIMEOUT_MS for a peer that is not waiting itself and has not progressed for
+  // as long, or that has finished (NOTE [Stuck collectives]). Communication waits count as the
+  // heartbeats reported them (no extrapolation past a worker's last heartbeat: its operation may
+  // have ended since); barrier waits are the scheduler's own.
+  void check_stuck(Clock::time_point now) {
     const milliseconds bound = config_.stuck_timeout;
     if (bound.count() == 0) return;
-    std::vector<Worker*> by_rank(workers_.size(), nullptr);
-    for (Worker& w : workers_) by_rank[static_cast<size_t>(w.rank)] = &w;
+    std::vector<const Worker*> by_rank(workers_.size(), nullptr);
+    for (const Worker& w : workers_) by_rank[static_cast<size_t>(w.rank)] = &w;
+    struct Wait {
+      const Worker* waiter;
+      milliseconds waited;
+      Clock::time_point began;
+      std::string op;
+      std::vector<int> peers;  // world ranks
+    };
+    std::vector<Wait> waits;
+    for (const Worker& w : workers_) {
+      if (w.finished || w.lost) continue;
+      if (w.comm_in_flight > 0 && w.comm_waited > bound) {
+        waits.push_back({&w, w.comm_waited, w.last_seen - w.comm_waited, w.comm_op, w.comm_peers});
+      }
+      if (!w.barrier.empty() && now - w.barrier_since > bound) {
+        const BarrierState& b = barriers_.at(w.barrier);
+        if (b.generation != w.barrier_generation) continue;  // passed; the waiter is waking up
+        Wait wait{&w,
+                  std::chrono::duration_cast<milliseconds>(now - w.barrier_since),
+                  w.barrier_since,
+                  fmt::format("barrier '{}'", w.barrier),
+                  {}};
+        for (int rank = 0; rank < config_.worker_num; ++rank) {
+          if (b.arrived.count(rank) == 0) wait.peers.push_back(rank);
+        }
+        waits.push_back(std::move(wait));
+      }
+    }
     struct Culprit {
       std::vector<int> waiters;
       milliseconds waited{0};
       std::string op;
     };
     std::map<int, Culprit> culprits;  // by rank
-    for (const Worker& waiter : workers_) {
-      if (waiter.finished || waiter.lost || waiter.comm_in_flight == 0) continue;
-      const milliseconds waited = waiter.comm_waited;
-      if (waited <= bound) continue;
-      const Clock::time_point wait_began = waiter.last_seen - waited;
-      for (int rank : waiter.comm_peers) {
+    for (const Wait& wait : waits) {
+      const Worker& waiter = *wait.waiter;
+      for (int rank : wait.peers) {
         if (rank < 0 || rank >= static_cast<int>(by_rank.size())) continue;
         const Worker& peer = *by_rank[static_cast<size_t>(rank)];
         if (peer.finished) {
-          // Still waiting a bound after the peer finished, in an operation begun before that.
-          if (wait_began >= peer.finished_at || waiter.last_seen - peer.finished_at <= bound) {
-            continue;
-          }
+          // Still waiting a bound after the peer finished, in a wait begun before that.
+          const Clock::time_point seen = wait.op.rfind("barrier", 0) == 0 ? now : waiter.last_seen;
+          if (wait.began >= peer.finished_at || seen - peer.finished_at <= bound) continue;
           fail(fmt::format(
               "{} is stuck: it has waited {} ms in {} (CLEAVE_STUCK_TIMEOUT_MS={}) for {}, which "
-              "finished (called cleave::release or exited) {} ms before that rank's last report",
-              waiter.describe(), waited.count(), waiter.comm_op, bound.count(), peer.describe(),
-              std::chrono::duration_cast<milliseconds>(waiter.last_seen - peer.finished_at)
-                  .count()));
+              "finished (called cleave::release or exited) {} ms earlier",
+              waiter.describe(), wait.waited.count(), wait.op, bound.count(), peer.describe(),
+              std::chrono::duration_cast<milliseconds>(seen - peer.finished_at).count()));
           return;
         }
-        if (peer.lost || peer.comm_in_flight > 0) continue;
-        if (peer.last_seen - peer.last_progress <= bound) continue;  // computing: a legit wait
+        // A peer that waits itself (every rank waiting: a slow transfer, a hang inside the
+        // library, mismatched operations) is not blamed; nor is one that computes.
+        if (peer.lost || peer.comm_in_flight > 0 || !peer.barrier.empty() || peer.in_get) {
+          continue;
+        }
+        if (peer.last_seen - peer.last_progress <= bound) continue;
         Culprit& c = culprits[rank];
         c.waiters.push_back(waiter.rank);
-        if (waited > c.waited) c.waited = waited, c.op = waiter.comm_op;
+        if (wait.waited > c.waited) c.waited = wait.waited, c.op = wait.op;
       }
     }
     if (culprits.empty()) return;
@@ -404,6 +441,7 @@ class Job final : public pb::Scheduler::Service {
     const Worker& stuck = *by_rank[static_cast<size_t>(rank)];
     std::vector<int> waiters = c.waiters;
     std::sort(waiters.begin(), waiters.end());
+    waiters.erase(std::unique(waiters.begin(), waiters.end()), waiters.end());
     fail(fmt::format(
         "{} is stuck: {} {} {} waited up to {} ms for it in {} (CLEAVE_STUCK_TIMEOUT_MS={}), while "
         "it made no progress for {} ms (no communication, no CPU use) outside any collective; it "

@@ -20,9 +20,11 @@
 // waits for), how many operations it has finished, how many ActivityScopes it has opened, and
 // its process's CPU time. A worker *progresses* when, between two heartbeats, it finished an
 // operation, opened a scope, or used at least kBusyPercent of a core (computing). The job fails
-// with "rank P (host H, pid N) is stuck: ..." when some rank W has waited in one operation for
-// more than CLEAVE_STUCK_TIMEOUT_MS (default 30 s) and a peer P it waits for either
-//   - has no communication operation in flight and has not progressed for as long, or
+// with "rank P (host H, pid N) is stuck: ..." when some rank W has waited in one operation (or
+// at one of the scheduler's barriers, for the ranks that have not arrived) for more than
+// CLEAVE_STUCK_TIMEOUT_MS (default 30 s) and a peer P it waits for either
+//   - is not waiting itself (no communication operation in flight, not at a barrier, not in a
+//     store get) and has not progressed for as long, or
 //   - has finished (called release or exited).
 // A peer that computes (uses CPU) is never stuck, however long W waits: that is a slow step, and
 // only the operation's own CLEAVE_COMM_TIMEOUT_MS bounds it. A peer that is itself inside a

@@ -15,6 +15,7 @@
 //   ranktable             joins through RANK_TABLE_FILE + RANK_ID; all-reduces over the world
 //                         (the primitive) and over group 'evens', passes a barrier; prints
 //                         "rank R of N ok (rank table)", releases, exits 0. Any error: status 1.
+//   stuck_barrier R       like stuck, but the others wait at barrier 'after_compute' instead.
 //   slow R MS             like stuck, but rank R computes (busy CPU) for MS ms and then joins
 //                         the AllReduce; every rank checks the sum, releases and exits 0.
 #include <cstdio>
@@ -153,7 +154,7 @@ int rank_table() {
   return 0;
 }
 
-int stuck(int culprit, int compute_ms) {
+int stuck(int culprit, int compute_ms, bool barrier) {
   cleave::init();
   cleave::cluster::barrier("start");
   std::printf("ready rank %d\n", cleave::get_rank());
@@ -170,6 +171,14 @@ int stuck(int culprit, int compute_ms) {
     while (std::chrono::steady_clock::now() < end) {
       for (int i = 0; i < 100000; ++i) sink = sink + 1e-9 * i;
     }
+  }
+  if (barrier) {
+    cleave::cluster::barrier("after_compute");
+    if (compute_ms < 0)
+      return fail("passed barrier 'after_compute' without rank " + std::to_string(culprit));
+    std::printf("rank %d barrier ok\n", cleave::get_rank());
+    cleave::release();
+    return 0;
   }
   if (int status = primitive_all_reduce()) return status;
   if (compute_ms < 0)
@@ -189,9 +198,10 @@ int main(int argc, char** argv) {
     if (mode == "mpi") return mpi();
     if (mode == "fail") return fail_rank(argc > 2 ? std::stoi(argv[2]) : 0);
     if (mode == "ranktable") return rank_table();
-    if (mode == "stuck") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1);
+    if (mode == "stuck") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, false);
+    if (mode == "stuck_barrier") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, true);
     if (mode == "slow") {
-      return stuck(argc > 2 ? std::stoi(argv[2]) : 0, argc > 3 ? std::stoi(argv[3]) : 1000);
+      return stuck(argc > 2 ? std::stoi(argv[2]) : 0, argc > 3 ? std::stoi(argv[3]) : 1000, false);
     }
   } catch (const std::exception& error) {
     std::fprintf(stderr, "%s\n", error.what());

@@ -95,6 +95,31 @@ TEST(ClusterStuck, RankThatNeverEntersTheCollectiveStopsEveryProcess) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(8));
 }
 
+TEST(ClusterStuck, RankThatNeverReachesABarrierStopsEveryProcess) {
+  StuckJob running("stuck_barrier", {"stuck_barrier", std::to_string(kCulprit)}, "2000");
+  auto start = std::chrono::steady_clock::now();
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    EXPECT_EQ(running.job.wait(running.workers[rank], seconds(15)), 1)
+        << running.job.log(worker_log(rank));
+    std::string log = running.job.log(worker_log(rank));
+    EXPECT_EQ(count(log, " stops: "), 1) << log;
+    EXPECT_NE(log.find("the job failed: rank 1 (host "), std::string::npos) << log;
+    EXPECT_NE(log.find("ms for it in barrier 'after_compute' (CLEAVE_STUCK_TIMEOUT_MS=2000)"),
+              std::string::npos)
+        << log;
+    EXPECT_NE(log.find("it was sleeping on purpose (cluster_test_program stuck)"),
+              std::string::npos)
+        << log;
+    if (rank != kCulprit) {
+      EXPECT_NE(log.find("; this process was waiting at barrier 'after_compute'"),
+                std::string::npos)
+          << log;
+    }
+  }
+  EXPECT_EQ(running.job.wait(running.scheduler, seconds(10)), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(8));
+}
+
 TEST(ClusterStuck, RankKilledDuringACollectiveIsNamedRatherThanTheTransportError) {
   // Stuck detection off: the killed rank is found by its missing heartbeats (3 s), while Gloo
   // sees its connection close at once; NOTE [Failure hook] makes the others wait for the verdict.
