@@ -87,6 +87,19 @@ ClusterState state;
 // Never destroyed, so that a thread still serving at exit does not end the process.
 std::thread* table_scheduler = nullptr;
 std::atomic<int> table_scheduler_status{0};
+std::atomic<bool> table_scheduler_done{false};
+std::atomic<int64_t> table_scheduler_wait_ms{0};
+
+// Rank 0 stopping (its job failed): the scheduler on its thread must first tell every other
+// rank, or they would only see it vanish. It ends once all were told, bounded by a heartbeat
+// timeout after the failure.
+void wait_for_table_scheduler() {
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(table_scheduler_wait_ms.load());
+  while (!table_scheduler_done && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
 
 void require_initialized(const char* what) {
   CLEAVE_CHECK_ARG(state.initialized, "cleave::{}: call cleave::init() first", what);
@@ -187,7 +200,8 @@ void join_rank_table(ClusterState& s, const std::string& path) {
   // MS_NODE_ID is its RANK_ID. The world group then meets through the scheduler's store as in
   // dynamic networking, each rank's Gloo transport listening on its own server_id, and the job
   // has heartbeats, barriers, and failure and stuck-rank detection. Rank 0's release() waits
-  // until every rank has finished (it serves the job), and exits 1 if the job failed.
+  // until every rank has finished (it serves the job), and exits 1 if the job failed; when the
+  // job fails, rank 0 stops only after its scheduler has told every other rank.
   cluster::JobConfig config = cluster::rank_table_job_config(table[0].host, s.world_size, rank);
   if (rank == 0) {
     cluster::JobConfig served = config;
@@ -197,6 +211,7 @@ void join_rank_table(ClusterState& s, const std::string& path) {
     table_scheduler = new std::thread([served, listening] {
       table_scheduler_status =
           cluster::run_scheduler(served, [listening](bool ok) { listening->set_value(ok); });
+      table_scheduler_done = true;
     });
     if (!ready.get()) {
       table_scheduler->join();
@@ -207,6 +222,11 @@ void join_rank_table(ClusterState& s, const std::string& path) {
           "is that server_id not an address of this host?",
           config.address(), path);
     }
+  }
+  if (rank == 0) {
+    table_scheduler_wait_ms =
+        (config.heartbeat_timeout + 2 * config.heartbeat_interval).count() + 1000;
+    cluster::set_before_stop(wait_for_table_scheduler);
   }
   s.comm_timeout = config.comm_timeout;
   s.client = std::make_shared<cluster::WorkerClient>(config);

@@ -73,6 +73,12 @@ std::string doing_now() {
   return activity == kNoActivity ? waiting : activity + ", " + waiting;
 }
 
+namespace {
+std::atomic<void (*)()> before_stop{nullptr};
+}  // namespace
+
+void set_before_stop(void (*fn)()) { before_stop = fn; }
+
 void stop_process(const std::string& line) {
   static std::atomic<bool> stopping{false};
   if (!stopping.exchange(true)) {
@@ -80,6 +86,7 @@ void stop_process(const std::string& line) {
     std::fflush(stdout);
     std::fflush(stderr);
     [[maybe_unused]] ssize_t written = ::write(STDERR_FILENO, text.data(), text.size());
+    if (void (*fn)() = before_stop.load()) fn();
     std::_Exit(1);
   }
   // Another thread is already stopping the process.

@@ -23,8 +23,8 @@ class TableJob {
     port_ = std::to_string(free_port());
   }
 
-  pid_t start(int rank, const std::map<std::string, std::string>& extra = {},
-              bool with_port = true) {
+  pid_t start(int rank, const std::map<std::string, std::string>& extra = {}, bool with_port = true,
+              const std::vector<std::string>& args = {"ranktable"}) {
     std::map<std::string, std::string> env = {{"RANK_TABLE_FILE", table_},
                                               {"RANK_ID", std::to_string(rank)},
                                               {"MS_TOPO_TIMEOUT", "10"},
@@ -32,7 +32,9 @@ class TableJob {
                                               {"CLEAVE_HEARTBEAT_TIMEOUT_MS", "3000"}};
     if (with_port) env["CLEAVE_RANK_TABLE_PORT"] = port_;
     for (const auto& [key, value] : extra) env[key] = value;
-    return processes_.start({kProgram, "ranktable"}, env, log_name(rank));
+    std::vector<std::string> argv = {kProgram};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return processes_.start(argv, env, log_name(rank));
   }
   static std::string log_name(int rank) { return "rank_" + std::to_string(rank) + ".log"; }
   std::string log(int rank) { return read_text(processes_.path(log_name(rank))); }
@@ -66,6 +68,22 @@ TEST(ClusterRankTableJob, WorldAndSubgroupCollectivesWork) {
     EXPECT_NE(job.log(0).find("all " + std::to_string(size) + " workers finished"),
               std::string::npos)
         << job.log(0);
+  }
+}
+
+TEST(ClusterRankTableJob, StuckRankStopsEveryProcessIncludingTheServingRank) {
+  // Rank 1 never enters the AllReduce; rank 0 serves the job and must stay up until every rank
+  // has been told.
+  TableJob job("rank_table_stuck", 3);
+  std::vector<pid_t> ranks;
+  for (int rank = 0; rank < 3; ++rank) {
+    ranks.push_back(job.start(rank, {{"CLEAVE_STUCK_TIMEOUT_MS", "2000"}}, true, {"stuck", "1"}));
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(job.wait(ranks[static_cast<size_t>(rank)]), 1) << job.log(rank);
+    std::string log = job.log(rank);
+    EXPECT_NE(log.find("stops: the job failed: rank 1 (host "), std::string::npos) << log;
+    EXPECT_NE(log.find("is stuck: "), std::string::npos) << log;
   }
 }
 
