@@ -45,7 +45,27 @@ std::chrono::milliseconds ms_var(const char* name, std::chrono::milliseconds fal
                                            "a positive integer number of milliseconds"));
 }
 
+// The variables of every job kind: token and timeouts.
+void read_common(JobConfig& config) {
+  config.token = env_value("CLEAVE_JOB_TOKEN").value_or("");
+  config.topo_timeout = std::chrono::seconds(
+      int_var("MS_TOPO_TIMEOUT", 600, 1, 1'000'000, "a positive integer number of seconds"));
+  config.heartbeat_interval = ms_var("CLEAVE_HEARTBEAT_INTERVAL_MS", config.heartbeat_interval);
+  config.heartbeat_timeout = ms_var("CLEAVE_HEARTBEAT_TIMEOUT_MS", config.heartbeat_timeout);
+  config.comm_timeout = read_comm_timeout();
+  config.stuck_timeout = std::chrono::milliseconds(int_var(
+      "CLEAVE_STUCK_TIMEOUT_MS", config.stuck_timeout.count(), 0, std::numeric_limits<int>::max(),
+      "a number of milliseconds >= 0 (0 turns stuck-collective detection off)"));
+  CLEAVE_CHECK_ARG(config.heartbeat_timeout > config.heartbeat_interval,
+                   "cleave::init: CLEAVE_HEARTBEAT_TIMEOUT_MS={} must be larger than "
+                   "CLEAVE_HEARTBEAT_INTERVAL_MS={}",
+                   config.heartbeat_timeout.count(), config.heartbeat_interval.count());
+}
 }  // namespace
+
+std::chrono::milliseconds read_comm_timeout() {
+  return ms_var("CLEAVE_COMM_TIMEOUT_MS", JobConfig().comm_timeout);
+}
 
 JobConfig read_job_config() {
   JobConfig config;
@@ -85,17 +105,20 @@ JobConfig read_job_config() {
                                              config.worker_num - 1, config.worker_num)
                                      .c_str()));
   }
-  config.token = env_value("CLEAVE_JOB_TOKEN").value_or("");
-  config.topo_timeout = std::chrono::seconds(
-      int_var("MS_TOPO_TIMEOUT", 600, 1, 1'000'000, "a positive integer number of seconds"));
-  config.heartbeat_interval = ms_var("CLEAVE_HEARTBEAT_INTERVAL_MS", config.heartbeat_interval);
-  config.heartbeat_timeout = ms_var("CLEAVE_HEARTBEAT_TIMEOUT_MS", config.heartbeat_timeout);
-  config.comm_timeout = ms_var("CLEAVE_COMM_TIMEOUT_MS", config.comm_timeout);
-  CLEAVE_CHECK_ARG(config.heartbeat_timeout > config.heartbeat_interval,
-                   "cleave::init: CLEAVE_HEARTBEAT_TIMEOUT_MS={} must be larger than "
-                   "CLEAVE_HEARTBEAT_INTERVAL_MS={}",
-                   config.heartbeat_timeout.count(), config.heartbeat_interval.count());
+  read_common(config);
   return config;
 }
 
+JobConfig rank_table_job_config(const std::string& sched_host, int worker_num, int rank) {
+  JobConfig config;
+  config.role = Role::kWorker;
+  config.sched_host = sched_host;
+  config.sched_port = static_cast<int>(int_var("CLEAVE_RANK_TABLE_PORT", 0, 1, 65535,
+                                               "a port number in 1..65535 (on which rank 0 "
+                                               "serves the job's rendezvous)"));
+  config.worker_num = worker_num;
+  config.node_id = rank;
+  read_common(config);
+  return config;
+}
 }  // namespace cleave::cluster

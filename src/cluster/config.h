@@ -21,7 +21,14 @@ struct JobConfig {
   std::chrono::milliseconds topo_timeout{600'000};      // MS_TOPO_TIMEOUT (seconds)
   std::chrono::milliseconds heartbeat_interval{1'000};  // CLEAVE_HEARTBEAT_INTERVAL_MS
   std::chrono::milliseconds heartbeat_timeout{10'000};  // CLEAVE_HEARTBEAT_TIMEOUT_MS
-  std::chrono::milliseconds comm_timeout{300'000};      // CLEAVE_COMM_TIMEOUT_MS
+  std::chrono::milliseconds comm_timeout{300'000};      // The configuration of a rank-table job's
+                                                    // rendezvous (NOTE [Rank-table rendezvous] in
+  // src/cluster/init.cc): rank 0 serves the job on `sched_host` (its server_id) at
+  // CLEAVE_RANK_TABLE_PORT, and rank `rank` joins it as a worker with that rank.
+  JobConfig rank_table_job_config(const std::string& sched_host, int worker_num, int rank);
+
+  // CLEAVE_COMM_TIMEOUT_MS
+  std::chrono::milliseconds stuck_timeout{30'000};  // CLEAVE_STUCK_TIMEOUT_MS (0: off)
 
   std::string address() const { return sched_host + ":" + std::to_string(sched_port); }
 };
@@ -31,5 +38,13 @@ std::optional<std::string> env_value(const char* name);
 
 // Reads the job's variables; requires MS_ROLE to be set. Throws cleave::Error on a bad value.
 JobConfig read_job_config();
+
+// The configuration of a rank-table job's rendezvous (NOTE [Rank-table rendezvous] in
+// src/cluster/init.cc): rank 0 serves the job on `sched_host` (its server_id) at
+// CLEAVE_RANK_TABLE_PORT, and rank `rank` joins it as a worker with that rank.
+JobConfig rank_table_job_config(const std::string& sched_host, int worker_num, int rank);
+
+// CLEAVE_COMM_TIMEOUT_MS (every join mode reads it), default 300000 ms.
+std::chrono::milliseconds read_comm_timeout();
 
 }  // namespace cleave::cluster

@@ -2,12 +2,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
+#include <utility>
 
 #include "cleave/cluster/cluster.h"
 #include "cleave/comm/group_registry.h"
@@ -72,10 +76,30 @@ struct ClusterState {
   std::chrono::milliseconds comm_timeout{300'000};
   std::map<std::string, std::vector<int>> groups;  // created groups: world rank of each member
   std::shared_ptr<comm::ProcessGroup> world;       // null when standalone or from a rank table
+  std::string transport_host;  // where this rank's Gloo transport listens (when known)
 };
 
 std::mutex state_mu;
 ClusterState state;
+
+// Rank 0 of a rank table serves the job's rendezvous on this thread (NOTE [Rank-table
+// rendezvous]); its exit status once every rank has finished.
+// Never destroyed, so that a thread still serving at exit does not end the process.
+std::thread* table_scheduler = nullptr;
+std::atomic<int> table_scheduler_status{0};
+std::atomic<bool> table_scheduler_done{false};
+std::atomic<int64_t> table_scheduler_wait_ms{0};
+
+// Rank 0 stopping (its job failed): the scheduler on its thread must first tell every other
+// rank, or they would only see it vanish. It ends once all were told, bounded by a heartbeat
+// timeout after the failure.
+void wait_for_table_scheduler() {
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(table_scheduler_wait_ms.load());
+  while (!table_scheduler_done && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
 
 void require_initialized(const char* what) {
   CLEAVE_CHECK_ARG(state.initialized, "cleave::{}: call cleave::init() first", what);
@@ -168,6 +192,63 @@ void join_rank_table(ClusterState& s, const std::string& path) {
                      "RANK_TABLE_FILE '{}'",
                      *device, table[rank].device_id, rank, path);
   }
+  if (!env_value("CLEAVE_RANK_TABLE_PORT")) return;  // ranks only: no rendezvous
+  // NOTE [Rank-table rendezvous]
+  // A rank table names the hosts but no meeting point, so with CLEAVE_RANK_TABLE_PORT set, rank
+  // 0 serves the job's scheduler (the same gRPC service as MS_ROLE=MS_SCHED) on a thread, at
+  // its server_id and that port, and every rank (rank 0 too) joins it as a worker whose
+  // MS_NODE_ID is its RANK_ID. The world group then meets through the scheduler's store as in
+  // dynamic networking, each rank's Gloo transport listening on its own server_id, and the job
+  // has heartbeats, barriers, and failure and stuck-rank detection. Rank 0's release() waits
+  // until every rank has finished (it serves the job), and exits 1 if the job failed; when the
+  // job fails, rank 0 stops only after its scheduler has told every other rank.
+  cluster::JobConfig config = cluster::rank_table_job_config(table[0].host, s.world_size, rank);
+  if (rank == 0) {
+    cluster::JobConfig served = config;
+    served.role = cluster::Role::kScheduler;
+    auto listening = std::make_shared<std::promise<bool>>();
+    std::future<bool> ready = listening->get_future();
+    table_scheduler = new std::thread([served, listening] {
+      table_scheduler_status =
+          cluster::run_scheduler(served, [listening](bool ok) { listening->set_value(ok); });
+      table_scheduler_done = true;
+    });
+    if (!ready.get()) {
+      table_scheduler->join();
+      delete std::exchange(table_scheduler, nullptr);
+      CLEAVE_FAIL(
+          "cleave::init: rank 0 cannot serve the rank table's rendezvous on {} (server_id of "
+          "rank 0 in RANK_TABLE_FILE '{}', port CLEAVE_RANK_TABLE_PORT); is the port in use, or "
+          "is that server_id not an address of this host?",
+          config.address(), path);
+    }
+  }
+  if (rank == 0) {
+    table_scheduler_wait_ms =
+        (config.heartbeat_timeout + 2 * config.heartbeat_interval).count() + 1000;
+    cluster::set_before_stop(wait_for_table_scheduler);
+  }
+  s.comm_timeout = config.comm_timeout;
+  s.client = std::make_shared<cluster::WorkerClient>(config);
+  cluster::Topology topology = s.client->join();
+  CLEAVE_ASSERT(topology.rank == rank, "rank-table rendezvous gave rank {} to RANK_ID {}",
+                topology.rank, rank);
+  s.store = cluster::make_scheduler_store(s.client);
+  s.transport_host = table[rank].host;
+}
+
+// Rank 0 of a rank table: waits for the scheduler it serves to end (every rank finished, or the
+// job failed and every rank was told); a failed job ends this process with status 1.
+void join_table_scheduler() {
+  if (table_scheduler == nullptr) return;
+  table_scheduler->join();
+  delete std::exchange(table_scheduler, nullptr);
+  if (table_scheduler_status != 0) {
+    cluster::stop_process(
+        "cleave: rank 0 (pid " + std::to_string(getpid()) +
+        ") stops: the job it served through the rank table's rendezvous failed (see the "
+        "'cleave scheduler:' lines above)");
+  }
 }
 
 // The address this worker's Gloo transport listens on (NOTE [Backend rendezvous]).
@@ -187,7 +268,7 @@ std::string transport_host(const std::string& sched_host) {
 // gives ranks but no store to meet through: no world group is made then (collectives need MS_*
 // variables or mpirun), and standalone needs none (world size 1, collectives are identities).
 void connect_backend(ClusterState& s) {
-  if (s.mode == JoinMode::kStandalone || s.mode == JoinMode::kRankTable) return;
+  if (s.mode == JoinMode::kStandalone || (s.mode == JoinMode::kRankTable && !s.client)) return;
   CLEAVE_CHECK_ARG(s.mode != JoinMode::kMpi || s.backend == "mpi",
                    "cleave::init('{}'): under mpirun only the 'mpi' backend can meet without a "
                    "scheduler; call init() or init(\"mpi\"), or start the job with cleave-run",
@@ -199,7 +280,10 @@ void connect_backend(ClusterState& s) {
   options.size = s.world_size;
   options.name = kWorldGroup;
   options.timeout = s.comm_timeout;
-  if (s.client) options.host = transport_host(s.client->config().sched_host);
+  if (s.client) {
+    options.host = !s.transport_host.empty() ? s.transport_host
+                                             : transport_host(s.client->config().sched_host);
+  }
   cluster::ActivityScope activity(
       fmt::format("connecting the '{}' backend of the world group", s.backend));
   s.world = comm::create_process_group(options);
@@ -218,6 +302,7 @@ void release_at_exit(int exit_status, void*) {
     // The backend's threads go before the static objects they use.
     comm::clear_groups();
     state = ClusterState();
+    join_table_scheduler();
   } catch (const std::exception& error) {
     std::fprintf(stderr, "cleave: release at exit failed: %s\n", error.what());
   }
@@ -257,11 +342,17 @@ void init(const std::string& backend) {
     static bool registered = (on_exit(release_at_exit, nullptr), true);
     (void)registered;
   } else if (env_value("OMPI_COMM_WORLD_RANK") || env_value("OMPI_COMM_WORLD_SIZE")) {
+    s.comm_timeout = cluster::read_comm_timeout();
     join_mpi(s);
     s.backend = choose_backend(backend, s.mode);
   } else if (std::optional<std::string> table = env_value("RANK_TABLE_FILE")) {
+    s.comm_timeout = cluster::read_comm_timeout();
+    s.backend = choose_backend(backend, JoinMode::kRankTable);
     join_rank_table(s, *table);
-    s.backend = choose_backend(backend, s.mode);
+    if (s.client) {
+      static bool registered = (on_exit(release_at_exit, nullptr), true);
+      (void)registered;
+    }
   } else {
     s.mode = JoinMode::kStandalone;
     s.backend = choose_backend(backend, s.mode);
@@ -282,6 +373,7 @@ void release() {
     comm::clear_groups();
   }
   if (client) client->finish();
+  join_table_scheduler();
 }
 
 bool is_initialized() {
@@ -413,9 +505,11 @@ void barrier(const std::string& name) {
   {
     std::lock_guard lock(state_mu);
     require_initialized("cluster::barrier");
-    CLEAVE_CHECK_ARG(state.mode == JoinMode::kDynamic || state.mode == JoinMode::kStandalone,
-                     "cleave::cluster::barrier: needs dynamic networking (MS_ROLE) or a "
-                     "standalone process; use the backend's barrier under mpirun or rank tables");
+    CLEAVE_CHECK_ARG(state.mode == JoinMode::kDynamic || state.mode == JoinMode::kStandalone ||
+                         (state.mode == JoinMode::kRankTable && state.client),
+                     "cleave::cluster::barrier: needs dynamic networking (MS_ROLE), a rank table "
+                     "with CLEAVE_RANK_TABLE_PORT, or a standalone process; use the backend's "
+                     "barrier under mpirun");
     client = state.client;
     timeout = state.comm_timeout;
   }

@@ -1,6 +1,7 @@
 #include "cluster/scheduler.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -23,6 +24,10 @@ namespace pb = ::cleave::cluster::proto;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// A worker whose process used at least this share of one core between two heartbeats is
+// computing, so it progresses (NOTE [Stuck collectives]).
+constexpr int64_t kBusyPercent = 5;
+
 void log_line(const std::string& line) {
   std::fprintf(stderr, "cleave scheduler: %s\n", line.c_str());
   std::fflush(stderr);
@@ -40,6 +45,20 @@ struct Worker {
   bool finished = false;
   bool lost = false;
   bool told_failure = false;  // has received the failure in some reply
+  // How it progresses, from its heartbeats (NOTE [Stuck collectives]).
+  int64_t activity_changes = 0;
+  int64_t cpu_us = 0;
+  int64_t comm_completed = 0;
+  int comm_in_flight = 0;
+  std::string comm_op;
+  std::vector<int> comm_peers;
+  milliseconds comm_waited{0};      // as of last_seen
+  Clock::time_point last_progress;  // when it last did something other than wait
+  Clock::time_point finished_at;
+  std::string barrier;  // the barrier it waits at, empty when none
+  bool in_get = false;  // blocked in a store get (waiting for some rank: never blamed)
+  int64_t barrier_generation = 0;
+  Clock::time_point barrier_since;
 
   std::string describe() const {
     if (rank < 0) return fmt::format("a worker on host {} (pid {}, not yet ranked)", host, pid);
@@ -86,6 +105,8 @@ class Job final : public pb::Scheduler::Service {
           std::chrono::duration_cast<std::chrono::seconds>(config_.topo_timeout).count()));
       return std::nullopt;
     }
+    if (formed_) check_stuck(now);
+    if (failure_) return std::nullopt;
     for (Worker& worker : workers_) {
       if (worker.finished || worker.lost) continue;
       auto silent = std::chrono::duration_cast<milliseconds>(now - worker.last_seen);
@@ -142,6 +163,7 @@ class Job final : public pb::Scheduler::Service {
     worker.node_id = request->node_id();
     worker.pid = request->pid();
     worker.last_seen = Clock::now();
+    worker.last_progress = worker.last_seen;
     workers_.push_back(worker);
     reply->set_worker_id(static_cast<int64_t>(workers_.size()) - 1);
     reply->mutable_status()->set_ok(true);
@@ -184,8 +206,7 @@ class Job final : public pb::Scheduler::Service {
     std::lock_guard lock(mu_);
     Worker* worker = find(request->worker_id(), reply->mutable_status());
     if (worker == nullptr) return grpc::Status::OK;
-    worker->last_seen = Clock::now();
-    worker->activity = request->activity();
+    note_progress(*worker, *request);
     if (failure_) return report_failure(*worker, reply->mutable_status());
     reply->mutable_status()->set_ok(true);
     return grpc::Status::OK;
@@ -206,9 +227,11 @@ class Job final : public pb::Scheduler::Service {
     std::unique_lock lock(mu_);
     Worker* worker = find(request->worker_id(), reply->mutable_status());
     if (worker == nullptr) return grpc::Status::OK;
+    worker->in_get = true;
     bool found = cv_.wait_for(lock, milliseconds(request->timeout_ms()), [&] {
       return store_.count(request->key()) > 0 || failure_.has_value();
     });
+    worker->in_get = false;
     if (failure_) return report_failure(*worker, reply->mutable_status());
     if (!found) {
       reply->mutable_status()->set_error(
@@ -270,6 +293,9 @@ class Job final : public pb::Scheduler::Service {
     BarrierState& barrier = barriers_[request->name()];
     int64_t generation = barrier.generation;
     barrier.arrived.insert(worker->rank);
+    worker->barrier = request->name();
+    worker->barrier_generation = generation;
+    worker->barrier_since = Clock::now();
     if (static_cast<int>(barrier.arrived.size()) == config_.worker_num) {
       barrier.arrived.clear();
       ++barrier.generation;
@@ -278,6 +304,7 @@ class Job final : public pb::Scheduler::Service {
     bool passed = cv_.wait_for(lock, milliseconds(request->timeout_ms()), [&] {
       return barrier.generation != generation || failure_.has_value();
     });
+    worker->barrier.clear();
     if (failure_) return report_failure(*worker, reply);
     if (!passed) {
       std::vector<int> missing;
@@ -303,6 +330,7 @@ class Job final : public pb::Scheduler::Service {
     Worker* worker = find(request->worker_id(), reply);
     if (worker == nullptr) return grpc::Status::OK;
     worker->finished = true;
+    worker->finished_at = Clock::now();
     worker->activity = "finished, waiting for the other workers";
     cv_.notify_all();
     if (request->wait_for_job()) {
@@ -324,6 +352,114 @@ class Job final : public pb::Scheduler::Service {
       return nullptr;
     }
     return &workers_[worker_id];
+  }
+
+  // A heartbeat: the worker is alive, and progressed when it finished a communication operation,
+  // opened an ActivityScope or used the CPU since the last one (NOTE [Stuck collectives]).
+  void note_progress(Worker& worker, const pb::HeartbeatRequest& request) {
+    Clock::time_point now = Clock::now();
+    const int64_t wall_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(now - worker.last_seen).count();
+    const bool busy = (request.cpu_us() - worker.cpu_us) * 100 >= kBusyPercent * wall_us;
+    if (busy || request.comm_completed() != worker.comm_completed ||
+        request.activity_changes() != worker.activity_changes) {
+      worker.last_progress = now;
+    }
+    worker.last_seen = now;
+    worker.activity = request.activity();
+    worker.activity_changes = request.activity_changes();
+    worker.cpu_us = request.cpu_us();
+    worker.comm_completed = request.comm_completed();
+    worker.comm_in_flight = request.comm_in_flight();
+    worker.comm_op = request.comm_op();
+    worker.comm_peers.assign(request.comm_peers().begin(), request.comm_peers().end());
+    worker.comm_waited = milliseconds(request.comm_waited_ms());
+  }
+
+  // Fails the job when a rank has waited in a communication operation or at a barrier for longer
+  // than CLEAVE_STUCK_TIMEOUT_MS for a peer that is not waiting itself and has not progressed for
+  // as long, or that has finished (NOTE [Stuck collectives]). Communication waits count as the
+  // heartbeats reported them (no extrapolation past a worker's last heartbeat: its operation may
+  // have ended since); barrier waits are the scheduler's own.
+  void check_stuck(Clock::time_point now) {
+    const milliseconds bound = config_.stuck_timeout;
+    if (bound.count() == 0) return;
+    std::vector<const Worker*> by_rank(workers_.size(), nullptr);
+    for (const Worker& w : workers_) by_rank[static_cast<size_t>(w.rank)] = &w;
+    struct Wait {
+      const Worker* waiter;
+      milliseconds waited;
+      Clock::time_point began;
+      std::string op;
+      std::vector<int> peers;  // world ranks
+    };
+    std::vector<Wait> waits;
+    for (const Worker& w : workers_) {
+      if (w.finished || w.lost) continue;
+      if (w.comm_in_flight > 0 && w.comm_waited > bound) {
+        waits.push_back({&w, w.comm_waited, w.last_seen - w.comm_waited, w.comm_op, w.comm_peers});
+      }
+      if (!w.barrier.empty() && now - w.barrier_since > bound) {
+        const BarrierState& b = barriers_.at(w.barrier);
+        if (b.generation != w.barrier_generation) continue;  // passed; the waiter is waking up
+        Wait wait{&w,
+                  std::chrono::duration_cast<milliseconds>(now - w.barrier_since),
+                  w.barrier_since,
+                  fmt::format("barrier '{}'", w.barrier),
+                  {}};
+        for (int rank = 0; rank < config_.worker_num; ++rank) {
+          if (b.arrived.count(rank) == 0) wait.peers.push_back(rank);
+        }
+        waits.push_back(std::move(wait));
+      }
+    }
+    struct Culprit {
+      std::vector<int> waiters;
+      milliseconds waited{0};
+      std::string op;
+    };
+    std::map<int, Culprit> culprits;  // by rank
+    for (const Wait& wait : waits) {
+      const Worker& waiter = *wait.waiter;
+      for (int rank : wait.peers) {
+        if (rank < 0 || rank >= static_cast<int>(by_rank.size())) continue;
+        const Worker& peer = *by_rank[static_cast<size_t>(rank)];
+        if (peer.finished) {
+          // Still waiting a bound after the peer finished, in a wait begun before that.
+          const Clock::time_point seen = wait.op.rfind("barrier", 0) == 0 ? now : waiter.last_seen;
+          if (wait.began >= peer.finished_at || seen - peer.finished_at <= bound) continue;
+          fail(fmt::format(
+              "{} is stuck: it has waited {} ms in {} (CLEAVE_STUCK_TIMEOUT_MS={}) for {}, which "
+              "finished (called cleave::release or exited) {} ms earlier",
+              waiter.describe(), wait.waited.count(), wait.op, bound.count(), peer.describe(),
+              std::chrono::duration_cast<milliseconds>(seen - peer.finished_at).count()));
+          return;
+        }
+        // A peer that waits itself (every rank waiting: a slow transfer, a hang inside the
+        // library, mismatched operations) is not blamed; nor is one that computes.
+        if (peer.lost || peer.comm_in_flight > 0 || !peer.barrier.empty() || peer.in_get) {
+          continue;
+        }
+        if (peer.last_seen - peer.last_progress <= bound) continue;
+        Culprit& c = culprits[rank];
+        c.waiters.push_back(waiter.rank);
+        if (wait.waited > c.waited) c.waited = wait.waited, c.op = wait.op;
+      }
+    }
+    if (culprits.empty()) return;
+    const auto& [rank, c] = *culprits.begin();
+    const Worker& stuck = *by_rank[static_cast<size_t>(rank)];
+    std::vector<int> waiters = c.waiters;
+    std::sort(waiters.begin(), waiters.end());
+    waiters.erase(std::unique(waiters.begin(), waiters.end()), waiters.end());
+    fail(fmt::format(
+        "{} is stuck: {} {} {} waited up to {} ms for it in {} (CLEAVE_STUCK_TIMEOUT_MS={}), while "
+        "it made no progress for {} ms (no communication, no CPU use) outside any collective; it "
+        "was {}",
+        stuck.describe(), waiters.size() > 1 ? "ranks" : "rank", fmt::join(waiters, ", "),
+        waiters.size() > 1 ? "have" : "has", c.waited.count(), c.op, bound.count(),
+        std::chrono::duration_cast<milliseconds>(stuck.last_seen - stuck.last_progress).count(),
+        stuck.activity));
   }
 
   grpc::Status report_failure(Worker& worker, pb::Status* status) {
@@ -394,7 +530,7 @@ class Job final : public pb::Scheduler::Service {
 
 }  // namespace
 
-int run_scheduler(const JobConfig& config) {
+int run_scheduler(const JobConfig& config, const std::function<void(bool)>& on_listening) {
   Job job(config);
   grpc::ServerBuilder builder;
   int port = 0;
@@ -410,8 +546,10 @@ int run_scheduler(const JobConfig& config) {
         "cannot listen on {} (MS_SCHED_HOST:MS_SCHED_PORT); is the port in use by another job, "
         "or is MS_SCHED_HOST not an address of this host?",
         config.address()));
+    if (on_listening) on_listening(false);
     return 1;
   }
+  if (on_listening) on_listening(true);
   log_line(fmt::format("serving a job of MS_WORKER_NUM={} workers on {}", config.worker_num,
                        config.address()));
   std::optional<int> status;

@@ -11,7 +11,29 @@
 // topology did not form in time. A failed job answers every heartbeat and every blocked call
 // with the failure, so each worker stops with one line naming the lost rank; the scheduler
 // returns 1 once every live worker has been told (or after one more heartbeat timeout).
+//
+// NOTE [Stuck collectives]
+// A rank can stay alive (heartbeating) and still hold the job: it never enters a collective its
+// peers wait in (a bug, a sleep, a deadlock on a lock), or it finished while they wait. Every
+// heartbeat therefore reports how the worker progresses: the communication operation it waits in
+// (the oldest in flight, from comm::comm_snapshot: its name, how long, and the world ranks it
+// waits for), how many operations it has finished, how many ActivityScopes it has opened, and
+// its process's CPU time. A worker *progresses* when, between two heartbeats, it finished an
+// operation, opened a scope, or used at least kBusyPercent of a core (computing). The job fails
+// with "rank P (host H, pid N) is stuck: ..." when some rank W has waited in one operation (or
+// at one of the scheduler's barriers, for the ranks that have not arrived) for more than
+// CLEAVE_STUCK_TIMEOUT_MS (default 30 s) and a peer P it waits for either
+//   - is not waiting itself (no communication operation in flight, not at a barrier, not in a
+//     store get) and has not progressed for as long, or
+//   - has finished (called release or exited).
+// A peer that computes (uses CPU) is never stuck, however long W waits: that is a slow step, and
+// only the operation's own CLEAVE_COMM_TIMEOUT_MS bounds it. A peer that is itself inside a
+// communication operation is not blamed either (every rank waiting: a slow transfer, a hang inside
+// the library or a deadlock of mismatched operations); CLEAVE_COMM_TIMEOUT_MS bounds those. So a
+// rank that does not arrive is named within CLEAVE_STUCK_TIMEOUT_MS plus two heartbeat intervals.
 #pragma once
+
+#include <functional>
 
 #include "cluster/config.h"
 
@@ -20,6 +42,7 @@ namespace cleave::cluster {
 // Serves the job described by `config` (role kScheduler) on config.sched_host:sched_port.
 // Blocks until the job finished (returns 0) or failed (returns 1); progress and failures are
 // printed to stderr, one line each.
-int run_scheduler(const JobConfig& config);
+// `on_listening` (when given) is called once the port is bound (true) or could not be (false).
+int run_scheduler(const JobConfig& config, const std::function<void(bool)>& on_listening = {});
 
 }  // namespace cleave::cluster

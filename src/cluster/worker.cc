@@ -1,12 +1,15 @@
 #include "cluster/worker.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <grpcpp/grpcpp.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 
+#include "cleave/comm/progress.h"
 #include "cleave/core/error.h"
 #include "scheduler.grpc.pb.h"
 
@@ -18,8 +21,16 @@ using std::chrono::milliseconds;
 
 namespace {
 
+constexpr const char* kNoActivity = "running (between cleave::init and cleave::release)";
 std::mutex activity_mu;
-std::string activity_now = "running (between cleave::init and cleave::release)";
+std::string activity_now = kNoActivity;
+int64_t activity_opened = 0;  // ActivityScopes opened so far (a sign of progress)
+
+int64_t cpu_time_us() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000 + t.tv_nsec / 1000;
+}
 
 std::string host_name() {
   char name[256] = {};
@@ -37,6 +48,7 @@ std::string rank_text(int rank) {
 ActivityScope::ActivityScope(std::string activity) {
   std::lock_guard lock(activity_mu);
   previous_ = std::exchange(activity_now, std::move(activity));
+  ++activity_opened;
 }
 
 ActivityScope::~ActivityScope() {
@@ -49,6 +61,24 @@ std::string ActivityScope::current() {
   return activity_now;
 }
 
+std::string doing_now() {
+  std::string activity = ActivityScope::current();
+  comm::CommSnapshot comm = comm::comm_snapshot();
+  if (comm.in_flight == 0) return activity;
+  std::string waiting = fmt::format("waiting {} ms in {}", comm.waited.count(), comm.op);
+  if (!comm.peers.empty()) {
+    waiting += fmt::format(" for world rank{} {}", comm.peers.size() > 1 ? "s" : "",
+                           fmt::join(comm.peers, ", "));
+  }
+  return activity == kNoActivity ? waiting : activity + ", " + waiting;
+}
+
+namespace {
+std::atomic<void (*)()> before_stop{nullptr};
+}  // namespace
+
+void set_before_stop(void (*fn)()) { before_stop = fn; }
+
 void stop_process(const std::string& line) {
   static std::atomic<bool> stopping{false};
   if (!stopping.exchange(true)) {
@@ -56,11 +86,40 @@ void stop_process(const std::string& line) {
     std::fflush(stdout);
     std::fflush(stderr);
     [[maybe_unused]] ssize_t written = ::write(STDERR_FILENO, text.data(), text.size());
+    if (void (*fn)() = before_stop.load()) fn();
     std::_Exit(1);
   }
   // Another thread is already stopping the process.
   for (;;) pause();
 }
+
+namespace {
+
+// NOTE [Failure hook] in cleave/comm/progress.h, on a worker: a failed communication operation
+// waits until the scheduler has had time to notice a lost peer, measured in heartbeats rather
+// than wall time (a loaded machine delays both alike). A peer lost at the failure's time t0 is
+// declared lost once it has been silent for CLEAVE_HEARTBEAT_TIMEOUT_MS, so a healthy reply to
+// a heartbeat sent after t0 + that timeout + an interval + 500 ms (the scheduler's monitor
+// cadence, with room) means there is no verdict to wait for. The heartbeat thread stops the
+// process when a reply says the job failed or the scheduler cannot be reached. 0 while no
+// worker heartbeats.
+std::atomic<int64_t> verdict_margin_ms{0};
+std::atomic<int64_t> verdict_cap_ms{0};          // give up after this long whatever happens
+std::atomic<int64_t> healthy_heartbeat_sent{0};  // steady-clock ms of the last healthy one
+
+int64_t steady_ms() {
+  return std::chrono::duration_cast<milliseconds>(Clock::now().time_since_epoch()).count();
+}
+
+void wait_for_verdict(const std::string& /*error*/) {
+  const int64_t t0 = steady_ms();
+  while (verdict_margin_ms.load() > 0 && steady_ms() < t0 + verdict_cap_ms.load() &&
+         healthy_heartbeat_sent.load() < t0 + verdict_margin_ms.load()) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+}
+
+}  // namespace
 
 struct WorkerClient::Rpc {
   std::shared_ptr<grpc::Channel> channel;
@@ -95,12 +154,11 @@ void check_reply(const grpc::Status& transport, const pb::Status& status, const 
   if (!transport.ok()) {
     stop_process(fmt::format(
         "cleave: {} stops: lost the scheduler at {} during {} ({}); this process was {}",
-        rank_text(rank), config.address(), what, transport.error_message(),
-        ActivityScope::current()));
+        rank_text(rank), config.address(), what, transport.error_message(), doing_now()));
   }
   if (status.job_failed()) {
     stop_process(fmt::format("cleave: {} stops: the job failed: {}; this process was {}",
-                             rank_text(rank), status.error(), ActivityScope::current()));
+                             rank_text(rank), status.error(), doing_now()));
   }
   CLEAVE_CHECK_ARG(status.ok(), "cleave: {}: {}", what, status.error());
 }
@@ -132,6 +190,9 @@ Topology WorkerClient::join() {
   CLEAVE_CHECK_ARG(reply.status().ok(), "cleave::init: {}", reply.status().error());
   worker_id_ = reply.worker_id();
   heartbeat_thread_ = std::thread([this] { heartbeat_loop(); });
+  verdict_margin_ms = (config_.heartbeat_timeout + config_.heartbeat_interval).count() + 500;
+  verdict_cap_ms = 3 * config_.heartbeat_timeout.count() + config_.heartbeat_interval.count();
+  comm::set_failure_hook(wait_for_verdict);
 
   ActivityScope waiting("waiting for the other workers to register");
   pb::TopologyRequest topology_request;
@@ -158,8 +219,20 @@ void WorkerClient::heartbeat_loop() {
     lock.unlock();
     pb::HeartbeatRequest request;
     request.set_worker_id(worker_id_);
-    request.set_activity(ActivityScope::current());
+    {
+      std::lock_guard activity_lock(activity_mu);
+      request.set_activity(activity_now);
+      request.set_activity_changes(activity_opened);
+    }
+    request.set_cpu_us(cpu_time_us());
+    comm::CommSnapshot comm = comm::comm_snapshot();
+    request.set_comm_completed(comm.completed);
+    request.set_comm_in_flight(comm.in_flight);
+    request.set_comm_op(comm.op);
+    for (int peer : comm.peers) request.add_comm_peers(peer);
+    request.set_comm_waited_ms(comm.waited.count());
     pb::HeartbeatReply reply;
+    const int64_t sent = steady_ms();
     grpc::ClientContext context;
     set_deadline(context, std::min(config_.heartbeat_timeout, 2 * config_.heartbeat_interval));
     grpc::Status status = rpc_->stub->Heartbeat(&context, request, &reply);
@@ -168,24 +241,25 @@ void WorkerClient::heartbeat_loop() {
     Clock::time_point now = Clock::now();
     if (status.ok()) {
       last_reply = now;
+      if (!reply.status().job_failed()) healthy_heartbeat_sent = sent;
       if (reply.status().job_failed()) {
         stop_process(fmt::format("cleave: {} stops: the job failed: {}; this process was {}",
-                                 rank_text(rank_), reply.status().error(),
-                                 ActivityScope::current()));
+                                 rank_text(rank_), reply.status().error(), doing_now()));
       }
     } else if (now - last_reply > config_.heartbeat_timeout) {
-      stop_process(fmt::format(
-          "cleave: {} stops: lost the scheduler at {}: no heartbeat reply for {} ms "
-          "(CLEAVE_HEARTBEAT_TIMEOUT_MS={}; {}); this process was {}",
-          rank_text(rank_), config_.address(),
-          std::chrono::duration_cast<milliseconds>(now - last_reply).count(),
-          config_.heartbeat_timeout.count(), status.error_message(), ActivityScope::current()));
+      stop_process(
+          fmt::format("cleave: {} stops: lost the scheduler at {}: no heartbeat reply for {} ms "
+                      "(CLEAVE_HEARTBEAT_TIMEOUT_MS={}; {}); this process was {}",
+                      rank_text(rank_), config_.address(),
+                      std::chrono::duration_cast<milliseconds>(now - last_reply).count(),
+                      config_.heartbeat_timeout.count(), status.error_message(), doing_now()));
     }
     cv_.wait_for(lock, config_.heartbeat_interval, [&] { return stopping_; });
   }
 }
 
 void WorkerClient::stop_heartbeats() {
+  verdict_margin_ms = 0;
   {
     std::lock_guard lock(mu_);
     stopping_ = true;

@@ -28,6 +28,15 @@ namespace cleave::cluster {
 // may be blocked inside a communication library).
 [[noreturn]] void stop_process(const std::string& line);
 
+// Called by stop_process after its line and before the process ends: rank 0 of a rank table
+// waits there until the scheduler it serves has told every rank (src/cluster/init.cc).
+void set_before_stop(void (*fn)());
+
+// What this process is doing, for a failure line: the innermost ActivityScope, and the
+// communication operation it waits in, if any ("in AllReduce on group 'world', waiting 2104 ms in
+// AllReduce on group 'world' (gloo) for world rank 2").
+std::string doing_now();
+
 struct Topology {
   int rank = 0;
   int world_size = 1;

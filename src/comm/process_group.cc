@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cleave/comm/progress.h"
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
 
@@ -151,6 +152,7 @@ void ProcessGroup::guarded(const OpInfo& info, const std::function<void()>& fn) 
   check_usable(info);
   std::string what;
   int peer = info.peer;
+  InFlight in_flight(*this, info.op, info.peers);
   try {
     fn();
     return;
@@ -172,6 +174,7 @@ void ProcessGroup::guarded(const OpInfo& info, const std::function<void()>& fn) 
     std::lock_guard<std::mutex> lock(state_mutex_);
     if (broken_reason_.empty()) broken_reason_ = message;
   }
+  call_failure_hook(message);  // NOTE [Failure hook]
   throw Error(message);
 }
 
@@ -425,13 +428,23 @@ int single_peer(const std::vector<PeerBuffer>& sends, const std::vector<PeerBuff
   if (sends.size() + recvs.size() != 1) return -1;
   return sends.empty() ? recvs[0].peer : sends[0].peer;
 }
+
+// The distinct remote peers of an exchange, ascending.
+std::vector<int> remote_peers(const ExchangePlan& plan) {
+  std::vector<int> peers;
+  for (const PeerBuffer& b : plan.sends) peers.push_back(b.peer);
+  for (const PeerBuffer& b : plan.recvs) peers.push_back(b.peer);
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  return peers;
+}
 }  // namespace
 
 void ProcessGroup::exchange(const std::vector<PeerBuffer>& sends,
                             const std::vector<PeerBuffer>& recvs, int tag) {
   const char* op = sends.empty() ? "Recv" : recvs.empty() ? "Send" : "NeighborExchange";
   const ExchangePlan plan = plan_exchange(*this, op, sends, recvs, tag);
-  run({op, single_peer(sends, recvs)},
+  run({op, single_peer(sends, recvs), remote_peers(plan)},
       [&] { run_plan(plan, [&] { do_exchange(plan.sends, plan.recvs); }); });
 }
 
@@ -445,7 +458,7 @@ std::shared_ptr<Work> ProcessGroup::exchange_async(const std::vector<PeerBuffer>
                                                    const std::vector<PeerBuffer>& recvs, int tag) {
   const char* op = sends.empty() ? "Recv" : recvs.empty() ? "Send" : "NeighborExchange";
   const ExchangePlan plan = plan_exchange(*this, op, sends, recvs, tag);
-  const OpInfo info{op, single_peer(sends, recvs)};
+  const OpInfo info{op, single_peer(sends, recvs), remote_peers(plan)};
   auto task = std::make_shared<std::packaged_task<void()>>([this, info, plan] {
     guarded(info, [&] { run_plan(plan, [&] { do_exchange(plan.sends, plan.recvs); }); });
   });

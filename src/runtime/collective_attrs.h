@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cleave/cluster/activity.h"
 #include "cleave/comm/process_group.h"
 #include "cleave/core/shape.h"
 #include "cleave/ir/attrs.h"
@@ -20,6 +21,11 @@ struct GroupRef {
   int rank() const { return group->rank(); }
 };
 GroupRef group_attr(const ir::Attrs& attrs, const std::string& op);
+
+// What a collective kernel is doing, for the line a failed job prints (cluster/activity.h):
+// "in AllReduce on group 'hccl_world_group'", plus `detail` (e.g. "to rank 1") when given.
+std::string collective_activity(const std::string& op, const GroupRef& g,
+                                const std::string& detail = "");
 
 // "op": "sum" | "max" | "min" | "prod" | "mean" (default "sum").
 comm::ReduceOp reduce_op_attr(const ir::Attrs& attrs, const std::string& op);

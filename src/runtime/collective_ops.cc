@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "cleave/cluster/cluster.h"
 #include "cleave/comm/group_registry.h"
 #include "cleave/core/error.h"
 #include "cleave/ir/dispatch.h"
@@ -33,6 +34,15 @@ GroupRef group_attr(const ir::Attrs& attrs, const std::string& op) {
   } catch (const Error& e) {
     CLEAVE_FAIL("{}: {}", op, e.what());
   }
+  if (!group && is_initialized() && get_group_size() > 1) {
+    // A world of several ranks with no communication group: a collective must not act as an
+    // identity there.
+    CLEAVE_FAIL(
+        "{}: the world has {} ranks but cleave::init() made no communication group for it (a "
+        "RANK_TABLE_FILE job without CLEAVE_RANK_TABLE_PORT has ranks only; set it to the port "
+        "rank 0 serves the rendezvous on)",
+        op, get_group_size());
+  }
   return {group ? group : solo_world(), name};
 }
 
@@ -50,6 +60,13 @@ comm::ReduceOp reduce_op_attr(const ir::Attrs& attrs, const std::string& op) {
 }
 
 std::string reduce_op_attr_value(comm::ReduceOp op) { return comm::reduce_op_name(op); }
+
+std::string collective_activity(const std::string& op, const GroupRef& g,
+                                const std::string& detail) {
+  std::string text = fmt::format("in {} on group '{}'", op, g.name);
+  if (!detail.empty()) text += " " + detail;
+  return text;
+}
 
 void check_rank(const GroupRef& g, int64_t rank, const char* attr, const std::string& op) {
   CLEAVE_CHECK_ARG(rank >= 0 && rank < g.size(),

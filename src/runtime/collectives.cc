@@ -154,23 +154,29 @@ std::vector<TensorMeta> infer_recv(const InferContext& ctx) {
 void kernel_all_reduce(const KernelContext& ctx) {
   ctx.outputs[0].copy_from(ctx.inputs[0]);
   const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
+  cluster::ActivityScope activity(collective_activity(ctx.op.name, g));
   g.group->all_reduce(ctx.outputs[0], reduce_op_attr(ctx.attrs, ctx.op.name));
 }
 
 void kernel_all_gather(const KernelContext& ctx) {
-  group_attr(ctx.attrs, ctx.op.name).group->all_gather(ctx.outputs[0], ctx.inputs[0]);
+  const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
+  cluster::ActivityScope activity(collective_activity(ctx.op.name, g));
+  g.group->all_gather(ctx.outputs[0], ctx.inputs[0]);
 }
 
 void kernel_reduce_scatter(const KernelContext& ctx) {
-  group_attr(ctx.attrs, ctx.op.name)
-      .group->reduce_scatter(ctx.outputs[0], ctx.inputs[0], reduce_op_attr(ctx.attrs, ctx.op.name));
+  const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
+  cluster::ActivityScope activity(collective_activity(ctx.op.name, g));
+  g.group->reduce_scatter(ctx.outputs[0], ctx.inputs[0], reduce_op_attr(ctx.attrs, ctx.op.name));
 }
 
 void kernel_broadcast(const KernelContext& ctx) {
   ctx.outputs[0].copy_from(ctx.inputs[0]);
-  group_attr(ctx.attrs, ctx.op.name)
-      .group->broadcast(ctx.outputs[0],
-                        static_cast<int>(ctx.attrs.get<int64_t>("root_rank", ctx.op.name)));
+  const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
+  const int64_t root = ctx.attrs.get<int64_t>("root_rank", ctx.op.name);
+  cluster::ActivityScope activity(
+      collective_activity(ctx.op.name, g, fmt::format("from root rank {}", root)));
+  g.group->broadcast(ctx.outputs[0], static_cast<int>(root));
 }
 
 // Copies block `j` of `count` along `axis` of `src` into block `j` along `axis` of `dst` (the
@@ -219,7 +225,10 @@ void kernel_all_to_all(const KernelContext& ctx) {
       std::memcpy(dst + o * run, src + ((o * xs.dim + j * xs_block) * xs.inner) * esize, run);
     }
   }
-  g.group->all_to_all(recv, send);
+  {
+    cluster::ActivityScope activity(collective_activity(ctx.op.name, g));
+    g.group->all_to_all(recv, send);
+  }
   const AxisView bs(block, concat);  // a received block around concat_dim
   const AxisView ys(y.shape(), concat);
   for (int64_t j = 0; j < n; ++j) {
@@ -243,19 +252,29 @@ void kernel_neighbor_exchange(const KernelContext& ctx) {
   for (size_t k = 0; k < recv_ids.size(); ++k) {
     recvs.push_back({ctx.outputs[k], static_cast<int>(recv_ids[k])});
   }
+  cluster::ActivityScope activity(
+      collective_activity(ctx.op.name, g,
+                          fmt::format("sending to ranks [{}], receiving from ranks [{}]",
+                                      fmt::join(send_ids, ", "), fmt::join(recv_ids, ", "))));
   g.group->exchange(sends, recvs, static_cast<int>(ctx.attrs.get_or<int64_t>("sr_tag", 0)));
 }
 
 void kernel_send(const KernelContext& ctx) {
-  group_attr(ctx.attrs, ctx.op.name)
-      .group->send(ctx.inputs[0], static_cast<int>(ctx.attrs.get<int64_t>("dest_rank")),
-                   static_cast<int>(ctx.attrs.get<int64_t>("sr_tag")));
+  const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
+  const int64_t dest = ctx.attrs.get<int64_t>("dest_rank");
+  cluster::ActivityScope activity(
+      collective_activity(ctx.op.name, g, fmt::format("to rank {}", dest)));
+  g.group->send(ctx.inputs[0], static_cast<int>(dest),
+                static_cast<int>(ctx.attrs.get<int64_t>("sr_tag")));
 }
 
 void kernel_recv(const KernelContext& ctx) {
-  group_attr(ctx.attrs, ctx.op.name)
-      .group->recv(ctx.outputs[0], static_cast<int>(ctx.attrs.get<int64_t>("src_rank")),
-                   static_cast<int>(ctx.attrs.get<int64_t>("sr_tag")));
+  const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
+  const int64_t src = ctx.attrs.get<int64_t>("src_rank");
+  cluster::ActivityScope activity(
+      collective_activity(ctx.op.name, g, fmt::format("from rank {}", src)));
+  g.group->recv(ctx.outputs[0], static_cast<int>(src),
+                static_cast<int>(ctx.attrs.get<int64_t>("sr_tag")));
 }
 
 // ---- gradients ----

@@ -220,6 +220,7 @@ void kernel_v2(const ir::KernelContext& ctx, bool backward) {
         recvs.push_back({incoming[du], static_cast<int>(recv_peer), tag});
       }
     }
+    cluster::ActivityScope activity(collective_activity(ctx.op.name, g));
     g.group->exchange(sends, recvs);
     for (int d = 0; d < 8; ++d) {
       const auto du = static_cast<size_t>(d);

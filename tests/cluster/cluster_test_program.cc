@@ -9,13 +9,24 @@
 //   mpi                   under mpirun: checks the join mode and the backend, all-reduces.
 //   fail R                joins, passes barrier 'start'; rank R exits with status 3, the others
 //                         wait at barrier 'end'.
+//   stuck R               joins, passes barrier 'start', prints "ready rank R"; rank R then sleeps
+//                         (alive, heartbeating) instead of calling AllReduce, which the others
+//                         call through the primitive (ops::all_reduce) and wait in.
+//   ranktable             joins through RANK_TABLE_FILE + RANK_ID; all-reduces over the world
+//                         (the primitive) and over group 'evens', passes a barrier; prints
+//                         "rank R of N ok (rank table)", releases, exits 0. Any error: status 1.
+//   stuck_barrier R       like stuck, but the others wait at barrier 'after_compute' instead.
+//   slow R MS             like stuck, but rank R computes (busy CPU) for MS ms and then joins
+//                         the AllReduce; every rank checks the sum, releases and exits 0.
 #include <cstdio>
 #include <string>
 #include <thread>
 
+#include "cleave/cluster/activity.h"
 #include "cleave/cluster/cluster.h"
 #include "cleave/comm/group_registry.h"
 #include "cleave/core/tensor.h"
+#include "cleave/runtime/collectives.h"
 
 namespace {
 
@@ -112,6 +123,71 @@ int fail_rank(int failing) {
   return 0;
 }
 
+// The AllReduce primitive over the world of rank + 1, checked.
+int primitive_all_reduce() {
+  int size = cleave::get_group_size();
+  auto x = cleave::Tensor::from_vector(std::vector<int64_t>(7, cleave::get_rank() + 1));
+  cleave::Tensor y = cleave::ops::all_reduce(x);
+  for (int64_t value : y.to_vector<int64_t>()) {
+    if (value != size * (size + 1) / 2) return fail("primitive all_reduce sum");
+  }
+  return 0;
+}
+
+int rank_table() {
+  cleave::init();
+  if (cleave::join_mode() != cleave::JoinMode::kRankTable) return fail("join mode rank table");
+  int rank = cleave::get_rank();
+  int size = cleave::get_group_size();
+  if (int status = primitive_all_reduce()) return status;
+  cleave::cluster::barrier("rank_table");
+  std::vector<int> evens;
+  for (int r = 0; r < size; r += 2) evens.push_back(r);
+  cleave::create_group("evens", evens);
+  if (rank % 2 == 0) {
+    if (int status = check_all_reduce("evens", evens)) return status;
+  }
+  std::printf("rank %d of %d ok (rank table, local rank %d)\n", rank, size,
+              cleave::get_local_rank());
+  std::fflush(stdout);
+  cleave::release();
+  return 0;
+}
+
+int stuck(int culprit, int compute_ms, bool barrier) {
+  cleave::init();
+  cleave::cluster::barrier("start");
+  std::printf("ready rank %d\n", cleave::get_rank());
+  std::fflush(stdout);
+  if (cleave::get_rank() == culprit) {
+    if (compute_ms < 0) {
+      cleave::cluster::ActivityScope activity("sleeping on purpose (cluster_test_program stuck)");
+      std::this_thread::sleep_for(std::chrono::seconds(60));
+      return fail("slept 60 s without being stopped");
+    }
+    cleave::cluster::ActivityScope activity("computing on purpose (cluster_test_program slow)");
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(compute_ms);
+    volatile double sink = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      for (int i = 0; i < 100000; ++i) sink = sink + 1e-9 * i;
+    }
+  }
+  if (barrier) {
+    cleave::cluster::barrier("after_compute");
+    if (compute_ms < 0)
+      return fail("passed barrier 'after_compute' without rank " + std::to_string(culprit));
+    std::printf("rank %d barrier ok\n", cleave::get_rank());
+    cleave::release();
+    return 0;
+  }
+  if (int status = primitive_all_reduce()) return status;
+  if (compute_ms < 0)
+    return fail("AllReduce returned although rank " + std::to_string(culprit) + " never called it");
+  std::printf("rank %d all_reduce ok\n", cleave::get_rank());
+  cleave::release();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -121,6 +197,12 @@ int main(int argc, char** argv) {
     if (mode == "hang") return hang();
     if (mode == "mpi") return mpi();
     if (mode == "fail") return fail_rank(argc > 2 ? std::stoi(argv[2]) : 0);
+    if (mode == "ranktable") return rank_table();
+    if (mode == "stuck") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, false);
+    if (mode == "stuck_barrier") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, true);
+    if (mode == "slow") {
+      return stuck(argc > 2 ? std::stoi(argv[2]) : 0, argc > 3 ? std::stoi(argv[3]) : 1000, false);
+    }
   } catch (const std::exception& error) {
     std::fprintf(stderr, "%s\n", error.what());
     return 1;

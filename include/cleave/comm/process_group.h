@@ -168,7 +168,8 @@ class ProcessGroup {
  private:
   struct OpInfo {
     const char* op;
-    int peer = -1;
+    int peer = -1;           // the peer named in errors
+    std::vector<int> peers;  // point-to-point: the group ranks it waits for (comm/progress.h)
   };
   // Runs `fn` in call order with the group's other operations (NOTE [Ordering of operations]),
   // translating failures.
