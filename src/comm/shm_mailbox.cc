@@ -14,6 +14,7 @@
 #include <functional>
 #include <random>
 
+#include "cleave/comm/progress.h"
 #include "cleave/core/error.h"
 
 namespace cleave::comm {
@@ -102,6 +103,7 @@ std::unique_ptr<ShmMailboxes> ShmMailboxes::create(ProcessGroup& group,
   }
 
   auto boxes = std::unique_ptr<ShmMailboxes>(new ShmMailboxes());
+  boxes->group_ = &group;
   boxes->group_name_ = group.name();
   boxes->rank_ = rank;
   boxes->timeout_ = timeout;
@@ -177,6 +179,8 @@ const ShmMailboxes::Slot& ShmMailboxes::slot(int tag, bool outgoing, size_t byte
 void ShmMailboxes::send(int tag, const void* data, size_t bytes) {
   const Slot& s = slot(tag, true, bytes);
   std::atomic<uint32_t>& state = state_of(s.base);
+  const std::vector<int> peers = {s.peer};
+  InFlight in_flight(*group_, "Send (shared memory)", peers);  // for the stuck-rank detection
   if (!wait_for(state, kEmpty, Clock::now() + timeout_)) {
     CLEAVE_FAIL(
         "Send on group '{}' (shared memory, rank {}, peer rank {}) failed: rank {} has not "
@@ -191,6 +195,8 @@ void ShmMailboxes::send(int tag, const void* data, size_t bytes) {
 void ShmMailboxes::recv(int tag, void* data, size_t bytes) {
   const Slot& s = slot(tag, false, bytes);
   std::atomic<uint32_t>& state = state_of(s.base);
+  const std::vector<int> peers = {s.peer};
+  InFlight in_flight(*group_, "Recv (shared memory)", peers);  // for the stuck-rank detection
   if (!wait_for(state, kFull, Clock::now() + timeout_)) {
     CLEAVE_FAIL(
         "Recv on group '{}' (shared memory, rank {}, peer rank {}) failed: no message "

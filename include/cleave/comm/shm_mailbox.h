@@ -38,7 +38,9 @@ class ShmMailboxes {
   // Collective over `group`: every rank calls it with the same edges (in the same order). Creates
   // this rank's inbox and maps the inboxes of the ranks it sends to. Returns null on every rank
   // (use the group's own point-to-point instead) when the ranks are not all on this host or a
-  // segment cannot be created. `timeout` bounds each wait of send() and recv().
+  // segment cannot be created. `timeout` bounds each wait of send() and recv(), which count as
+  // operations of `group` in flight (comm/progress.h), so the scheduler's stuck-rank detection
+  // sees them; the group must outlive their use.
   static std::unique_ptr<ShmMailboxes> create(ProcessGroup& group,
                                               const std::vector<MailboxEdge>& edges,
                                               std::chrono::milliseconds timeout);
@@ -64,6 +66,7 @@ class ShmMailboxes {
   ShmMailboxes() = default;
   const Slot& slot(int tag, bool outgoing, size_t bytes) const;
 
+  const ProcessGroup* group_ = nullptr;  // must outlive the use of the mailboxes
   std::string group_name_;
   int rank_ = 0;
   std::chrono::milliseconds timeout_{0};
