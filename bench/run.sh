@@ -26,7 +26,7 @@
 #     OMP_NUM_THREADS = PLACE_SINGLE_THREADS, default the core count). From the workers'
 #     PLACE_STATS lines prints
 #     BENCH lenet_place_m<M> cleave=<samples/s> single=<samples/s> bubble=<fraction>
-#       ideal_ratio=<ideal time / measured time> cores=<nproc>
+#       ideal_ratio=<ideal time / measured time> cores=<nproc> cpu_use=<CPU time / (wall x cores)>
 #     (bench/README.md "place" defines bubble and the ideal time). SECONDS_PER_ROW is unused.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -121,6 +121,7 @@ case "$suite" in
         /^PLACE_STATS/ {
           for (i = 2; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] }
           busy = v["compute_s"]; sum += busy; if (busy > max) max = busy; if (busy > 0) ++active
+          cpu += v["cpu_s"]
           if (v["rank"] == 0) { wall = v["train_wall_s"]; samples = v["samples"] }
           ++ranks
         }
@@ -129,8 +130,8 @@ case "$suite" in
           ideal = max > sum / cores ? max : sum / cores
           lanes = active < cores ? active : cores
           bubble = lanes > 0 ? 1 - sum / (wall * lanes) : 1
-          printf "BENCH lenet_place_m%d cleave=%.1f single=%s bubble=%.3f ideal_ratio=%.3f cores=%d\n",
-                 m, samples / wall, single, bubble, ideal / wall, cores
+          printf "BENCH lenet_place_m%d cleave=%.1f single=%s bubble=%.3f ideal_ratio=%.3f cores=%d cpu_use=%.3f\n",
+                 m, samples / wall, single, bubble, ideal / wall, cores, cpu / (wall * cores)
         }'
     done
     ;;
