@@ -178,7 +178,7 @@ void Model::train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
   // other workers' stages need. So the first whole epoch of this call pulls every row and
   // remembers the sequence of batch shapes (one row kept per distinct shape); in later epochs,
   // when the step reads no input, the worker replays that sequence instead of pulling rows
-  // (every epoch of a pipeline has the same batches sizes: get_dataset_size() relies on it too).
+  // (every epoch of a pipeline has the same batch sizes: get_dataset_size() relies on it too).
   std::vector<dataset::Row> shape_rows;  // one row per distinct batch signature
   std::vector<size_t> shape_of_step;     // per step of the recorded epoch: index into shape_rows
   bool recorded = false;
