@@ -147,7 +147,9 @@ std::unique_ptr<Executor> compile_distributed(ir::Graph graph,
   }
   const int rank = placed ? comm::world_rank() : 0;
   if (placed) use_shared_memory(parts, rank);
-  return compile(std::move(parts.ranks[rank]));
+  std::unique_ptr<Executor> executor = compile(std::move(parts.ranks[rank]));
+  if (placed) executor->mark_placed();
+  return executor;
 }
 
 }  // namespace cleave::runtime

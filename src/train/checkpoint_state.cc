@@ -180,6 +180,10 @@ void ModelCheckpoint::on_train_end(RunContext& ctx) {
 
 void ModelCheckpoint::save(const RunContext& ctx) {
   CLEAVE_ASSERT(ctx.network != nullptr);
+  CLEAVE_CHECK_ARG(!ctx.placed,
+                   "ModelCheckpoint: the network is placed over several workers (Cell::place), and "
+                   "each worker holds the current values only of the parameters its part updates; "
+                   "saving a placed network is not supported yet (it would write stale values)");
   const std::string file =
       fmt::format("{}-{}_{}.{}", prefix_, ctx.cur_epoch_num, ctx.step_in_epoch, config_.format);
   latest_ = (std::filesystem::path(directory_) / file).string();

@@ -206,6 +206,7 @@ void Model::train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
       ctx.step_in_epoch = step;
       each(&Callback::on_step_begin);
       ctx.loss = (*train_step_)(row[0], row[1]);
+      ctx.placed = train_step_->placed();
       ++ctx.cur_step_num;
       progress_ = {.epoch_num = ctx.cur_epoch_num, .step_num = ctx.cur_step_num};
       each(&Callback::on_step_end);
@@ -273,6 +274,11 @@ Tensor Model::predict(const Tensor& data) {
 }
 
 void Model::save_train_state(const std::string& path) const {
+  CLEAVE_CHECK_ARG(train_step_ == nullptr || !train_step_->placed(),
+                   "Model.save_train_state: the network is placed over several workers "
+                   "(Cell::place), and each worker holds the current values only of the parameters "
+                   "its part updates; saving a placed network is not supported yet (it would write "
+                   "stale values)");
   save_checkpoint(train_state_tensors(*network_, optimizer_.get(), progress_), path);
 }
 

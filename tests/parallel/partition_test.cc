@@ -98,6 +98,7 @@ TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>
         EXPECT_FALSE(loss.defined()) << "rank " << rank << " returned a loss";
       }
     }
+    EXPECT_EQ(step.placed(), world > 1) << "rank " << rank;
     // Which parameters this rank updated: those bound in its graph next to an update op.
     const ir::Graph& g = step.last_executor()->graph();
     for (const ir::Node& n : g.nodes) {

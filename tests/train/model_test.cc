@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <regex>
 
 #include "testing/gradcheck.h"
@@ -198,6 +199,30 @@ TEST(Model, WorkersThatReadNoBatchReplayTheBatchShapes) {
     }
     EXPECT_EQ(model.progress().step_num, 303);
   }
+}
+
+}  // namespace
+}  // namespace cleave::train
+
+namespace cleave::train {
+namespace {
+
+TEST(ModelCheckpoint, RefusesToSaveAPlacedNetwork) {
+  Parts s = make_setup();
+  const auto dir = std::filesystem::temp_directory_path() / "cleave_ckpt_placed";
+  ModelCheckpoint cb(CheckpointConfig{.save_checkpoint_steps = 1}, "placed", dir.string());
+  RunContext ctx;
+  ctx.network = s.net.get();
+  ctx.optimizer = s.opt.get();
+  ctx.cur_epoch_num = 1;
+  ctx.cur_step_num = 1;
+  ctx.step_in_epoch = 1;
+  ctx.placed = true;
+  cb.on_train_begin(ctx);
+  EXPECT_ERROR(cb.on_step_end(ctx), "ModelCheckpoint: the network is placed over several workers",
+               "not supported yet");
+  EXPECT_TRUE(std::filesystem::is_empty(dir));  // nothing written
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -45,6 +45,8 @@ class TrainOneStep {
   // Whether the last call's graph reads the data or the label (always true in PYNATIVE_MODE and
   // before the first call); false on a worker whose part of a placed step reads neither.
   bool reads_inputs() const { return last_ == nullptr || last_->reads_inputs(); }
+  // Whether the last call's graph is one worker's part of a placed step.
+  bool placed() const { return last_ != nullptr && last_->placed(); }
   // Graphs compiled so far (GRAPH_MODE).
   size_t num_compiled() const { return cache_.size(); }
   // The executor the last GRAPH_MODE call ran (null before one): its graph and memory plan.

@@ -40,6 +40,10 @@ class Executor {
   const ir::Graph& graph() const { return graph_; }
   // Whether any op (or output) of the graph reads one of its inputs.
   bool reads_inputs() const { return reads_inputs_; }
+  // Whether the graph is one worker's part of a placed step (it has RpcSend/RpcRecv nodes, or
+  // compile_distributed marked it: a worker that owns no ops runs an empty part).
+  bool placed() const { return placed_; }
+  void mark_placed() { placed_ = true; }
   // Per-node timing, off by default: while on, run() adds each op's kernel wall time (a steady
   // clock read around the kernel) to node_seconds()[node index]. For measurements (graph_bench
   // profile), not training: the clock reads cost ~50 ns per op. Turning it on clears the sums.

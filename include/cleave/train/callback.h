@@ -31,6 +31,9 @@ struct RunContext {
   Tensor loss;                // the loss of the step just run (on_step_end); undefined before
   nn::Cell* network = nullptr;
   optim::Optimizer* optimizer = nullptr;
+  // The step runs partitioned over several workers (Cell::place): each worker holds the current
+  // values only of the parameters (and optimizer state) its part updates.
+  bool placed = false;
 
   // The loss as a double (a float32 loss widened exactly, as Python's float(np.mean(loss))).
   double loss_value() const;

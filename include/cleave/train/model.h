@@ -35,6 +35,8 @@ class TrainStep {
   // workers of a placed network whose part of the step reads neither: they need only the batch
   // shapes (NOTE [Workers that read no batch] in model.cc).
   virtual bool reads_inputs() const { return true; }
+  // Whether the step runs partitioned over several workers (after its first call).
+  virtual bool placed() const { return false; }
 };
 
 // The PyNative (eager) step: loss = loss_fn(network(data), label) (or network(data, label) when
@@ -61,6 +63,7 @@ class ContextTrainStep : public TrainStep {
                    std::shared_ptr<optim::Optimizer> optimizer);
   Tensor operator()(const Tensor& data, const Tensor& label) override;
   bool reads_inputs() const override { return step_->reads_inputs(); }
+  bool placed() const override { return step_->placed(); }
 
  private:
   nn::CellPtr net_with_loss_;
