@@ -11,6 +11,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "cleave/ir/dump.h"
+
 namespace fs = std::filesystem;
 
 namespace cleave::tools {
@@ -40,15 +42,6 @@ std::vector<std::string> split_refs(const std::string& args) {
     refs.push_back(value_of(it->str()));
   }
   return refs;
-}
-
-std::string dot_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
 }
 
 }  // namespace
@@ -203,7 +196,7 @@ void match_cut_edges(PartitionView& view) {
 
 std::string partition_dot(const PartitionView& view) {
   std::ostringstream out;
-  out << "digraph \"" << dot_escape(view.stage) << "\" {\n"
+  out << "digraph \"" << cleave::ir::dot_escape(view.stage) << "\" {\n"
       << "  rankdir=TB;\n  compound=true;\n  node [fontsize=10];\n";
   // Node ids: r<rank>_<index in the rank's values>; names such as %para3_fc1.weight are labels.
   auto id_of = [](const RankGraph& g, const std::string& name) -> std::string {
@@ -222,17 +215,17 @@ std::string partition_dot(const PartitionView& view) {
       if (v.kind == "op") {
         std::string style;
         // Escaped parts joined by Graphviz's line break "\\n".
-        std::string label = dot_escape(v.name + " " + v.op);
+        std::string label = cleave::ir::dot_escape(v.name + " " + v.op);
         if (v.op == "RpcSend" || v.op == "RpcRecv") {
           style = ", style=filled, fillcolor=gold";
           label += v.op == "RpcSend" ? fmt::format("\\ntag {}, to rank {}", v.tag, v.dst_rank)
                                      : fmt::format("\\ntag {}, from rank {}", v.tag, v.src_rank);
         } else if (!v.instance.empty()) {
-          label += "\\n" + dot_escape(v.instance);
+          label += "\\n" + cleave::ir::dot_escape(v.instance);
         }
         out << "    " << id << " [shape=box, label=\"" << label << "\"" << style << "];\n";
       } else {
-        out << "    " << id << " [shape=ellipse, label=\"" << dot_escape(v.name) << "\""
+        out << "    " << id << " [shape=ellipse, label=\"" << cleave::ir::dot_escape(v.name) << "\""
             << (v.kind == "parameter" ? ", style=filled, fillcolor=lightblue" : "") << "];\n";
       }
       for (const std::string& input : v.inputs) {

@@ -92,7 +92,6 @@ void kernel_send(const KernelContext& ctx) {
 }
 
 void kernel_recv(const KernelContext& ctx) {
-  auto group = rpc_group(ctx.attrs, "RpcRecv");
   const int src = static_cast<int>(ctx.attrs.get<int64_t>("src_rank"));
   const int tag = static_cast<int>(ctx.attrs.get<int64_t>("tag"));
   cluster::ActivityScope activity(
@@ -102,6 +101,7 @@ void kernel_recv(const KernelContext& ctx) {
     boxes->recv(tag, ctx.outputs[0].raw_data(), ctx.outputs[0].nbytes());
     return;
   }
+  auto group = rpc_group(ctx.attrs, "RpcRecv");
   auto it = std::find_if(t_posted.begin(), t_posted.end(), [&](const PostedRecv& p) {
     return p.group == group.get() && p.src == src && p.tag == tag;
   });

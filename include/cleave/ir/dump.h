@@ -27,5 +27,7 @@ std::string dump_text(const Graph& graph, const NodeNotes& notes = {});
 std::string dump_dot(const Graph& graph);
 // "<Tensor[Float32], (16, 32)>".
 std::string meta_to_string(const TensorMeta& meta);
+// `s` inside a Graphviz double-quoted string: '"' and '\\' escaped.
+std::string dot_escape(const std::string& s);
 
 }  // namespace cleave::ir

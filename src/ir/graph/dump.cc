@@ -43,6 +43,8 @@ std::string kind_name(NodeKind k) {
   return "?";
 }
 
+}  // namespace
+
 std::string dot_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -51,8 +53,6 @@ std::string dot_escape(const std::string& s) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string meta_to_string(const TensorMeta& meta) {
   return fmt::format("<Tensor[{}], {}>", dtype_name(meta.dtype), meta.shape.to_string());
