@@ -19,7 +19,9 @@
 #include <gloo/types.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "cleave/comm/process_group.h"
@@ -271,9 +273,25 @@ class GlooProcessGroup final : public ProcessGroup {
   std::atomic<uint32_t> tag_{0};
 };
 
+// Gloo's TCP transport writes to its sockets without MSG_NOSIGNAL: a write to a peer that has
+// died would end this process by SIGPIPE, without a word (a flaky test caught it when a peer
+// exited during a collective). Ignored, the write fails with EPIPE and the operation raises an
+// Error that says which group and peer, or the scheduler names the lost rank. Only a default
+// disposition is changed: a program that handles SIGPIPE itself keeps its handler.
+void ignore_sigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      std::signal(SIGPIPE, SIG_IGN);
+    }
+  });
+}
+
 }  // namespace
 
 std::shared_ptr<ProcessGroup> make_gloo_group(const ProcessGroupOptions& options) {
+  ignore_sigpipe();
   return std::make_shared<GlooProcessGroup>(options);
 }
 
