@@ -22,7 +22,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kAlign = 64;
-constexpr uint32_t kEmpty = 0, kFull = 1;
+// A slot's state word: kEmpty or kFull, plus kWaiter while the other side sleeps on it (only one
+// side ever waits: the sender for kEmpty, the receiver for kFull), so that the side flipping the
+// state makes the futex wake-up syscall only when somebody sleeps.
+constexpr uint32_t kEmpty = 0, kFull = 1, kWaiter = 2;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -30,25 +33,34 @@ std::atomic<uint32_t>& state_of(unsigned char* slot) {
   return *reinterpret_cast<std::atomic<uint32_t>*>(slot);
 }
 
-void futex_wake(std::atomic<uint32_t>& word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+// Sets the state to `value` and wakes the other side if it sleeps on the word.
+void flip(std::atomic<uint32_t>& word, uint32_t value) {
+  if ((word.exchange(value, std::memory_order_acq_rel) & kWaiter) != 0) {
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
+            0);
+  }
 }
 
-// Waits until `word` holds `wanted`: a short spin (the peer is often about to write), then futex
-// waits of at most 50 ms each until `deadline`. Returns false on timeout.
+// Waits until `word` holds `wanted` (ignoring kWaiter): a short spin (the peer is often about to
+// write), then futex waits of at most 50 ms each until `deadline`. Returns false on timeout.
 bool wait_for(std::atomic<uint32_t>& word, uint32_t wanted, Clock::time_point deadline) {
   for (int i = 0; i < 200; ++i) {
-    if (word.load(std::memory_order_acquire) == wanted) return true;
+    if ((word.load(std::memory_order_acquire) & ~kWaiter) == wanted) return true;
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
   }
   while (true) {
-    const uint32_t seen = word.load(std::memory_order_acquire);
-    if (seen == wanted) return true;
+    uint32_t seen = word.load(std::memory_order_acquire);
+    if ((seen & ~kWaiter) == wanted) return true;
     if (Clock::now() >= deadline) return false;
+    if ((seen & kWaiter) == 0 &&
+        !word.compare_exchange_strong(seen, seen | kWaiter, std::memory_order_acq_rel)) {
+      continue;  // the other side flipped it meanwhile
+    }
     timespec ts{0, 50'000'000};
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, seen | kWaiter, &ts, nullptr,
+            0);
   }
 }
 
@@ -164,11 +176,21 @@ bool ShmMailboxes::has(int tag) const {
   return tag >= 0 && tag < static_cast<int>(slot_index_.size()) && slot_index_[tag] >= 0;
 }
 
-const ShmMailboxes::Slot& ShmMailboxes::slot(int tag, bool outgoing, size_t bytes) const {
+const ShmMailboxes::Slot& ShmMailboxes::slot(int tag, bool outgoing) const {
   CLEAVE_CHECK_ARG(has(tag), "shared-memory mailbox of group '{}' (rank {}): no edge with tag {}",
                    group_name_, rank_, tag);
   const Slot& s = slots_[slot_index_[tag]];
-  CLEAVE_CHECK_ARG(s.outgoing == outgoing && s.bytes == bytes,
+  CLEAVE_CHECK_ARG(s.outgoing == outgoing,
+                   "shared-memory mailbox of group '{}' (rank {}): tag {} is a {} of {} bytes; "
+                   "got a {}",
+                   group_name_, rank_, tag, s.outgoing ? "send" : "receive", s.bytes,
+                   outgoing ? "send" : "receive");
+  return s;
+}
+
+const ShmMailboxes::Slot& ShmMailboxes::slot(int tag, bool outgoing, size_t bytes) const {
+  const Slot& s = slot(tag, outgoing);
+  CLEAVE_CHECK_ARG(s.bytes == bytes,
                    "shared-memory mailbox of group '{}' (rank {}): tag {} is a {} of {} bytes; "
                    "got a {} of {} bytes",
                    group_name_, rank_, tag, s.outgoing ? "send" : "receive", s.bytes,
@@ -176,9 +198,16 @@ const ShmMailboxes::Slot& ShmMailboxes::slot(int tag, bool outgoing, size_t byte
   return s;
 }
 
-void ShmMailboxes::send(int tag, const void* data, size_t bytes) {
-  const Slot& s = slot(tag, true, bytes);
+void* ShmMailboxes::message(int tag) const {
+  CLEAVE_CHECK_ARG(has(tag), "shared-memory mailbox of group '{}' (rank {}): no edge with tag {}",
+                   group_name_, rank_, tag);
+  return slots_[slot_index_[tag]].base + kAlign;
+}
+
+void ShmMailboxes::claim(int tag) {
+  const Slot& s = slot(tag, true);
   std::atomic<uint32_t>& state = state_of(s.base);
+  if ((state.load(std::memory_order_acquire) & ~kWaiter) == kEmpty) return;
   const std::vector<int> peers = {s.peer};
   InFlight in_flight(*group_, "Send (shared memory)", peers);  // for the stuck-rank detection
   if (!wait_for(state, kEmpty, Clock::now() + timeout_)) {
@@ -187,25 +216,38 @@ void ShmMailboxes::send(int tag, const void* data, size_t bytes) {
         "read the previous message with tag {} within {} ms",
         group_name_, rank_, s.peer, s.peer, tag, timeout_.count());
   }
-  if (bytes > 0) std::memcpy(s.base + kAlign, data, bytes);
-  state.store(kFull, std::memory_order_release);
-  futex_wake(state);
+}
+
+void ShmMailboxes::send(int tag, const void* data, size_t bytes) {
+  const Slot& s = slot(tag, true, bytes);
+  claim(tag);
+  void* area = s.base + kAlign;
+  if (bytes > 0 && data != area) std::memcpy(area, data, bytes);
+  flip(state_of(s.base), kFull);
 }
 
 void ShmMailboxes::recv(int tag, void* data, size_t bytes) {
   const Slot& s = slot(tag, false, bytes);
   std::atomic<uint32_t>& state = state_of(s.base);
-  const std::vector<int> peers = {s.peer};
-  InFlight in_flight(*group_, "Recv (shared memory)", peers);  // for the stuck-rank detection
-  if (!wait_for(state, kFull, Clock::now() + timeout_)) {
-    CLEAVE_FAIL(
-        "Recv on group '{}' (shared memory, rank {}, peer rank {}) failed: no message "
-        "with tag {} within {} ms",
-        group_name_, rank_, s.peer, tag, timeout_.count());
+  if ((state.load(std::memory_order_acquire) & ~kWaiter) != kFull) {
+    const std::vector<int> peers = {s.peer};
+    InFlight in_flight(*group_, "Recv (shared memory)", peers);  // for the stuck-rank detection
+    if (!wait_for(state, kFull, Clock::now() + timeout_)) {
+      CLEAVE_FAIL(
+          "Recv on group '{}' (shared memory, rank {}, peer rank {}) failed: no message "
+          "with tag {} within {} ms",
+          group_name_, rank_, s.peer, tag, timeout_.count());
+    }
   }
-  if (bytes > 0) std::memcpy(data, s.base + kAlign, bytes);
-  state.store(kEmpty, std::memory_order_release);
-  futex_wake(state);
+  void* area = s.base + kAlign;
+  if (data == area) return;  // read in place; the caller releases the slot
+  if (bytes > 0) std::memcpy(data, area, bytes);
+  flip(state, kEmpty);
+}
+
+void ShmMailboxes::release(int tag) {
+  const Slot& s = slot(tag, false);
+  flip(state_of(s.base), kEmpty);
 }
 
 }  // namespace cleave::comm

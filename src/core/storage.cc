@@ -129,7 +129,14 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
   data_ = g_cuda_allocator.allocate(nbytes, device.index);
 }
 
+std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, Device device) {
+  std::shared_ptr<Storage> storage(new Storage(data, nbytes, device));
+  storage->owned_ = false;
+  return storage;
+}
+
 Storage::~Storage() {
+  if (!owned_) return;
   if (device_.is_cpu()) {
     g_cpu_live_bytes.fetch_sub(nbytes_);
     CpuBlockCache::instance().deallocate(data_, nbytes_);

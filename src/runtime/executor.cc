@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
 
 #include "cleave/ir/passes.h"
 #include "cleave/runtime/context.h"
@@ -16,80 +19,144 @@ namespace {
 constexpr size_t kAlign = 64;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-struct Buffer {
-  int node, output;
-  size_t bytes;
-  int first, last;  // lifetime in node indices, inclusive
-  int64_t offset = -1;
-};
+// CPU time of the calling thread: unlike a wall clock it does not count time the thread was
+// descheduled (ranks of a placed job time-share the cores).
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 }  // namespace
 
-MemoryPlan plan_memory(const ir::Graph& g) {
+MemoryPlan plan_memory(const ir::Graph& g, const std::function<bool(int, int)>& external) {
   const int count = static_cast<int>(g.nodes.size());
   MemoryPlan plan;
   plan.offset.resize(count);
-  // root[node][output]: the buffer (index into `buffers`) a value lives in, or -1.
-  std::vector<std::vector<int>> root(count);
-  std::vector<Buffer> buffers;
+  plan.buffer_of.resize(count);
+  std::vector<MemoryPlan::Buffer>& buffers = plan.buffers;
   for (int i = 0; i < count; ++i) {
     const ir::Node& n = g.nodes[i];
     plan.offset[i].assign(n.outputs.size(), -1);
-    root[i].assign(n.outputs.size(), -1);
+    plan.buffer_of[i].assign(n.outputs.size(), -1);
     if (!n.is_op()) continue;
     for (const ir::ValueRef& v : n.inputs) {
-      const int b = root[v.node][v.output];
+      const int b = plan.buffer_of[v.node][v.output];
       if (b >= 0) buffers[b].last = std::max(buffers[b].last, i);
     }
     if (n.op->output_is_view) {
-      root[i][0] = root[n.inputs[0].node][n.inputs[0].output];
+      plan.buffer_of[i][0] = plan.buffer_of[n.inputs[0].node][n.inputs[0].output];
       continue;
     }
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       const size_t bytes =
           static_cast<size_t>(n.outputs[k].shape.numel()) * dtype_size(n.outputs[k].dtype);
-      root[i][k] = static_cast<int>(buffers.size());
-      buffers.push_back({i, static_cast<int>(k), align_up(std::max<size_t>(bytes, 1)), i, i});
+      plan.buffer_of[i][k] = static_cast<int>(buffers.size());
+      MemoryPlan::Buffer buf{.node = i, .output = static_cast<int>(k), .bytes = bytes};
+      buf.first = buf.last = i;
+      buffers.push_back(buf);
     }
   }
   for (const ir::ValueRef& v : g.outputs) {
-    const int b = root[v.node][v.output];
+    const int b = plan.buffer_of[v.node][v.output];
     if (b >= 0) buffers[b].last = count;
   }
-  std::vector<int> order(buffers.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return buffers[a].bytes > buffers[b].bytes; });
+  std::vector<int> order;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    if (!external || !external(buffers[b].node, buffers[b].output)) {
+      order.push_back(static_cast<int>(b));
+    }
+  }
+  auto room = [&](int b) { return align_up(std::max<size_t>(buffers[b].bytes, 1)); };
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return room(a) > room(b); });
   std::vector<int> placed;
   for (int b : order) {
-    Buffer& buf = buffers[b];
-    // Intervals [offset, offset + bytes) of placed buffers alive at the same time, by offset.
+    MemoryPlan::Buffer& buf = buffers[b];
+    // Intervals [offset, offset + room) of placed buffers alive at the same time, by offset.
     std::vector<std::pair<size_t, size_t>> busy;
     for (int p : placed) {
-      const Buffer& o = buffers[p];
+      const MemoryPlan::Buffer& o = buffers[p];
       if (o.first <= buf.last && buf.first <= o.last) {
-        busy.emplace_back(static_cast<size_t>(o.offset), static_cast<size_t>(o.offset) + o.bytes);
+        busy.emplace_back(static_cast<size_t>(o.offset), static_cast<size_t>(o.offset) + room(p));
       }
     }
     std::sort(busy.begin(), busy.end());
     size_t offset = 0;
     for (const auto& [start, end] : busy) {
-      if (offset + buf.bytes <= start) break;
+      if (offset + room(b) <= start) break;
       offset = std::max(offset, end);
     }
     buf.offset = static_cast<int64_t>(offset);
     placed.push_back(b);
-    plan.peak_bytes = std::max(plan.peak_bytes, offset + buf.bytes);
-    plan.total_bytes += buf.bytes;
+    plan.peak_bytes = std::max(plan.peak_bytes, offset + room(b));
+    plan.total_bytes += room(b);
   }
-  for (const Buffer& buf : buffers) plan.offset[buf.node][buf.output] = buf.offset;
-  plan.num_buffers = static_cast<int>(buffers.size());
+  for (const MemoryPlan::Buffer& buf : buffers) plan.offset[buf.node][buf.output] = buf.offset;
+  plan.num_buffers = static_cast<int>(placed.size());
   return plan;
+}
+
+// NOTE [Zero-copy cut edges] (executor.h): which buffers live in a mailbox slot.
+void Executor::bind_mailboxes() {
+  const int count = static_cast<int>(graph_.nodes.size());
+  const char* env = std::getenv("CLEAVE_RPC_ZERO_COPY");
+  if (env != nullptr && std::string(env) == "0") return;  // copy every message (for comparison)
+  const ir::OpDef& send = rpc_send_op();
+  const ir::OpDef& recv = rpc_recv_op();
+  // Buffers that an op writes in place (optimizer updates): never bound.
+  std::vector<bool> mutated(plan_.buffers.size(), false);
+  auto buffer_of = [&](const ir::ValueRef& v) { return plan_.buffer_of[v.node][v.output]; };
+  for (const ir::Node& n : graph_.nodes) {
+    if (!n.is_op() || !n.op->mutates_inputs) continue;
+    for (const ir::ValueRef& v : n.inputs) {
+      if (buffer_of(v) >= 0) mutated[buffer_of(v)] = true;
+    }
+  }
+  std::vector<Mailbox> binding(plan_.buffers.size());
+  for (int i = 0; i < count; ++i) {
+    const ir::Node& n = graph_.nodes[i];
+    if (!n.is_op() || (n.op != &send && n.op != &recv)) continue;
+    comm::ShmMailboxes* boxes = rpc_channel(n.attrs);
+    if (boxes == nullptr) continue;
+    const int tag = static_cast<int>(n.attrs.get<int64_t>("tag"));
+    const int b = n.op == &recv ? buffer_of({i, 0}) : buffer_of(n.inputs[0]);
+    if (b < 0 || binding[b].boxes != nullptr || mutated[b]) continue;
+    const MemoryPlan::Buffer& buf = plan_.buffers[b];
+    const ir::TensorMeta& meta =
+        n.op == &recv ? n.outputs[0] : graph_.nodes[n.inputs[0].node].outputs[n.inputs[0].output];
+    const size_t bytes = static_cast<size_t>(meta.shape.numel()) * dtype_size(meta.dtype);
+    // A send binds the buffer its input lies in only when the message is the whole buffer (not
+    // a row range of it) and no receive already owns it.
+    if (bytes != buf.bytes || bytes == 0) continue;
+    if (n.op == &send && graph_.nodes[buf.node].op == &recv) continue;
+    binding[b] = {boxes, tag, n.op == &recv};
+  }
+  claim_before_.assign(count, {});
+  release_after_.assign(count + 1, {});
+  for (size_t b = 0; b < binding.size(); ++b) {
+    const Mailbox& box = binding[b];
+    if (box.boxes == nullptr) continue;
+    const MemoryPlan::Buffer& buf = plan_.buffers[b];
+    bound_.push_back({buf.node, buf.output, box});
+    if (box.incoming) {
+      release_after_[static_cast<size_t>(buf.last)].push_back(box);
+    } else {
+      claim_before_[static_cast<size_t>(buf.node)].push_back(box);
+    }
+  }
 }
 
 Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
   ir::verify(graph_);
   plan_ = plan_memory(graph_);
+  bind_mailboxes();
+  if (!bound_.empty()) {
+    plan_ = plan_memory(graph_, [&](int node, int output) {
+      return std::any_of(bound_.begin(), bound_.end(), [&](const BoundBuffer& bound) {
+        return bound.node == node && bound.output == output;
+      });
+    });
+  }
   arena_ = Tensor::empty({static_cast<int64_t>(std::max<size_t>(plan_.peak_bytes, 1))},
                          DType::kBool);  // one byte per element
   const size_t count = graph_.nodes.size();
@@ -111,8 +178,18 @@ Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
     if (n.op->output_is_view) continue;
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       auto impl = std::make_shared<TensorImpl>();
-      impl->storage = arena_.impl()->storage;
-      impl->offset_bytes = static_cast<size_t>(plan_.offset[i][k]);
+      const MemoryPlan::Buffer& buf = plan_.buffers[plan_.buffer_of[i][k]];
+      if (buf.offset >= 0) {
+        impl->storage = arena_.impl()->storage;
+        impl->offset_bytes = static_cast<size_t>(buf.offset);
+      } else {
+        const auto bound = std::find_if(bound_.begin(), bound_.end(), [&](const BoundBuffer& b) {
+          return b.node == static_cast<int>(i) && b.output == static_cast<int>(k);
+        });
+        CLEAVE_ASSERT(bound != bound_.end(), "buffer of node {} output {} has no place", i, k);
+        const Mailbox& box = bound->box;
+        impl->storage = Storage::borrow(box.boxes->message(box.tag), buf.bytes, Device::cpu());
+      }
       impl->shape = n.outputs[k].shape;
       impl->dtype = n.outputs[k].dtype;
       values_[slot_base_[i] + k] = Tensor(impl);
@@ -154,6 +231,8 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   }
   const size_t count = graph_.nodes.size();
   double compute_seconds = 0, comm_seconds = 0;
+  const bool op_times = placed_ && placed_op_profiling();
+  if (op_times) op_cpu_seconds_.assign(count, 0.0);
   if (placed_) post_receives(graph_);
   for (size_t i = 0; i < count; ++i) {
     const ir::Node& n = graph_.nodes[i];
@@ -170,18 +249,30 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
       n.op->cpu_kernel(ir::KernelContext{*n.op, n.attrs, ins, node_outputs_[i]});
       continue;
     }
-    const auto start = std::chrono::steady_clock::now();
+    auto start = std::chrono::steady_clock::now();
+    if (!bound_.empty() && !claim_before_[i].empty()) {
+      for (const Mailbox& box : claim_before_[i]) box.boxes->claim(box.tag);
+      const auto now = std::chrono::steady_clock::now();
+      comm_seconds += std::chrono::duration<double>(now - start).count();
+      start = now;  // (not counted as the op's time)
+    }
+    const double cpu_start = op_times ? thread_cpu_seconds() : 0.0;
     n.op->cpu_kernel(ir::KernelContext{*n.op, n.attrs, ins, node_outputs_[i]});
+    if (op_times) op_cpu_seconds_[i] = thread_cpu_seconds() - cpu_start;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (profiling_) node_seconds_[i] += seconds;
     (n.op->communicates ? comm_seconds : compute_seconds) += seconds;
+    if (!bound_.empty()) {
+      for (const Mailbox& box : release_after_[i]) box.boxes->release(box.tag);
+    }
   }
   if (placed_) {
     const auto start = std::chrono::steady_clock::now();
     wait_pending_sends();
     comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     add_placed_run_stats(compute_seconds, comm_seconds);
+    if (op_times) add_placed_op_times(graph_, op_cpu_seconds_);
   }
   std::vector<Tensor> out;
   out.reserve(graph_.outputs.size());
@@ -189,6 +280,9 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
     out.push_back(values_[slot_base_[v.node] + v.output].clone());
   }
   for (int in : graph_.inputs) values_[slot_base_[in]] = Tensor();  // do not keep the caller's data
+  if (!bound_.empty()) {
+    for (const Mailbox& box : release_after_[count]) box.boxes->release(box.tag);
+  }
   return out;
 }
 

@@ -39,14 +39,6 @@ thread_local std::vector<PostedRecv> t_posted;
 std::mutex g_channels_mutex;
 std::vector<std::shared_ptr<comm::ShmMailboxes>> g_channels;
 
-// The shared-memory mailboxes of a node with a "channel" attribute, or null.
-comm::ShmMailboxes* channel_of(const ir::Attrs& attrs) {
-  const int64_t channel = attrs.get_or<int64_t>("channel", -1);
-  if (channel < 0) return nullptr;
-  std::lock_guard<std::mutex> lock(g_channels_mutex);
-  return g_channels.at(static_cast<size_t>(channel)).get();
-}
-
 std::shared_ptr<comm::ProcessGroup> rpc_group(const ir::Attrs& attrs, const char* op) {
   const std::string name = attrs.get_or<std::string>("group", "world");
   std::shared_ptr<comm::ProcessGroup> group = comm::get_group(name);
@@ -82,7 +74,7 @@ std::vector<TensorMeta> infer_recv(const InferContext& ctx) {
 void kernel_send(const KernelContext& ctx) {
   const int dst = static_cast<int>(ctx.attrs.get<int64_t>("dst_rank"));
   const int tag = static_cast<int>(ctx.attrs.get<int64_t>("tag"));
-  if (comm::ShmMailboxes* boxes = channel_of(ctx.attrs)) {
+  if (comm::ShmMailboxes* boxes = rpc_channel(ctx.attrs)) {
     boxes->send(tag, ctx.inputs[0].raw_data(), ctx.inputs[0].nbytes());
     return;
   }
@@ -97,7 +89,7 @@ void kernel_recv(const KernelContext& ctx) {
   cluster::ActivityScope activity(
       fmt::format("waiting in RpcRecv for tensor {} (tag {}) from rank {} of a placed graph",
                   ctx.outputs[0].shape().to_string(), tag, src));
-  if (comm::ShmMailboxes* boxes = channel_of(ctx.attrs)) {
+  if (comm::ShmMailboxes* boxes = rpc_channel(ctx.attrs)) {
     boxes->recv(tag, ctx.outputs[0].raw_data(), ctx.outputs[0].nbytes());
     return;
   }
@@ -153,6 +145,13 @@ void post_receives(const ir::Graph& graph) {
     auto work = group->irecv(buffer, src, tag);
     t_posted.push_back({group.get(), src, tag, std::move(buffer), std::move(work)});
   }
+}
+
+comm::ShmMailboxes* rpc_channel(const ir::Attrs& attrs) {
+  const int64_t channel = attrs.get_or<int64_t>("channel", -1);
+  if (channel < 0) return nullptr;
+  std::lock_guard<std::mutex> lock(g_channels_mutex);
+  return g_channels.at(static_cast<size_t>(channel)).get();
 }
 
 int64_t register_rpc_channel(std::unique_ptr<comm::ShmMailboxes> boxes) {

@@ -14,6 +14,17 @@
 // only when it runs a full step ahead of its receiver, which cannot deadlock (the receiver's step
 // needs nothing from the sender's next step). Segments are unlinked as soon as every peer has
 // mapped them, so nothing is left in /dev/shm even when a process is killed.
+//
+// NOTE [Messages in place]
+// Copies are most of a crossing's cost for large activations (a 600 KB convolution output costs
+// ~100 us per copy on a small machine), so the executor of a placed graph avoids both (see
+// NOTE [Zero-copy cut edges] in cleave/runtime/executor.h): a sender's op writes its output
+// straight into message(tag) after claim(tag) and send() then only publishes it; a receiver's
+// consumers read message(tag) where it lies and the receiver release()s it after its last reader.
+// The slot protocol is unchanged — the state word goes empty -> full (publish) -> empty (release),
+// and only the sender writes the message, only while the slot is empty — so the deadlock argument
+// above still holds: a sender waits only for the release of the previous step's message, which
+// needs nothing from the sender's current step.
 #pragma once
 
 #include <chrono>
@@ -50,11 +61,24 @@ class ShmMailboxes {
 
   // Whether the edge with `tag` goes through these mailboxes.
   bool has(int tag) const;
-  // Copies `bytes` (the edge's size) from `data` into the edge's slot in the receiver's inbox;
-  // waits while the receiver has not read the previous message. Throws Error after the timeout.
+  // Copies `bytes` (the edge's size) from `data` into the edge's slot in the receiver's inbox and
+  // publishes it; waits while the receiver has not released the previous message. When `data` is
+  // message(tag) itself (written in place after claim()), it only publishes. Throws Error after
+  // the timeout.
   void send(int tag, const void* data, size_t bytes);
-  // Waits for the edge's message and copies it to `data`. Throws Error after the timeout.
+  // Waits for the edge's message, copies it to `data` and releases the slot. When `data` is
+  // message(tag) itself, it only waits: the caller reads the message in place and calls
+  // release(tag) when done. Throws Error after the timeout.
   void recv(int tag, void* data, size_t bytes);
+
+  // Zero-copy use (NOTE [Messages in place]): the edge's message area, in the receiver's inbox,
+  // 64-byte aligned and `bytes` of the edge long; the same memory on both ranks of the edge.
+  void* message(int tag) const;
+  // Sender: waits until the receiver has released the previous message of the edge, so that
+  // message(tag) may be written. Throws Error after the timeout.
+  void claim(int tag);
+  // Receiver: the message read in place is no longer needed; the sender may write the next one.
+  void release(int tag);
 
  private:
   struct Slot {
@@ -64,6 +88,7 @@ class ShmMailboxes {
     unsigned char* base = nullptr;  // the slot: state word, then the message
   };
   ShmMailboxes() = default;
+  const Slot& slot(int tag, bool outgoing) const;
   const Slot& slot(int tag, bool outgoing, size_t bytes) const;
 
   const ProcessGroup* group_ = nullptr;  // must outlive the use of the mailboxes

@@ -1,4 +1,5 @@
-// Storage: one owned, aligned allocation shared by every tensor that views it.
+// Storage: one aligned allocation shared by every tensor that views it; owned, or borrowed from
+// memory that something else manages (Storage::borrow).
 #pragma once
 
 #include <cstddef>
@@ -12,6 +13,9 @@ class Storage {
  public:
   // Allocates `nbytes` (64-byte aligned) on `device`. Contents are uninitialised.
   Storage(size_t nbytes, Device device);
+  // Memory owned elsewhere (e.g. a shared-memory mailbox), which must outlive every tensor that
+  // views it; the storage never frees it and it does not count as live tensor memory.
+  static std::shared_ptr<Storage> borrow(void* data, size_t nbytes, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -21,9 +25,13 @@ class Storage {
   Device device() const { return device_; }
 
  private:
+  Storage(void* data, size_t nbytes, Device device)
+      : data_(data), nbytes_(nbytes), device_(device) {}
+
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  bool owned_ = true;
 };
 
 // Bytes held in the CPU block cache (NOTE [CPU allocation cache] in storage.cc), and a way to

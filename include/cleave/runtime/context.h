@@ -1,7 +1,13 @@
 // The execution context (MindSpore's set_context): GRAPH_MODE or PYNATIVE_MODE, IR dumps.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
+
+namespace cleave::ir {
+struct Graph;
+}
 
 namespace cleave::runtime {
 
@@ -47,5 +53,25 @@ PlacedRunStats placed_run_stats();
 // Adds one run (the executor of placed graphs calls it).
 void add_placed_run_stats(double compute_seconds, double recv_wait_seconds);
 void reset_placed_run_stats();
+
+// Per-op times of the placed graphs, for measuring what a perfect schedule would take (bench/run.sh
+// place): off by default; while on, the executor of each placed graph adds every op's time to
+// these sums (reset_placed_run_stats() clears them). One entry per op of each graph, in the order
+// the graph runs them. `seconds` is the CPU time of the thread running the op (not counting the
+// time it was descheduled); for RpcSend/RpcRecv, the CPU time spent sending or waiting. Costs
+// two clock_gettime calls per op: for a separate measuring run.
+struct PlacedOpTime {
+  std::string graph;  // the graph's name
+  std::string op;     // the primitive
+  std::string node;   // the node's name
+  int tag = -1;       // RpcSend/RpcRecv: the cut edge's tag
+  double seconds = 0;
+  int64_t runs = 0;
+};
+void set_placed_op_profiling(bool on);
+bool placed_op_profiling();
+std::vector<PlacedOpTime> placed_op_times();
+// The executor adds one run of `graph` with the given time per node (0 for nodes that are not ops).
+void add_placed_op_times(const ir::Graph& graph, const std::vector<double>& node_seconds);
 
 }  // namespace cleave::runtime

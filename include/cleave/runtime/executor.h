@@ -2,10 +2,15 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "cleave/core/tensor.h"
 #include "cleave/ir/graph.h"
+
+namespace cleave::comm {
+class ShmMailboxes;
+}
 
 namespace cleave::runtime {
 
@@ -17,15 +22,39 @@ namespace cleave::runtime {
 // own, so buffers whose lifetimes are disjoint share memory. Parameters, constants and inputs are
 // bound, not planned.
 struct MemoryPlan {
-  // offset[node][output] in the arena; -1 for values without a buffer of their own.
+  struct Buffer {
+    int node = 0, output = 0;  // the op output that writes it
+    size_t bytes = 0;          // the value's size (its room in the arena is rounded up to 64)
+    int first = 0, last = 0;   // lifetime in node indices, inclusive; last = node count: an output
+    int64_t offset = -1;       // in the arena; -1 for an external buffer
+  };
+  std::vector<Buffer> buffers;
+  // buffer_of[node][output]: the buffer a value lies in (a view's is its input's); -1 for inputs,
+  // parameters and constants.
+  std::vector<std::vector<int>> buffer_of;
+  // offset[node][output] in the arena; -1 for values without a buffer of their own in it.
   std::vector<std::vector<int64_t>> offset;
   size_t peak_bytes = 0;   // the arena size
   size_t total_bytes = 0;  // the sum of all buffers (what allocating each separately would hold)
-  int num_buffers = 0;
+  int num_buffers = 0;     // the buffers placed in the arena
 };
 
-MemoryPlan plan_memory(const ir::Graph& graph);
+// external(node, output) says that the buffer of that op output lies outside the arena (the
+// executor binds it elsewhere): it keeps its lifetime but gets no offset.
+MemoryPlan plan_memory(const ir::Graph& graph,
+                       const std::function<bool(int node, int output)>& external = {});
 
+// NOTE [Zero-copy cut edges]
+// In a placed graph whose cut edges go through shared-memory mailboxes (NOTE [Messages in place]
+// in cleave/comm/shm_mailbox.h), a value crossing ranks is not copied at all when it can be
+// avoided: the buffer of an op output that an RpcSend sends whole lies in the receiver's slot of
+// that edge (the op writes its result there, after claiming the slot: waiting until the receiver
+// released the previous step's message), and the buffer of an RpcRecv's output is the slot in
+// this rank's inbox (its readers read it in place; the slot is released right after the last of
+// them, by the memory plan's lifetime, which follows views). Not bound, and copied as before: a
+// value sent as part of a buffer (a micro-batch's rows), a second edge of the same buffer, values
+// that are inputs, parameters or constants, buffers an op writes in place, and everything when
+// the edges go through a process group's transport. A bound buffer takes no room in the arena.
 class Executor {
  public:
   // Verifies the graph, plans its memory and allocates the arena once.
@@ -67,6 +96,22 @@ class Executor {
   bool placed_ = false;
   bool reads_inputs_ = false;
   std::vector<double> node_seconds_;
+  std::vector<double> op_cpu_seconds_;  // per node, this run (runtime::placed_op_profiling())
+
+  // NOTE [Zero-copy cut edges]: buffers bound to a mailbox slot instead of the arena.
+  struct Mailbox {
+    comm::ShmMailboxes* boxes = nullptr;
+    int tag = 0;
+    bool incoming = false;
+  };
+  struct BoundBuffer {
+    int node = 0, output = 0;
+    Mailbox box;
+  };
+  void bind_mailboxes();
+  std::vector<BoundBuffer> bound_;
+  std::vector<std::vector<Mailbox>> claim_before_;   // per node: slots to claim before its kernel
+  std::vector<std::vector<Mailbox>> release_after_;  // per node (+ the end): slots to release
 };
 
 }  // namespace cleave::runtime

@@ -37,5 +37,8 @@ void wait_pending_sends();
 // Makes `boxes` the transport of the RpcSend/RpcRecv nodes whose "channel" attribute is the
 // returned id (compile_distributed sets it when the workers share this host).
 int64_t register_rpc_channel(std::unique_ptr<comm::ShmMailboxes> boxes);
+// The shared-memory mailboxes of an RpcSend/RpcRecv node with a "channel" attribute, or null
+// (the node goes through its group's transport). They live until the process exits.
+comm::ShmMailboxes* rpc_channel(const ir::Attrs& attrs);
 
 }  // namespace cleave::runtime
