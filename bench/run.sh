@@ -22,12 +22,13 @@
 #   place: seed 000's placed LeNet (examples/lenet_place) under cleave-run with 8 workers
 #     (OMP_NUM_THREADS=1 each), two epochs of PLACE_STEPS (default 300) batches of 32, the second
 #     measured, without and with micro-batching (M = 1, 4, 8), against the same program on one
-#     process (no job,
-#     OMP_NUM_THREADS = PLACE_SINGLE_THREADS, default the core count). From the workers'
-#     PLACE_STATS lines prints
+#     process (no job, OMP_NUM_THREADS = PLACE_SINGLE_THREADS, default the core count); each M
+#     runs once more with every op timed (--op-times) for bench/place_ideal.py, which replays
+#     the ops as a perfect schedule on nproc cores. Prints per M
 #     BENCH lenet_place_m<M> cleave=<samples/s> single=<samples/s> bubble=<fraction>
-#       ideal_ratio=<ideal time / measured time> cores=<nproc> cpu_use=<CPU time / (wall x cores)>
-#     (bench/README.md "place" defines bubble and the ideal time). SECONDS_PER_ROW is unused.
+#       ideal_ratio=<ideal time / measured time> bound_ratio=<lower bound / measured time>
+#       cores=<nproc> cpu_use=<CPU time / (wall x cores)>
+#     (bench/README.md "place" defines them). SECONDS_PER_ROW is unused.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 suite=${1:-core}
@@ -116,22 +117,33 @@ case "$suite" in
         echo "bench/run.sh place: the placed run with $m micro-batches failed (logs: $log_dir)" >&2
         exit 1
       }
-      # NOTE: bench/README.md "place" defines busy, ideal, bubble and ideal_ratio.
-      cat "$log_dir"/worker_*.log | awk -v m="$m" -v single="$single" -v cores="$cores" '
+      # The same run again with every op timed (its own cost would distort the first run's
+      # throughput): bench/place_ideal.py replays the ops as a perfect schedule on $cores cores.
+      OMP_NUM_THREADS=1 "$bin/cleave-run" --worker_num 8 --master_port "$port" --log_dir "$log_dir.ops" \
+        -- "$bin/lenet_place" "${args[@]}" --micro-batches "$m" --op-times "$work/m$m.ops" \
+        >"$work/m$m.ops.out" 2>&1 || {
+        tail -n 20 "$work/m$m.ops.out" >&2
+        echo "bench/run.sh place: the timed run with $m micro-batches failed (logs: $log_dir.ops)" >&2
+        exit 1
+      }
+      ideal=$(python3 "$root/bench/place_ideal.py" "$work/m$m.ops" "$cores" |
+              awk '/^IDEAL/ { split($2, kv, "="); print kv[2] }')
+      # NOTE: bench/README.md "place" defines busy, bubble, ideal_ratio and bound_ratio.
+      cat "$log_dir"/worker_*.log | awk -v m="$m" -v single="$single" -v cores="$cores" -v ideal_step="$ideal" '
         /^PLACE_STATS/ {
           for (i = 2; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] }
           busy = v["compute_s"]; sum += busy; if (busy > max) max = busy; if (busy > 0) ++active
           cpu += v["cpu_s"]
-          if (v["rank"] == 0) { wall = v["train_wall_s"]; samples = v["samples"] }
+          if (v["rank"] == 0) { wall = v["train_wall_s"]; samples = v["samples"]; steps = v["runs"] }
           ++ranks
         }
         END {
           if (ranks != 8 || wall <= 0) { print "bench/run.sh place: expected 8 PLACE_STATS lines with rank 0 (got " ranks ")" > "/dev/stderr"; exit 1 }
-          ideal = max > sum / cores ? max : sum / cores
+          bound = max > sum / cores ? max : sum / cores
           lanes = active < cores ? active : cores
           bubble = lanes > 0 ? 1 - sum / (wall * lanes) : 1
-          printf "BENCH lenet_place_m%d cleave=%.1f single=%s bubble=%.3f ideal_ratio=%.3f cores=%d cpu_use=%.3f\n",
-                 m, samples / wall, single, bubble, ideal / wall, cores, cpu / (wall * cores)
+          printf "BENCH lenet_place_m%d cleave=%.1f single=%s bubble=%.3f ideal_ratio=%.3f bound_ratio=%.3f cores=%d cpu_use=%.3f\n",
+                 m, samples / wall, single, bubble, ideal_step * steps / wall, bound / wall, cores, cpu / (wall * cores)
         }'
     done
     ;;

@@ -23,6 +23,11 @@
 //
 //   PLACE_STATS rank=0 compute_s=1.23 recv_wait_s=0.45 runs=300 train_wall_s=2.5 samples=9600
 //     cpu_s=2.1   (cpu_s: the CPU time of all of this process's threads over the same window)
+//
+// --op-times PREFIX (with --stats) also writes PREFIX.rank<R>: every op of this worker's placed
+// graphs in the order it runs them, with its total CPU time over the same window (tab-separated:
+// graph, op, node, tag, seconds, runs); bench/place_ideal.py replays them as a perfect schedule.
+// (Timing every op costs time itself: measure throughput in a run without it.)
 #include <fmt/core.h>
 #include <sys/resource.h>
 
@@ -33,6 +38,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cleave/cleave.h"
 #include "common/lenet.h"
@@ -52,6 +58,7 @@ struct Options {
   int micro_batches = 1;
   int64_t max_steps = 0;  // 0: every batch
   bool stats = false;
+  std::string op_times;     // empty: none
   std::string save_graphs;  // empty: no dumps
 };
 
@@ -103,6 +110,7 @@ int run(const Options& options) {
     return 2;
   }
   runtime::set_auto_parallel_context({.pipeline_micro_batches = options.micro_batches});
+  runtime::set_placed_op_profiling(!options.op_times.empty());
 
   set_seed(options.seed);
   auto net = std::make_shared<LeNet>();
@@ -128,6 +136,7 @@ int run(const Options& options) {
   const std::chrono::duration<double> train_wall = std::chrono::steady_clock::now() - steady->start;
   const double train_cpu = SteadyState::process_cpu_seconds() - steady->cpu_start;
   const runtime::PlacedRunStats stats = runtime::placed_run_stats();
+  const std::vector<runtime::PlacedOpTime> op_times = runtime::placed_op_times();
 
   std::printf("================= Start testing =================\n");
   std::fflush(stdout);
@@ -141,6 +150,19 @@ int run(const Options& options) {
         "samples={} cpu_s={:.6f}\n",
         get_rank(), stats.compute_seconds, stats.recv_wait_seconds, stats.runs, train_wall.count(),
         (model.progress().step_num - steady->steps_before) * kBatchSize, train_cpu);
+  }
+  if (!options.op_times.empty()) {
+    const std::string path = fmt::format("{}.rank{}", options.op_times, get_rank());
+    std::FILE* out = std::fopen(path.c_str(), "w");
+    if (out == nullptr) {
+      std::fprintf(stderr, "lenet_place: cannot write %s\n", path.c_str());
+      return 1;
+    }
+    for (const runtime::PlacedOpTime& t : op_times) {
+      fmt::print(out, "{}\t{}\t{}\t{}\t{:.9f}\t{}\n", t.graph, t.op, t.node, t.tag, t.seconds,
+                 t.runs);
+    }
+    std::fclose(out);
   }
   std::fflush(stdout);
   return 0;
@@ -171,6 +193,9 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--stats", options.stats,
       "print PLACE_STATS (kernel time, receive wait, train wall time, samples) at the end");
+  app.add_option("--op-times", options.op_times,
+                 "write each op's time in the placed graphs to PREFIX.rank<R> (with --stats: "
+                 "over the same window)");
   app.add_option("--save-graphs", options.save_graphs,
                  "write the compiled graphs of every stage and rank (save_graphs) under this "
                  "folder; `cleave-ir --ranks FOLDER/train_step_0` draws the ranks' subgraphs");
