@@ -33,13 +33,16 @@ int64_t shard_size(int64_t size, const SourceOptions& options);
 // num_samples < 0.
 void check_source_options(const std::string& source, const SourceOptions& options);
 
-// A source of `size` rows read by index: row i is get_row(i). get_row runs on the thread that
-// pulls the iterator (a prefetch or map worker) and must be safe to call from any one thread.
+// A source of `size` rows read by index: row i is get_row(i, needed), which must compute at least
+// the columns flagged in `needed` (NOTE [Column projection]; the others may be left undefined).
+// get_row runs on the thread that pulls the iterator (a prefetch or map worker) and must be safe
+// to call from any one thread.
 class IndexedSource : public Dataset {
  public:
+  using GetRow = std::function<Row(int64_t index, const ColumnMask& needed)>;
   IndexedSource(std::string name, std::vector<std::string> column_names, int64_t size,
-                std::function<Row(int64_t)> get_row, SourceOptions options);
-  std::unique_ptr<Iterator> make_iterator(int64_t epoch) override;
+                GetRow get_row, SourceOptions options);
+  std::unique_ptr<Iterator> make_iterator(int64_t epoch, const ColumnMask& needed) override;
 
  protected:
   int64_t compute_size() override;
@@ -47,7 +50,7 @@ class IndexedSource : public Dataset {
  private:
   std::string name_;
   int64_t size_;
-  std::function<Row(int64_t)> get_row_;
+  GetRow get_row_;
   SourceOptions options_;
   uint64_t seed_;
 };
