@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <typeinfo>
 
 #include "cleave/core/error.h"
 #include "cleave/core/random.h"
+#include "cleave/data/transforms.h"
 #include "data/nodes.h"
 
 namespace cleave::dataset {
@@ -59,7 +61,19 @@ std::mt19937_64& transform_generator() {
   return g.engine;
 }
 
+namespace {
+// The tensor map() is handing to a transform on this thread (NOTE [Reusing a transform's input]).
+thread_local const TensorImpl* t_handed_over = nullptr;
+}  // namespace
+
 namespace detail {
+bool can_reuse_input(const Tensor& input) {
+  const TensorImpl* impl = input.impl();
+  return impl != nullptr && impl == t_handed_over && input.impl_ptr().use_count() == 1 &&
+         impl->storage != nullptr && impl->storage.use_count() == 1 && !input.is_symbolic() &&
+         impl->grad_fn == nullptr;
+}
+
 void reseed_transform_generator(uint64_t seed) {
   t_transform_generator.pending_seed = seed;
   t_transform_generator.seeded = false;
@@ -201,6 +215,13 @@ namespace {
 // map
 // ---------------------------------------------------------------------------------------------
 
+// Whether `op` is a transform that reuses its input's buffer when map hands it over (NOTE
+// [Reusing a transform's input] in data/nodes.h).
+bool reuses_input(const Transform& op) {
+  return op.target_type() == typeid(vision::Rescale) ||
+         op.target_type() == typeid(vision::Normalize);
+}
+
 class MapNode : public Dataset {
  public:
   MapNode(DatasetPtr child, std::vector<Transform> operations, std::vector<size_t> columns,
@@ -261,7 +282,19 @@ class MapNode : public Dataset {
                      column_names().size(), quoted_list(column_names()));
     detail::reseed_transform_generator(row_seed);
     for (size_t column : columns_) {
-      for (const Transform& op : operations_) row[column] = op(row[column]);
+      for (const Transform& op : operations_) {
+        // The row gives up its handle, so that the transform may reuse the buffer (NOTE
+        // [Reusing a transform's input] in data/nodes.h).
+        const Tensor input = std::move(row[column]);
+        t_handed_over = reuses_input(op) ? input.impl() : nullptr;
+        try {
+          row[column] = op(input);
+        } catch (...) {
+          t_handed_over = nullptr;
+          throw;
+        }
+        t_handed_over = nullptr;
+      }
     }
   }
 
