@@ -2,6 +2,8 @@
 // threads (one row at a time), so the loops are plain and single-threaded.
 #include "cleave/data/transforms.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -71,10 +73,21 @@ int64_t nearest_tap(int64_t i, int64_t in, int64_t out) {
 // compiles to 8-wide gathers) and both weights. Kept per thread for the last (in, out) seen: a
 // map applies one Resize to images of one size, and computing the taps (a division and a floor
 // each) cost more than the interpolation itself.
+//
+// For one channel the table also cuts the outputs into groups of 8 whose first taps (i0) lie
+// within the 8 source elements from a `base` and whose second taps (i1) within the 8 from
+// base + 1. That holds for any upsampling, e.g. seed 000's 28 -> 32, whose taps repeat every 8
+// outputs over 7 inputs. When every group has one (`permutable`), the image is resized without
+// gathers: per output row and group, the two windows of the blended source row are computed in
+// registers and the taps picked with two permutes (vpermps).
 struct TapTable {
   int64_t in = -1, out = -1;
   std::vector<int32_t> i0, i1;
   std::vector<float> w0, w1;
+  bool permutable = false;
+  std::vector<int32_t> base;    // per group of 8 outputs
+  std::vector<int32_t> p0, p1;  // per output: i0 - base, i1 - (base + 1)
+  std::vector<int32_t> m0, m1;  // per output lane: -1 where base (+ 1) + lane < in, else 0
 };
 
 const TapTable& linear_table(TapTable& table, int64_t in, int64_t out) {
@@ -89,6 +102,23 @@ const TapTable& linear_table(TapTable& table, int64_t in, int64_t out) {
     table.i1[i] = static_cast<int32_t>(t.i1);
     table.w1[i] = t.w1;
     table.w0[i] = 1.0f - t.w1;
+  }
+  const int64_t groups = out / 8;
+  table.permutable = groups * 8 == out;
+  table.base.assign(groups, 0);
+  for (auto* v : {&table.p0, &table.p1, &table.m0, &table.m1}) v->assign(groups * 8, 0);
+  for (int64_t g = 0; g < groups; ++g) {
+    const int32_t base = table.i0[g * 8];
+    table.base[g] = base;
+    for (int64_t lane = 0; lane < 8; ++lane) {
+      const int64_t k = g * 8 + lane;
+      table.p0[k] = table.i0[k] - base;
+      table.p1[k] = table.i1[k] - base - 1;
+      table.permutable = table.permutable && table.p0[k] >= 0 && table.p0[k] < 8 &&
+                         table.p1[k] >= 0 && table.p1[k] < 8;
+      table.m0[k] = base + lane < in ? -1 : 0;
+      table.m1[k] = base + 1 + lane < in ? -1 : 0;
+    }
   }
   table.in = in;
   table.out = out;
@@ -111,6 +141,36 @@ void resize_bilinear_hwc(const float* in, int64_t h, int64_t w, int64_t c, int64
   const TapTable& rows = linear_table(s.rows, h, oh);
   const TapTable& cols = linear_table(s.cols, w, ow);
   const int64_t width = w * c;
+#if defined(__AVX2__) && defined(__FMA__)
+  if (c == 1 && cols.permutable) {
+    // The arithmetic of the loops below, in the same order: row = fma(a, r0, b * r1), then
+    // out = fma(w0, row[i0], w1 * row[i1]). Masked loads read nothing past the source row.
+    const auto lanes = [](const std::vector<int32_t>& v, int64_t g) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v.data() + g * 8));
+    };
+    // Group by group, so that its taps, masks and weights stay in registers down the rows.
+    for (int64_t g = 0; g < ow / 8; ++g) {
+      const int64_t base = cols.base[g];
+      const __m256i p0 = lanes(cols.p0, g), p1 = lanes(cols.p1, g);
+      const __m256i m0 = lanes(cols.m0, g), m1 = lanes(cols.m1, g);
+      const __m256 w0 = _mm256_loadu_ps(cols.w0.data() + g * 8);
+      const __m256 w1 = _mm256_loadu_ps(cols.w1.data() + g * 8);
+      for (int64_t i = 0; i < oh; ++i) {
+        const float* r0 = in + rows.i0[i] * w + base;
+        const float* r1 = in + rows.i1[i] * w + base;
+        const __m256 a = _mm256_set1_ps(rows.w0[i]), b = _mm256_set1_ps(rows.w1[i]);
+        const __m256 row0 = _mm256_fmadd_ps(a, _mm256_maskload_ps(r0, m0),
+                                            _mm256_mul_ps(b, _mm256_maskload_ps(r1, m0)));
+        const __m256 row1 = _mm256_fmadd_ps(a, _mm256_maskload_ps(r0 + 1, m1),
+                                            _mm256_mul_ps(b, _mm256_maskload_ps(r1 + 1, m1)));
+        const __m256 x0 = _mm256_permutevar8x32_ps(row0, p0);
+        const __m256 x1 = _mm256_permutevar8x32_ps(row1, p1);
+        _mm256_storeu_ps(y + i * ow + g * 8, _mm256_fmadd_ps(w0, x0, _mm256_mul_ps(w1, x1)));
+      }
+    }
+    return;
+  }
+#endif
   if (static_cast<int64_t>(s.row.size()) < width) s.row.resize(width);
   float* __restrict row = s.row.data();
   const int32_t* __restrict c0 = cols.i0.data();

@@ -155,10 +155,12 @@ TEST(Resize, BilinearIsBitIdenticalToThePreviousLoops) {
     int64_t h, w, c, oh, ow;
   };
   // Seed 000's 28 -> 32 first (several images, so that the per-thread tables are reused), then
-  // other sizes and channel counts (the tables recomputed), then 28 -> 32 again.
+  // other sizes and channel counts (the tables recomputed; one-channel upsampling takes the
+  // permute path, downsampling and widths not a multiple of 8 the gathers), then 28 -> 32 again.
   const Case cases[] = {{28, 28, 1, 32, 32}, {28, 28, 1, 32, 32}, {28, 28, 3, 32, 32},
                         {32, 32, 3, 24, 40}, {7, 5, 2, 13, 3},    {1, 1, 1, 4, 4},
-                        {5, 9, 1, 5, 9},     {28, 28, 1, 32, 32}};
+                        {5, 9, 1, 5, 9},     {10, 12, 1, 16, 24}, {16, 16, 1, 8, 8},
+                        {28, 28, 1, 32, 32}};
   for (const Case& k : cases) {
     const Tensor x = random_image(k.h, k.w, k.c, gen);
     const Tensor y = vision::Resize({k.oh, k.ow})(x);
