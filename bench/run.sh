@@ -15,7 +15,9 @@
 #   data: the seed-000 MNIST pipeline (bench/data_bench.cc) on 60000 generated images, against
 #         what LeNet training on one thread consumes (core_bench lenet5_train_b32_t1):
 #         BENCH mnist_pipeline_b32 cleave=<samples/s> lenet5_train_b32_t1=<samples/s>
-#         headroom=<pipeline/training> (> 1: the pipeline outpaces training); then LeNet training
+#         headroom=<pipeline/training> (> 1: the pipeline outpaces training), the same with two
+#         map workers (_w2) and asked for the label or the image column only (_label, _image:
+#         the placed workers 0 and 3 of seed 000 from their second epoch); then LeNet training
 #         fed by the pipeline: BENCH lenet5_fed_b32_t1 cleave=<samples/s> ... wait=<fraction of
 #         the run spent waiting in next() within epochs> epoch_start_wait=<... on each epoch's
 #         first batch, i.e. the shuffle-buffer fill>
@@ -76,7 +78,8 @@ case "$suite" in
     ;;
   data)
     train=$(OMP_NUM_THREADS=1 "$build/bench/core_bench" lenet5_train_b32_t1 "$seconds" | awk '{print $2}')
-    for row in mnist_pipeline_b32 mnist_pipeline_b32_w2; do
+    for row in mnist_pipeline_b32 mnist_pipeline_b32_w2 mnist_pipeline_b32_label \
+      mnist_pipeline_b32_image; do
       c=$(OMP_NUM_THREADS=1 "$build/bench/data_bench" "$row" "$seconds" | awk '{print $2}')
       headroom=$(awk -v c="$c" -v t="$train" 'BEGIN { printf "%.2f", c / t }')
       echo "BENCH $row cleave=$c lenet5_train_b32_t1=$train headroom=$headroom"

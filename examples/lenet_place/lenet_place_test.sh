@@ -6,9 +6,10 @@
 # placed 8-worker job started by run.sh (the seed's pattern) must train exactly as one process
 # does. Checks:
 #   * the single process (no job: place() has no effect) reaches Accuracy >= 0.98;
-#   * the placed run: every process exits 0 (workers 5, 6, 7 own no ops); worker 0's first 100
-#     loss lines equal the single process's within 1e-5 relative; only worker 0 prints losses and
-#     the accuracy, which is >= 0.98;
+#   * the placed run: every process exits 0 (workers 5, 6, 7 own no ops); worker 0's 1400 loss
+#     lines equal the single process's within 1e-5 relative (from the second epoch on, workers 0
+#     and 3 pull only the column their part reads, the others no batches: NOTE [Workers that read
+#     no batch] in src/train/model.cc); only worker 0 prints losses and the accuracy, >= 0.98;
 #   * the placed run under cleave-run with --micro-batches 4 (its first 100 steps only): every
 #     process exits 0 and worker 0's losses equal the unpipelined run's within 1e-4 relative;
 #   * that run's per-rank dumps (--save-graphs): cleave-ir --ranks matches every send to its recv.
@@ -66,7 +67,7 @@ if ! (cd "$work" && EXEC_PATH=$exec_path MS_SCHED_PORT=$(free_port) \
   fail "run.sh (8 workers) failed: some process exited non-zero"
 fi
 w0=$exec_path/worker_0/worker_0.log
-compare_losses "placed worker 0" "$work/single.out" "$w0" 100 1e-5
+compare_losses "placed worker 0" "$work/single.out" "$w0" 1400 1e-5
 acc=$(accuracy "$w0") || fail "placed run: worker 0 printed no accuracy"
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.98) }' || fail "placed run: accuracy $acc < 0.98"
 grep -q "worker_0/worker_0.log:[0-9]*:Accuracy is" "$work/placed.out" ||

@@ -84,17 +84,23 @@ DatasetPtr Cifar10Dataset(const std::string& dir, Cifar10Options options) {
     read_batch(test, *data);
   }
 
-  auto get_row = [data](int64_t i) -> Row {
+  // Decodes only the needed columns (NOTE [Column projection]).
+  auto get_row = [data](int64_t i, const ColumnMask& needed) -> Row {
     const uint8_t* record = data->records.data() + i * kRecord;
-    Tensor image = Tensor::empty(Shape{kSide, kSide, 3}, DType::kFloat32);
-    float* out = image.data<float>();
-    for (int64_t p = 0; p < kPlane; ++p) {
-      for (int64_t c = 0; c < 3; ++c)
-        out[p * 3 + c] = static_cast<float>(record[1 + c * kPlane + p]);
+    Row row(2);
+    if (needed[0]) {
+      row[0] = Tensor::empty(Shape{kSide, kSide, 3}, DType::kFloat32);
+      float* out = row[0].data<float>();
+      for (int64_t p = 0; p < kPlane; ++p) {
+        for (int64_t c = 0; c < 3; ++c)
+          out[p * 3 + c] = static_cast<float>(record[1 + c * kPlane + p]);
+      }
     }
-    Tensor label = Tensor::empty(Shape{}, DType::kInt32);
-    *label.data<int32_t>() = record[0];
-    return {image, label};
+    if (needed[1]) {
+      row[1] = Tensor::empty(Shape{}, DType::kInt32);
+      *row[1].data<int32_t>() = record[0];
+    }
+    return row;
   };
   return std::make_shared<detail::IndexedSource>(kSource,
                                                  std::vector<std::string>{"image", "label"},

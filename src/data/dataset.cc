@@ -7,14 +7,17 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <typeinfo>
 
 #include "cleave/core/error.h"
 #include "cleave/core/random.h"
+#include "cleave/data/transforms.h"
 #include "data/nodes.h"
 
 namespace cleave::dataset {
 
 Iterator::~Iterator() = default;
+bool Iterator::set_needed_columns(const ColumnMask& /*needed*/) { return false; }
 
 namespace {
 
@@ -58,7 +61,19 @@ std::mt19937_64& transform_generator() {
   return g.engine;
 }
 
+namespace {
+// The tensor map() is handing to a transform on this thread (NOTE [Reusing a transform's input]).
+thread_local const TensorImpl* t_handed_over = nullptr;
+}  // namespace
+
 namespace detail {
+bool can_reuse_input(const Tensor& input) {
+  const TensorImpl* impl = input.impl();
+  return impl != nullptr && impl == t_handed_over && input.impl_ptr().use_count() == 1 &&
+         impl->storage != nullptr && impl->storage.use_count() == 1 && !input.is_symbolic() &&
+         impl->grad_fn == nullptr;
+}
+
 void reseed_transform_generator(uint64_t seed) {
   t_transform_generator.pending_seed = seed;
   t_transform_generator.seeded = false;
@@ -76,16 +91,63 @@ int64_t Dataset::get_dataset_size() {
 
 namespace {
 
+// Leaves the columns not flagged in `needed` undefined (a map that ran on one of them, or a
+// source that ignores the request, may have computed it).
+void clear_unneeded(Row& row, const ColumnMask& needed) {
+  for (size_t c = 0; c < row.size() && c < needed.size(); ++c) {
+    if (!needed[c]) row[c] = Tensor();
+  }
+}
+
+bool all_needed(const ColumnMask& needed) {
+  return std::find(needed.begin(), needed.end(), false) == needed.end();
+}
+
+void check_mask(const char* what, const Dataset& ds, const ColumnMask& needed) {
+  CLEAVE_CHECK_ARG(needed.size() == ds.column_names().size(),
+                   "{}: needed has {} flags; expected one per column ({})", what, needed.size(),
+                   quoted_list(ds.column_names()));
+}
+
+// The columns later epochs of a MultiEpochIterator need; set by its consumer's thread, read by
+// the background thread when it begins an epoch.
+class SharedMask {
+ public:
+  explicit SharedMask(ColumnMask mask) : mask_(std::move(mask)) {}
+  void set(const ColumnMask& mask) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    mask_ = mask;
+  }
+  ColumnMask get() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return mask_;
+  }
+
+ private:
+  std::mutex mutex_;
+  ColumnMask mask_;
+};
+
 // Epochs first_epoch .. first_epoch + num_epochs - 1 of `dataset` in a row, with an empty row
-// marking the end of each (a real row has at least one column).
+// marking the end of each (a real row has at least one column). Each epoch computes the columns
+// `mask` asks for when the epoch begins.
 class EpochChainIterator : public Iterator {
  public:
-  EpochChainIterator(DatasetPtr dataset, int64_t first_epoch, int64_t num_epochs)
-      : dataset_(std::move(dataset)), epoch_(first_epoch), last_epoch_(first_epoch + num_epochs) {}
+  EpochChainIterator(DatasetPtr dataset, int64_t first_epoch, int64_t num_epochs, SharedMask* mask)
+      : dataset_(std::move(dataset)),
+        epoch_(first_epoch),
+        last_epoch_(first_epoch + num_epochs),
+        mask_(mask) {}
   bool next(Row& row) override {
     if (epoch_ >= last_epoch_) return false;
-    if (!current_) current_ = dataset_->make_iterator(epoch_);
-    if (current_->next(row)) return true;
+    if (!current_) {
+      needed_ = mask_->get();
+      current_ = dataset_->make_iterator(epoch_, needed_);
+    }
+    if (current_->next(row)) {
+      clear_unneeded(row, needed_);
+      return true;
+    }
     current_.reset();
     ++epoch_;
     row.clear();
@@ -95,18 +157,30 @@ class EpochChainIterator : public Iterator {
  private:
   DatasetPtr dataset_;
   int64_t epoch_, last_epoch_;
+  SharedMask* mask_;
+  ColumnMask needed_;  // of the current epoch
   std::unique_ptr<Iterator> current_;
 };
 
 // The prefetch queue over an EpochChainIterator: the empty marker row ends an epoch.
 class MultiEpochIterator : public Iterator {
  public:
-  MultiEpochIterator(DatasetPtr dataset, int64_t first_epoch, int64_t num_epochs)
-      : queue_(std::make_unique<EpochChainIterator>(std::move(dataset), first_epoch, num_epochs),
+  MultiEpochIterator(DatasetPtr dataset, int64_t first_epoch, int64_t num_epochs, ColumnMask mask)
+      : dataset_(dataset),
+        mask_(std::move(mask)),
+        queue_(std::make_unique<EpochChainIterator>(std::move(dataset), first_epoch, num_epochs,
+                                                    &mask_),
                nullptr, 1, config::get_prefetch_size()) {}
   bool next(Row& row) override { return queue_.next(row) && !row.empty(); }
+  bool set_needed_columns(const ColumnMask& needed) override {
+    check_mask("set_needed_columns", *dataset_, needed);
+    mask_.set(needed);
+    return true;
+  }
 
  private:
+  DatasetPtr dataset_;
+  SharedMask mask_;  // declared before queue_: outlives its background thread
   detail::OrderedWorkerIterator queue_;
 };
 
@@ -115,14 +189,24 @@ class MultiEpochIterator : public Iterator {
 std::unique_ptr<Iterator> Dataset::create_tuple_iterator() { return create_tuple_iterator(1); }
 
 std::unique_ptr<Iterator> Dataset::create_tuple_iterator(int64_t num_epochs) {
+  return create_tuple_iterator(num_epochs, ColumnMask(column_names().size(), true));
+}
+
+std::unique_ptr<Iterator> Dataset::create_tuple_iterator(int64_t num_epochs, ColumnMask needed) {
   CLEAVE_CHECK_ARG(num_epochs >= 1, "create_tuple_iterator: num_epochs is {}; expected >= 1",
                    num_epochs);
+  check_mask("create_tuple_iterator", *this, needed);
   const int64_t first_epoch = next_epoch_.fetch_add(num_epochs);
   if (num_epochs == 1) {
-    return std::make_unique<detail::OrderedWorkerIterator>(make_iterator(first_epoch), nullptr, 1,
-                                                           config::get_prefetch_size());
+    detail::OrderedWorkerIterator::Work clear;
+    if (!all_needed(needed)) {
+      clear = [needed](Row& row, int64_t /*position*/) { clear_unneeded(row, needed); };
+    }
+    return std::make_unique<detail::OrderedWorkerIterator>(
+        make_iterator(first_epoch, needed), std::move(clear), 1, config::get_prefetch_size());
   }
-  return std::make_unique<MultiEpochIterator>(shared_from_this(), first_epoch, num_epochs);
+  return std::make_unique<MultiEpochIterator>(shared_from_this(), first_epoch, num_epochs,
+                                              std::move(needed));
 }
 
 namespace {
@@ -130,6 +214,13 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // map
 // ---------------------------------------------------------------------------------------------
+
+// Whether `op` is a transform that reuses its input's buffer when map hands it over (NOTE
+// [Reusing a transform's input] in data/nodes.h).
+bool reuses_input(const Transform& op) {
+  return op.target_type() == typeid(vision::Rescale) ||
+         op.target_type() == typeid(vision::Normalize);
+}
 
 class MapNode : public Dataset {
  public:
@@ -142,7 +233,16 @@ class MapNode : public Dataset {
         num_workers_(num_workers),
         seed_(next_seed()) {}
 
-  std::unique_ptr<Iterator> make_iterator(int64_t epoch) override {
+  std::unique_ptr<Iterator> make_iterator(int64_t epoch, const ColumnMask& needed) override {
+    // NOTE [Column projection]: skipped when none of its columns is needed; otherwise it runs on
+    // all of them, which its child must then compute.
+    ColumnMask below = needed;
+    bool any = false;
+    for (size_t column : columns_) {
+      any = any || needed[column];
+      below[column] = true;
+    }
+    if (!any) return child_->make_iterator(epoch, needed);
     auto self = std::static_pointer_cast<MapNode>(shared_from_this());
     const uint64_t epoch_seed = detail::mix_seed(seed_, static_cast<uint64_t>(epoch));
     detail::OrderedWorkerIterator::Work work = [self, epoch_seed](Row& row, int64_t position) {
@@ -150,10 +250,10 @@ class MapNode : public Dataset {
     };
     if (num_workers_ > 1) {
       return std::make_unique<detail::OrderedWorkerIterator>(
-          child_->make_iterator(epoch), std::move(work), num_workers_,
+          child_->make_iterator(epoch, below), std::move(work), num_workers_,
           std::max<int64_t>(config::get_prefetch_size(), 2 * num_workers_));
     }
-    return std::make_unique<SerialIterator>(child_->make_iterator(epoch), std::move(work));
+    return std::make_unique<SerialIterator>(child_->make_iterator(epoch, below), std::move(work));
   }
 
  protected:
@@ -182,7 +282,19 @@ class MapNode : public Dataset {
                      column_names().size(), quoted_list(column_names()));
     detail::reseed_transform_generator(row_seed);
     for (size_t column : columns_) {
-      for (const Transform& op : operations_) row[column] = op(row[column]);
+      for (const Transform& op : operations_) {
+        // The row gives up its handle, so that the transform may reuse the buffer (NOTE
+        // [Reusing a transform's input] in data/nodes.h).
+        const Tensor input = std::move(row[column]);
+        t_handed_over = reuses_input(op) ? input.impl() : nullptr;
+        try {
+          row[column] = op(input);
+        } catch (...) {
+          t_handed_over = nullptr;
+          throw;
+        }
+        t_handed_over = nullptr;
+      }
     }
   }
 
@@ -205,8 +317,8 @@ class ShuffleNode : public Dataset {
         buffer_size_(buffer_size),
         seed_(next_seed()) {}
 
-  std::unique_ptr<Iterator> make_iterator(int64_t epoch) override {
-    return std::make_unique<ShuffleIterator>(child_->make_iterator(epoch), buffer_size_,
+  std::unique_ptr<Iterator> make_iterator(int64_t epoch, const ColumnMask& needed) override {
+    return std::make_unique<ShuffleIterator>(child_->make_iterator(epoch, needed), buffer_size_,
                                              detail::mix_seed(seed_, static_cast<uint64_t>(epoch)));
   }
 
@@ -288,9 +400,10 @@ class BatchNode : public Dataset {
         batch_size_(batch_size),
         drop_remainder_(drop_remainder) {}
 
-  std::unique_ptr<Iterator> make_iterator(int64_t epoch) override {
-    return std::make_unique<BatchIterator>(child_->make_iterator(epoch),
-                                           std::static_pointer_cast<BatchNode>(shared_from_this()));
+  std::unique_ptr<Iterator> make_iterator(int64_t epoch, const ColumnMask& needed) override {
+    return std::make_unique<BatchIterator>(child_->make_iterator(epoch, needed),
+                                           std::static_pointer_cast<BatchNode>(shared_from_this()),
+                                           needed);
   }
 
  protected:
@@ -302,8 +415,9 @@ class BatchNode : public Dataset {
  private:
   class BatchIterator : public Iterator {
    public:
-    BatchIterator(std::unique_ptr<Iterator> child, std::shared_ptr<BatchNode> node)
-        : child_(std::move(child)), node_(std::move(node)) {}
+    BatchIterator(std::unique_ptr<Iterator> child, std::shared_ptr<BatchNode> node,
+                  ColumnMask needed)
+        : child_(std::move(child)), node_(std::move(node)), needed_(std::move(needed)) {}
     bool next(Row& row) override {
       std::vector<Row> rows;
       rows.reserve(static_cast<size_t>(node_->batch_size_));
@@ -321,7 +435,7 @@ class BatchNode : public Dataset {
       }
       row.assign(rows[0].size(), Tensor());
       for (size_t c = 0; c < row.size(); ++c) {
-        row[c] = stack_column(rows, c, node_->column_names()[c]);
+        if (needed_[c]) row[c] = stack_column(rows, c, node_->column_names()[c]);
       }
       return true;
     }
@@ -329,6 +443,7 @@ class BatchNode : public Dataset {
    private:
     std::unique_ptr<Iterator> child_;
     std::shared_ptr<BatchNode> node_;
+    ColumnMask needed_;  // the columns to stack; the others stay undefined
   };
 
   DatasetPtr child_;
@@ -345,8 +460,8 @@ class RepeatNode : public Dataset {
   RepeatNode(DatasetPtr child, int64_t count)
       : Dataset(child->column_names()), child_(std::move(child)), count_(count) {}
 
-  std::unique_ptr<Iterator> make_iterator(int64_t epoch) override {
-    return std::make_unique<RepeatIterator>(child_, epoch * count_, count_);
+  std::unique_ptr<Iterator> make_iterator(int64_t epoch, const ColumnMask& needed) override {
+    return std::make_unique<RepeatIterator>(child_, epoch * count_, count_, needed);
   }
 
  protected:
@@ -356,11 +471,14 @@ class RepeatNode : public Dataset {
   // Pass r over the child is the child's epoch first_epoch + r.
   class RepeatIterator : public Iterator {
    public:
-    RepeatIterator(DatasetPtr child, int64_t first_epoch, int64_t count)
-        : child_(std::move(child)), first_epoch_(first_epoch), count_(count) {}
+    RepeatIterator(DatasetPtr child, int64_t first_epoch, int64_t count, ColumnMask needed)
+        : child_(std::move(child)),
+          first_epoch_(first_epoch),
+          count_(count),
+          needed_(std::move(needed)) {}
     bool next(Row& row) override {
       while (pass_ < count_) {
-        if (!current_) current_ = child_->make_iterator(first_epoch_ + pass_);
+        if (!current_) current_ = child_->make_iterator(first_epoch_ + pass_, needed_);
         if (current_->next(row)) return true;
         current_.reset();
         ++pass_;
@@ -371,6 +489,7 @@ class RepeatNode : public Dataset {
    private:
     DatasetPtr child_;
     int64_t first_epoch_, count_;
+    ColumnMask needed_;
     int64_t pass_ = 0;
     std::unique_ptr<Iterator> current_;
   };
@@ -388,8 +507,8 @@ class TakeNode : public Dataset {
   TakeNode(DatasetPtr child, int64_t count)
       : Dataset(child->column_names()), child_(std::move(child)), count_(count) {}
 
-  std::unique_ptr<Iterator> make_iterator(int64_t epoch) override {
-    return std::make_unique<TakeIterator>(child_->make_iterator(epoch), count_);
+  std::unique_ptr<Iterator> make_iterator(int64_t epoch, const ColumnMask& needed) override {
+    return std::make_unique<TakeIterator>(child_->make_iterator(epoch, needed), count_);
   }
 
  protected:

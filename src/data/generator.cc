@@ -26,7 +26,9 @@ class IterableSource : public Dataset {
   IterableSource(std::function<RowGenerator()> source, std::vector<std::string> names)
       : Dataset(std::move(names)), source_(std::move(source)) {}
 
-  std::unique_ptr<Iterator> make_iterator(int64_t /*epoch*/) override {
+  // The user's generator computes every column (NOTE [Column projection]).
+  std::unique_ptr<Iterator> make_iterator(int64_t /*epoch*/,
+                                          const ColumnMask& /*needed*/) override {
     return std::make_unique<GeneratorIterator>(source_(), column_names());
   }
 
@@ -94,7 +96,9 @@ DatasetPtr GeneratorDataset(std::function<Row(int64_t index)> get_item, int64_t 
   source_options.shard_id = options.shard_id;
   source_options.shuffle = options.shuffle;
   source_options.num_samples = options.num_samples;
-  auto get_row = [get_item = std::move(get_item), names = column_names](int64_t i) {
+  // The user's get_item computes every column (NOTE [Column projection]).
+  auto get_row = [get_item = std::move(get_item), names = column_names](int64_t i,
+                                                                        const ColumnMask&) {
     Row row = get_item(i);
     check_row(row, names);
     return row;

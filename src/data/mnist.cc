@@ -119,15 +119,21 @@ DatasetPtr MnistDataset(const std::string& dir, MnistOptions options) {
                    kSource, dir);
 
   const int64_t size = static_cast<int64_t>(data->labels.size());
-  auto get_row = [data](int64_t i) -> Row {
-    const int64_t pixels = data->rows * data->cols;
-    Tensor image = Tensor::empty(Shape{data->rows, data->cols, 1}, DType::kFloat32);
-    float* out = image.data<float>();
-    const uint8_t* in = data->pixels.data() + i * pixels;
-    for (int64_t k = 0; k < pixels; ++k) out[k] = static_cast<float>(in[k]);
-    Tensor label = Tensor::empty(Shape{}, DType::kInt32);
-    *label.data<int32_t>() = data->labels[static_cast<size_t>(i)];
-    return {image, label};
+  // Decodes only the needed columns (NOTE [Column projection]).
+  auto get_row = [data](int64_t i, const ColumnMask& needed) -> Row {
+    Row row(2);
+    if (needed[0]) {
+      const int64_t pixels = data->rows * data->cols;
+      row[0] = Tensor::empty(Shape{data->rows, data->cols, 1}, DType::kFloat32);
+      float* out = row[0].data<float>();
+      const uint8_t* in = data->pixels.data() + i * pixels;
+      for (int64_t k = 0; k < pixels; ++k) out[k] = static_cast<float>(in[k]);
+    }
+    if (needed[1]) {
+      row[1] = Tensor::empty(Shape{}, DType::kInt32);
+      *row[1].data<int32_t>() = data->labels[static_cast<size_t>(i)];
+    }
+    return row;
   };
   return std::make_shared<detail::IndexedSource>(
       kSource, std::vector<std::string>{"image", "label"}, size, std::move(get_row), options);

@@ -61,7 +61,7 @@ std::vector<int64_t> shard_indices(int64_t size, const SourceOptions& options, u
 // ---------------------------------------------------------------------------------------------
 
 IndexedSource::IndexedSource(std::string name, std::vector<std::string> column_names, int64_t size,
-                             std::function<Row(int64_t)> get_row, SourceOptions options)
+                             GetRow get_row, SourceOptions options)
     : Dataset(std::move(column_names)),
       name_(std::move(name)),
       size_(size),
@@ -77,27 +77,31 @@ namespace {
 
 class IndexedIterator : public Iterator {
  public:
-  IndexedIterator(std::vector<int64_t> indices, const std::function<Row(int64_t)>* get_row,
-                  std::shared_ptr<Dataset> keep_alive)
-      : indices_(std::move(indices)), get_row_(get_row), keep_alive_(std::move(keep_alive)) {}
+  IndexedIterator(std::vector<int64_t> indices, const IndexedSource::GetRow* get_row,
+                  ColumnMask needed, std::shared_ptr<Dataset> keep_alive)
+      : indices_(std::move(indices)),
+        get_row_(get_row),
+        needed_(std::move(needed)),
+        keep_alive_(std::move(keep_alive)) {}
   bool next(Row& row) override {
     if (position_ >= indices_.size()) return false;
-    row = (*get_row_)(indices_[position_++]);
+    row = (*get_row_)(indices_[position_++], needed_);
     return true;
   }
 
  private:
   std::vector<int64_t> indices_;
   size_t position_ = 0;
-  const std::function<Row(int64_t)>* get_row_;
+  const IndexedSource::GetRow* get_row_;
+  ColumnMask needed_;
   std::shared_ptr<Dataset> keep_alive_;
 };
 
 }  // namespace
 
-std::unique_ptr<Iterator> IndexedSource::make_iterator(int64_t epoch) {
+std::unique_ptr<Iterator> IndexedSource::make_iterator(int64_t epoch, const ColumnMask& needed) {
   return std::make_unique<IndexedIterator>(shard_indices(size_, options_, seed_, epoch), &get_row_,
-                                           shared_from_this());
+                                           needed, shared_from_this());
 }
 
 // ---------------------------------------------------------------------------------------------

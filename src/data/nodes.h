@@ -24,6 +24,17 @@ uint64_t mix_seed(uint64_t a, uint64_t b);
 // Makes transform_generator() on this thread start from `seed` at its next draw.
 void reseed_transform_generator(uint64_t seed);
 
+// NOTE [Reusing a transform's input]
+// A transform allocates its result; for the per-pixel ones (Rescale, Normalize) that allocation
+// costs about as much as the arithmetic. map() therefore hands the column's tensor over: the row
+// gives up its handle while the transform runs, and when the operation is itself a Rescale or
+// Normalize (the std::function holds one, not a user function that might call one and still use
+// its input afterwards) map marks the tensor as handed over on its thread. can_reuse_input(t) is
+// true only then, and only while nothing else refers to t's tensor or buffer (no other handle,
+// view, or batch shares them): the transform may write its result into t's buffer. Called
+// directly, outside map, a transform always allocates, so its caller's tensors never change.
+bool can_reuse_input(const Tensor& input);
+
 // The rows of one shard in one epoch, as indices into 0..size-1 (NOTE [Dataset sharding]).
 std::vector<int64_t> shard_indices(int64_t size, const SourceOptions& options, uint64_t seed,
                                    int64_t epoch);
@@ -33,13 +44,16 @@ int64_t shard_size(int64_t size, const SourceOptions& options);
 // num_samples < 0.
 void check_source_options(const std::string& source, const SourceOptions& options);
 
-// A source of `size` rows read by index: row i is get_row(i). get_row runs on the thread that
-// pulls the iterator (a prefetch or map worker) and must be safe to call from any one thread.
+// A source of `size` rows read by index: row i is get_row(i, needed), which must compute at least
+// the columns flagged in `needed` (NOTE [Column projection]; the others may be left undefined).
+// get_row runs on the thread that pulls the iterator (a prefetch or map worker) and must be safe
+// to call from any one thread.
 class IndexedSource : public Dataset {
  public:
+  using GetRow = std::function<Row(int64_t index, const ColumnMask& needed)>;
   IndexedSource(std::string name, std::vector<std::string> column_names, int64_t size,
-                std::function<Row(int64_t)> get_row, SourceOptions options);
-  std::unique_ptr<Iterator> make_iterator(int64_t epoch) override;
+                GetRow get_row, SourceOptions options);
+  std::unique_ptr<Iterator> make_iterator(int64_t epoch, const ColumnMask& needed) override;
 
  protected:
   int64_t compute_size() override;
@@ -47,7 +61,7 @@ class IndexedSource : public Dataset {
  private:
   std::string name_;
   int64_t size_;
-  std::function<Row(int64_t)> get_row_;
+  GetRow get_row_;
   SourceOptions options_;
   uint64_t seed_;
 };

@@ -143,6 +143,16 @@ Tensor TrainOneStep::operator()(const Tensor& data, const Tensor& label) {
   return out.empty() ? Tensor() : out[0];
 }
 
+std::vector<bool> TrainOneStep::inputs_read() const {
+  if (last_ == nullptr) return {true, true};
+  // The graph's inputs are (data, label), or (data_0, label_0, data_1, label_1, ...) per
+  // micro-batch.
+  std::vector<bool> read(2, false);
+  const std::vector<bool>& per_input = last_->inputs_read();
+  for (size_t k = 0; k < per_input.size(); ++k) read[k % 2] = read[k % 2] || per_input[k];
+  return read;
+}
+
 Forward::Forward(nn::Cell& net) : net_(net) {}
 
 Tensor Forward::operator()(const Tensor& x) {

@@ -198,14 +198,17 @@ Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
     CLEAVE_ASSERT(n.op->cpu_kernel != nullptr, "op '{}' has no CPU kernel", n.op->name);
   }
   for (const ir::Node& n : graph_.nodes) placed_ = placed_ || (n.is_op() && n.op->communicates);
-  auto is_input = [&](const ir::ValueRef& v) {
-    return graph_.nodes[v.node].kind == ir::NodeKind::kInput;
+  // inputs_read_[k]: some op (or output) reads graph input k.
+  std::vector<int> input_of(count, -1);
+  for (size_t k = 0; k < graph_.inputs.size(); ++k)
+    input_of[graph_.inputs[k]] = static_cast<int>(k);
+  inputs_read_.assign(graph_.inputs.size(), false);
+  auto mark = [&](const ir::ValueRef& v) {
+    if (input_of[v.node] >= 0) inputs_read_[input_of[v.node]] = true;
   };
-  for (const ir::Node& n : graph_.nodes) {
-    reads_inputs_ = reads_inputs_ || std::any_of(n.inputs.begin(), n.inputs.end(), is_input);
-  }
-  reads_inputs_ =
-      reads_inputs_ || std::any_of(graph_.outputs.begin(), graph_.outputs.end(), is_input);
+  for (const ir::Node& n : graph_.nodes) std::for_each(n.inputs.begin(), n.inputs.end(), mark);
+  std::for_each(graph_.outputs.begin(), graph_.outputs.end(), mark);
+  reads_inputs_ = std::find(inputs_read_.begin(), inputs_read_.end(), true) != inputs_read_.end();
 }
 
 void Executor::set_profiling(bool on) {

@@ -179,9 +179,16 @@ void Model::train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
   // remembers the sequence of batch shapes (one row kept per distinct shape); in later epochs,
   // when the step reads no input, the worker replays that sequence instead of pulling rows
   // (every epoch of a pipeline has the same batch sizes: get_dataset_size() relies on it too).
+  // A worker that reads only some inputs (seed 000's worker 0 reads the label, worker 3 the
+  // image) asks the pipeline, once its first step of that recording epoch has told which, for
+  // those columns only in the epochs it has not begun yet (Iterator::set_needed_columns, NOTE
+  // [Column projection] in cleave/data/dataset.h): the maps of the other column are skipped and
+  // batch does not stack it. Such a row's unread column is then undefined and is filled from the
+  // recorded row of the same step's shape (its values are never read: checked after the step).
   std::vector<dataset::Row> shape_rows;  // one row per distinct batch signature
   std::vector<size_t> shape_of_step;     // per step of the recorded epoch: index into shape_rows
   bool recorded = false;
+  bool asked = false;  // the step was asked which inputs it reads (in the recording epoch)
   for (; epochs_done < epoch && !ctx.stop_requested; ++epochs_done) {
     ctx.cur_epoch_num = epochs_done + 1;
     ctx.step_in_epoch = 0;
@@ -202,11 +209,42 @@ void Model::train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
       ++step;
       if (ctx.cur_step_num == start_step && step <= steps_to_skip) continue;  // done before
       check_row("train", *train_dataset, row);
+      // A projected row: fill its unneeded column from the recorded row of this step's shape.
+      bool filled[2] = {false, false};
+      if (!row[0].defined() || !row[1].defined()) {
+        CLEAVE_ASSERT(recorded && step <= static_cast<int64_t>(shape_of_step.size()),
+                      "a projected row before the batch shapes were recorded");
+        const dataset::Row& shapes = shape_rows[shape_of_step[step - 1]];
+        for (size_t c = 0; c < 2; ++c) {
+          if (!row[c].defined()) {
+            row[c] = shapes[c];
+            filled[c] = true;
+          } else {
+            CLEAVE_CHECK_ARG(
+                row[c].shape() == shapes[c].shape() && row[c].dtype() == shapes[c].dtype(),
+                "Model.train: step {} of epoch {} has column '{}' of shape {} {}, but "
+                "that step of the first epoch had {} {}; a worker of a placed network "
+                "that reads only some columns needs the same batch shapes in every "
+                "epoch",
+                step, ctx.cur_epoch_num, train_dataset->column_names()[c],
+                dtype_name(row[c].dtype()), row[c].shape().to_string(),
+                dtype_name(shapes[c].dtype()), shapes[c].shape().to_string());
+          }
+        }
+      }
       if (recording) shape_of_step.push_back(shape_index(shape_rows, row));
       ctx.step_in_epoch = step;
       each(&Callback::on_step_begin);
       ctx.loss = (*train_step_)(row[0], row[1]);
       ctx.placed = train_step_->placed();
+      if (filled[0] || filled[1] || (recording && !asked)) {
+        const std::vector<bool> read = train_step_->inputs_read();
+        CLEAVE_ASSERT(read.size() == 2 && !(filled[0] && read[0]) && !(filled[1] && read[1]),
+                      "the step read a column that Model did not pull (NOTE [Workers that read no "
+                      "batch])");
+        if (recording && !asked && read[0] != read[1]) it->set_needed_columns({read[0], read[1]});
+        asked = asked || recording;
+      }
       ++ctx.cur_step_num;
       progress_ = {.epoch_num = ctx.cur_epoch_num, .step_num = ctx.cur_step_num};
       each(&Callback::on_step_end);

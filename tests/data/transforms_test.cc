@@ -3,11 +3,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <random>
 #include <set>
 
 #include "cleave/data/dataset.h"
 #include "cleave/ops/nn.h"
 #include "cleave/ops/shape.h"
+#include "data/data_files.h"
 #include "testing/gradcheck.h"
 
 namespace cleave::dataset {
@@ -95,6 +99,80 @@ TEST(Resize, MatchesTheResizeOpsOnEveryChannel) {
   }
 }
 
+// The bilinear Resize as it was written before its per-thread tap tables and one-channel path
+// (one tap computed per output row and column, a channel loop per pixel): the faster code must
+// give the same floats, bit for bit.
+std::vector<float> previous_bilinear(const Tensor& x, int64_t oh, int64_t ow) {
+  const int64_t h = x.dim(0), w = x.dim(1), c = x.rank() == 3 ? x.dim(2) : 1;
+  struct Tap {
+    int64_t i0, i1;
+    float w1;
+  };
+  auto tap = [](int64_t i, int64_t in, int64_t out) {
+    double s = static_cast<double>((2 * i + 1) * in - out) / static_cast<double>(2 * out);
+    s = std::max(s, 0.0);
+    Tap t;
+    t.i0 = std::min(static_cast<int64_t>(std::floor(s)), in - 1);
+    t.i1 = std::min(t.i0 + 1, in - 1);
+    t.w1 = static_cast<float>(s - static_cast<double>(t.i0));
+    return t;
+  };
+  const std::vector<float> v = x.to_vector<float>();
+  const float* in = v.data();
+  std::vector<float> y(static_cast<size_t>(oh * ow * c));
+  std::vector<Tap> cols(static_cast<size_t>(ow));
+  for (int64_t j = 0; j < ow; ++j) cols[j] = tap(j, w, ow);
+  std::vector<float> row(static_cast<size_t>(w * c));
+  for (int64_t i = 0; i < oh; ++i) {
+    const Tap r = tap(i, h, oh);
+    const float* r0 = in + r.i0 * w * c;
+    const float* r1 = in + r.i1 * w * c;
+    const float b = r.w1, a = 1.0f - b;
+    for (int64_t k = 0; k < w * c; ++k) row[k] = a * r0[k] + b * r1[k];
+    float* o = y.data() + i * ow * c;
+    for (int64_t j = 0; j < ow; ++j) {
+      const Tap& t = cols[j];
+      const float w1 = t.w1, w0 = 1.0f - w1;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        o[j * c + ch] = w0 * row[t.i0 * c + ch] + w1 * row[t.i1 * c + ch];
+      }
+    }
+  }
+  return y;
+}
+
+// An (h, w, c) image of random bytes, as the sources give.
+Tensor random_image(int64_t h, int64_t w, int64_t c, std::mt19937& gen) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<float> v(static_cast<size_t>(h * w * c));
+  for (float& e : v) e = static_cast<float>(byte(gen));
+  return Tensor::from_vector(v, Shape{h, w, c});
+}
+
+TEST(Resize, BilinearIsBitIdenticalToThePreviousLoops) {
+  std::mt19937 gen(2);
+  struct Case {
+    int64_t h, w, c, oh, ow;
+  };
+  // Seed 000's 28 -> 32 first (several images, so that the per-thread tables are reused), then
+  // other sizes and channel counts (the tables recomputed; one-channel upsampling takes the
+  // permute path, downsampling and widths not a multiple of 8 the gathers), then 28 -> 32 again.
+  const Case cases[] = {{28, 28, 1, 32, 32}, {28, 28, 1, 32, 32}, {28, 28, 3, 32, 32},
+                        {32, 32, 3, 24, 40}, {7, 5, 2, 13, 3},    {1, 1, 1, 4, 4},
+                        {5, 9, 1, 5, 9},     {10, 12, 1, 16, 24}, {16, 16, 1, 8, 8},
+                        {28, 28, 1, 32, 32}};
+  for (const Case& k : cases) {
+    const Tensor x = random_image(k.h, k.w, k.c, gen);
+    const Tensor y = vision::Resize({k.oh, k.ow})(x);
+    ASSERT_EQ(y.shape(), (Shape{k.oh, k.ow, k.c}));
+    EXPECT_EQ(y.to_vector<float>(), previous_bilinear(x, k.oh, k.ow))
+        << k.h << "x" << k.w << "x" << k.c << " -> " << k.oh << "x" << k.ow;
+  }
+  // (H, W) images too.
+  const Tensor x = Tensor::uniform(Shape{28, 28}, 0, 1);
+  EXPECT_EQ(vision::Resize({32, 32})(x).to_vector<float>(), previous_bilinear(x, 32, 32));
+}
+
 TEST(Resize, OneValueResizesTheShorterSide) {
   EXPECT_EQ(vision::Resize({16})(ramp(8, 12, 1)).shape(), (Shape{16, 24, 1}));
   EXPECT_EQ(vision::Resize({6})(ramp(12, 8, 2)).shape(), (Shape{9, 6, 2}));
@@ -158,6 +236,84 @@ TEST(RandomHorizontalFlip, MirrorsWithTheGivenProbability) {
   }
   EXPECT_NEAR(flips, 300, 60);
   EXPECT_ERROR(vision::RandomHorizontalFlip(1.5), "RandomHorizontalFlip", "prob is 1.5");
+}
+
+// NOTE [Reusing a transform's input] (src/data/nodes.h): Rescale and Normalize run in place only
+// on a tensor that map() handed over and nothing else holds.
+TEST(Rescale, InPlaceOnlyOnATensorNothingElseHolds) {
+  // Called directly: the caller's tensor is not changed, even when it holds the only handle.
+  Tensor x = Tensor::from_vector<float>({1, 2, 3}, Shape{1, 3, 1});
+  const Tensor y = vision::Rescale(2.0, 1.0)(x);
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{3, 5, 7}));
+  EXPECT_NE(y.raw_data(), x.raw_data());
+  const Tensor n = vision::Normalize({1}, {2})(x);
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(n.to_vector<float>(), (std::vector<float>{0, 0.5, 1}));
+
+  // In a pipeline: the source's rows are kept by the user (a cache it returns handles of), and a
+  // user transform calls Rescale on its input and then reads that input again.
+  std::vector<Tensor> cache;
+  for (int i = 0; i < 6; ++i) cache.push_back(Tensor::full({2, 2, 1}, i));
+  auto ds = GeneratorDataset([&cache](int64_t i) -> Row { return {cache[i]}; }, 6, {"x"});
+  Transform user = [](const Tensor& t) {
+    const Tensor scaled = vision::Rescale(10.0, 0.0)(t);
+    return Tensor::from_vector<float>({t.to_vector<float>()[0], scaled.to_vector<float>()[0]});
+  };
+  const std::vector<Row> kept =
+      testing::collect(ds->map({vision::Rescale(1.0, 1.0), vision::Normalize({1}, {0.5})}, {"x"}));
+  const std::vector<Row> composed = testing::collect(ds->map({user}, {"x"}));
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(cache[i].to_vector<float>(), std::vector<float>(4, i)) << i;
+    EXPECT_EQ(kept[i][0].to_vector<float>(), std::vector<float>(4, 2 * i)) << i;
+    EXPECT_EQ(composed[i][0].to_vector<float>(), (std::vector<float>{1.0f * i, 10.0f * i})) << i;
+  }
+
+  // A fresh tensor from the source, handed over by map: reused, the values as allocating gives.
+  auto fresh = GeneratorDataset(
+      [](int64_t i) -> Row {
+        return {Tensor::full({3, 3, 1}, static_cast<double>(i))};
+      },
+      4, {"x"});
+  const std::vector<Row> rescaled = testing::collect(fresh->map(
+      {vision::Resize({4, 4}), vision::Rescale(1 / 0.3081, -0.1307 / 0.3081), vision::HWC2CHW()},
+      {"x"}));
+  for (int i = 0; i < 4; ++i) {
+    const Tensor direct = vision::HWC2CHW()(vision::Rescale(
+        1 / 0.3081, -0.1307 / 0.3081)(vision::Resize({4, 4})(Tensor::full({3, 3, 1}, i))));
+    EXPECT_EQ(rescaled[i][0].shape(), (Shape{1, 4, 4}));
+    EXPECT_EQ(rescaled[i][0].to_vector<float>(), direct.to_vector<float>()) << i;
+  }
+}
+
+TEST(Rescale, InAMapWritesIntoTheBufferHandedOver) {
+  // The first operation makes a fresh tensor and remembers only where its values live.
+  std::vector<const void*> made;
+  Transform fresh_copy = [&made](const Tensor& t) {
+    Tensor copy = t.clone();
+    made.push_back(copy.raw_data());
+    return copy;
+  };
+  auto ds = GeneratorDataset(
+      [](int64_t i) -> Row {
+        return {Tensor::full({2, 2, 1}, static_cast<double>(i))};
+      },
+      3, {"x"});
+  const std::vector<Row> rows =
+      testing::collect(ds->map({fresh_copy, vision::Rescale(2.0, 0.0)}, {"x"}));
+  ASSERT_EQ(made.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(rows[i][0].raw_data(), made[i]) << i;
+    EXPECT_EQ(rows[i][0].to_vector<float>(), std::vector<float>(4, 2 * i)) << i;
+  }
+}
+
+TEST(HWC2CHW, OneChannelIsAViewOfTheSameBytes) {
+  const Tensor x = ramp(3, 4, 1);
+  const Tensor y = vision::HWC2CHW()(x);
+  EXPECT_EQ(y.shape(), (Shape{1, 3, 4}));
+  EXPECT_EQ(y.to_vector<float>(), x.to_vector<float>());
+  EXPECT_EQ(vision::HWC2CHW()(ramp(3, 4, 2)).at({1, 2, 3}), 200 + 30 + 1);
 }
 
 TEST(TypeCast, ConvertsDtypes) {

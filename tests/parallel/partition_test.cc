@@ -60,6 +60,7 @@ struct TrainingRun {
   std::vector<double> losses;
   std::map<std::string, std::vector<double>> params;  // on the rank that owns them
   std::map<std::string, std::vector<double>> initial;
+  std::vector<std::vector<bool>> inputs_read;  // per rank: TrainOneStep::inputs_read()
 };
 
 using Placer = std::function<void(testing::LeNet5&)>;
@@ -78,6 +79,7 @@ TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>
     nets.push_back(std::make_shared<testing::LeNet5>());
   }
   TrainingRun run;
+  run.inputs_read.resize(world);
   std::vector<std::map<std::string, std::vector<double>>> owned(world);
   auto train = [&](int rank) {
     testing::LeNet5& net = *nets[rank];
@@ -99,6 +101,7 @@ TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>
       }
     }
     EXPECT_EQ(step.placed(), world > 1) << "rank " << rank;
+    run.inputs_read[rank] = step.inputs_read();
     // Which parameters this rank updated: those bound in its graph next to an update op.
     const ir::Graph& g = step.last_executor()->graph();
     for (const ir::Node& n : g.nodes) {
@@ -161,6 +164,12 @@ TEST(Partition, SeedPlacementTrainsLikeOneProcess) {
   const TrainingRun single = train_lenet(1, {}, batches);
   const TrainingRun placed = train_lenet(5, place_like_the_seed, batches);
   expect_same(placed, single, 1e-5);
+  // Which of (data, label) each rank's part reads (NOTE [Workers that read no batch] in
+  // src/train/model.cc): the loss on rank 0 reads the label, conv1 on rank 3 the data.
+  EXPECT_EQ(single.inputs_read[0], (std::vector<bool>{true, true}));
+  const std::vector<std::vector<bool>> expected = {
+      {false, true}, {false, false}, {false, false}, {true, false}, {false, false}};
+  EXPECT_EQ(placed.inputs_read, expected);
 }
 
 TEST(Partition, CutEdgesOverTheGroupTransport) {
@@ -179,6 +188,10 @@ TEST(Partition, MicroBatchesEqualTheUnpipelinedStep) {
   const TrainingRun single = train_lenet(1, {}, batches);
   const TrainingRun pipelined = train_lenet(5, place_like_the_seed, batches, 4);
   expect_same(pipelined, single, 1e-4);
+  // The micro-batches' slices of (data, label) count as the arguments they come from.
+  const std::vector<std::vector<bool>> expected = {
+      {false, true}, {false, false}, {false, false}, {true, false}, {false, false}};
+  EXPECT_EQ(pipelined.inputs_read, expected);
   // Micro-batching without placement: gradient accumulation on one process.
   const TrainingRun accumulated = train_lenet(1, {}, batches, 4);
   expect_same(accumulated, single, 1e-4);

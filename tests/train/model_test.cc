@@ -1,5 +1,6 @@
 #include "cleave/train/model.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -199,6 +200,85 @@ TEST(Model, WorkersThatReadNoBatchReplayTheBatchShapes) {
     }
     EXPECT_EQ(model.progress().step_num, 303);
   }
+}
+
+// A step that reads only some of its arguments (after its first call), as seed 000's worker 0
+// (the label) and worker 3 (the image) do: records the values of what it reads, and the shapes
+// and dtypes of both.
+class PartReadingStep : public TrainStep {
+ public:
+  explicit PartReadingStep(std::vector<bool> read) : read_(std::move(read)) {}
+  Tensor operator()(const Tensor& data, const Tensor& label) override {
+    shapes.push_back(fmt::format("{} {} {} {}", data.shape().to_string(), dtype_name(data.dtype()),
+                                 label.shape().to_string(), dtype_name(label.dtype())));
+    if (read_[0]) data_values.push_back(data.to_double_vector());
+    if (read_[1]) label_values.push_back(label.to_double_vector());
+    ++calls_;
+    return Tensor::scalar(1.0);
+  }
+  std::vector<bool> inputs_read() const override {
+    return calls_ == 0 ? std::vector<bool>{true, true} : read_;
+  }
+  std::vector<std::string> shapes;
+  std::vector<std::vector<double>> data_values, label_values;
+
+ private:
+  std::vector<bool> read_;
+  int calls_ = 0;
+};
+
+struct PartRun {
+  std::shared_ptr<PartReadingStep> step;
+  int data_maps = 0;  // calls of the map on "data"
+};
+
+// Three epochs of 11 batches (10 of 4 rows, one of 2) through a step reading `read`.
+PartRun train_reading(std::vector<bool> read) {
+  set_seed(4);
+  auto data_maps = std::make_shared<std::atomic<int>>(0);
+  auto ds = dataset::GeneratorDataset(
+                [](int64_t i) {
+                  return dataset::Row{Tensor::full({3}, static_cast<double>(i)),
+                                      Tensor::full({}, static_cast<double>(i % 10), DType::kInt32)};
+                },
+                42, {"data", "label"}, {.shuffle = true})
+                ->map({[data_maps](const Tensor& x) {
+                        ++*data_maps;
+                        return x;
+                      }},
+                      {"data"})
+                ->map({dataset::transforms::TypeCast(DType::kFloat32)}, {"label"})
+                ->shuffle(16)
+                ->batch(4);
+  Parts s = make_setup();
+  Model model(s.net, s.loss_fn, s.opt);
+  PartRun run;
+  run.step = std::make_shared<PartReadingStep>(std::move(read));
+  model.set_train_step(run.step);
+  model.train(3, ds);
+  run.data_maps = data_maps->load();
+  return run;
+}
+
+// NOTE [Workers that read no batch]: a step that reads only the label (or only the data) gets,
+// from the second epoch on, rows computed without the other column's maps, that column filled
+// with a batch of the recorded shape; what it reads is what the full pipeline gives.
+TEST(Model, WorkersThatReadOneColumnPullOnlyThatColumn) {
+  const PartRun all = train_reading({true, true});
+  const PartRun label_only = train_reading({false, true});
+  const PartRun data_only = train_reading({true, false});
+  ASSERT_EQ(all.step->shapes.size(), 33u);
+  EXPECT_EQ(all.data_maps, 3 * 42);
+  EXPECT_EQ(data_only.data_maps, 3 * 42);
+  // The first epoch computes the data (its shapes are recorded); prefetching may begin the
+  // second before the first step tells which columns the step reads: at most a few batches.
+  EXPECT_GE(label_only.data_maps, 42);
+  EXPECT_LT(label_only.data_maps, 2 * 42);
+  EXPECT_EQ(label_only.step->shapes, all.step->shapes);
+  EXPECT_EQ(data_only.step->shapes, all.step->shapes);
+  EXPECT_EQ(label_only.step->label_values, all.step->label_values);
+  EXPECT_EQ(data_only.step->data_values, all.step->data_values);
+  EXPECT_EQ(all.step->label_values.size(), 33u);
 }
 
 }  // namespace

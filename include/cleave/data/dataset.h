@@ -22,6 +22,23 @@
 // in every epoch, whatever the number of workers; each create_tuple_iterator() call on a pipeline
 // starts the next epoch (epoch 0, 1, ...) with a new order. Random transforms draw from
 // transform_generator(), which map() reseeds for every row.
+//
+// NOTE [Column projection]
+// A consumer that reads only some columns (a worker of a placed training step whose part reads
+// the label but not the image) asks for those: create_tuple_iterator(num_epochs, needed), or
+// set_needed_columns() on an iterator that is already running. The request travels down the
+// chain to the source, each node deciding what it needs from its child:
+//   * map: when none of its columns is needed it is skipped (its transforms are not called, its
+//     worker threads not started); otherwise it runs as without projection, on all its columns
+//     (its transforms may draw random numbers column after column, so running only some would
+//     change the others' draws), and its columns are needed from its child;
+//   * shuffle, repeat, take: pass the request on; their orders depend only on seeds and row
+//     counts, so rows come in the same order;
+//   * batch: stacks only the needed columns;
+//   * MnistDataset, Cifar10Dataset decode only the needed columns; GeneratorDataset calls the
+//     user's code as usual.
+// The rows then have every column, in column_names() order: the needed ones hold exactly the
+// values of the unprojected pipeline, the others are undefined Tensors.
 #pragma once
 
 #include <atomic>
@@ -43,6 +60,10 @@ using Row = std::vector<Tensor>;
 // of cleave/data/transforms.h (vision::Resize, transforms::TypeCast, ...) convert to this.
 using Transform = std::function<Tensor(const Tensor&)>;
 
+// Which columns a consumer needs: one flag per column, in column_names() order
+// (NOTE [Column projection]).
+using ColumnMask = std::vector<bool>;
+
 // Rows of one epoch.
 class Iterator {
  public:
@@ -51,6 +72,12 @@ class Iterator {
   // (and on every later call). Blocks until a row is ready. Rethrows errors of background
   // threads (NOTE [Dataset pipeline]).
   virtual bool next(Row& row) = 0;
+  // Asks for only the `needed` columns (NOTE [Column projection]) in the epochs this iterator
+  // has not begun preparing yet; the epochs already begun keep their columns. Whether the next
+  // epoch is already begun depends on how far the background thread has read ahead, so the
+  // caller must accept rows with or without the unneeded columns. Returns false (and changes
+  // nothing) on iterators that do not support it; those of create_tuple_iterator(num_epochs) do.
+  virtual bool set_needed_columns(const ColumnMask& needed);
 };
 
 class Dataset : public std::enable_shared_from_this<Dataset> {
@@ -93,10 +120,15 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
   // shuffle buffer of epoch e + 1 fills while epoch e is consumed); false for good after the last
   // epoch. The epochs are the same as those of num_epochs calls of create_tuple_iterator().
   std::unique_ptr<Iterator> create_tuple_iterator(int64_t num_epochs);
+  // The same epochs with only the `needed` columns computed (NOTE [Column projection]): one
+  // flag per column; the other columns of every row are undefined Tensors.
+  std::unique_ptr<Iterator> create_tuple_iterator(int64_t num_epochs, ColumnMask needed);
 
   // ---- pipeline internals (used by the nodes in src/data) ----
-  // An iterator over epoch `epoch` of this node, pulled on the calling thread.
-  virtual std::unique_ptr<Iterator> make_iterator(int64_t epoch) = 0;
+  // An iterator over epoch `epoch` of this node, pulled on the calling thread, computing at least
+  // the columns flagged in `needed` (one flag per column; NOTE [Column projection]): the others
+  // may be undefined Tensors.
+  virtual std::unique_ptr<Iterator> make_iterator(int64_t epoch, const ColumnMask& needed) = 0;
 
  protected:
   explicit Dataset(std::vector<std::string> column_names);

@@ -52,7 +52,8 @@ class Normalize {
   std::vector<double> mean_, std_;
 };
 
-// (H, W, C) -> (C, H, W), same dtype.
+// (H, W, C) -> (C, H, W), same dtype. With one channel the bytes do not move: the result is a
+// view of the input (same storage, shape (1, H, W)).
 class HWC2CHW {
  public:
   Tensor operator()(const Tensor& image) const;

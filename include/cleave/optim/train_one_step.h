@@ -45,6 +45,11 @@ class TrainOneStep {
   // Whether the last call's graph reads the data or the label (always true in PYNATIVE_MODE and
   // before the first call); false on a worker whose part of a placed step reads neither.
   bool reads_inputs() const { return last_ == nullptr || last_->reads_inputs(); }
+  // Per argument, {data, label}: whether the last call's graph reads it (with micro-batches, any
+  // micro-batch's slice of it); {true, true} in PYNATIVE_MODE and before the first call. On a
+  // worker of a placed step, e.g. {false, true} where only the loss's part reads the label: the
+  // other argument must still be given with its shape and dtype, but its values are not read.
+  std::vector<bool> inputs_read() const;
   // Whether the last call's graph is one worker's part of a placed step.
   bool placed() const { return last_ != nullptr && last_->placed(); }
   // Graphs compiled so far (GRAPH_MODE).

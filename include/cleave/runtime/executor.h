@@ -69,6 +69,10 @@ class Executor {
   const ir::Graph& graph() const { return graph_; }
   // Whether any op (or output) of the graph reads one of its inputs.
   bool reads_inputs() const { return reads_inputs_; }
+  // Per graph input (in graph().inputs order): whether any op (or output) reads it. A worker's
+  // part of a placed step may read only some inputs (NOTE [Column projection] in
+  // cleave/data/dataset.h); run() still takes every input, with its traced shape and dtype.
+  const std::vector<bool>& inputs_read() const { return inputs_read_; }
   // Whether the graph is one worker's part of a placed step (it has RpcSend/RpcRecv nodes, or
   // compile_distributed marked it: a worker that owns no ops runs an empty part).
   bool placed() const { return placed_; }
@@ -95,6 +99,7 @@ class Executor {
   // for runtime::placed_run_stats() and waits for its sends before returning.
   bool placed_ = false;
   bool reads_inputs_ = false;
+  std::vector<bool> inputs_read_;
   std::vector<double> node_seconds_;
   std::vector<double> op_cpu_seconds_;  // per node, this run (runtime::placed_op_profiling())
 

@@ -35,6 +35,11 @@ class TrainStep {
   // workers of a placed network whose part of the step reads neither: they need only the batch
   // shapes (NOTE [Workers that read no batch] in model.cc).
   virtual bool reads_inputs() const { return true; }
+  // Per argument, {data, label}: whether the step reads its values (after its first call). A
+  // worker of a placed network whose part reads only the label gets {false, true}: Model then
+  // asks the dataset for the label column only (NOTE [Workers that read no batch] in model.cc).
+  // By default both are reads_inputs().
+  virtual std::vector<bool> inputs_read() const { return {reads_inputs(), reads_inputs()}; }
   // Whether the step runs partitioned over several workers (after its first call).
   virtual bool placed() const { return false; }
 };
@@ -63,6 +68,7 @@ class ContextTrainStep : public TrainStep {
                    std::shared_ptr<optim::Optimizer> optimizer);
   Tensor operator()(const Tensor& data, const Tensor& label) override;
   bool reads_inputs() const override { return step_->reads_inputs(); }
+  std::vector<bool> inputs_read() const override { return step_->inputs_read(); }
   bool placed() const override { return step_->placed(); }
 
  private:
