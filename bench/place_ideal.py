@@ -12,8 +12,9 @@ The replay keeps everything that a perfect machine could not change and drops ev
     mean CPU time (time descheduled is not in it);
   - an RpcRecv may pass once the RpcSend with the same tag has run (same step); sending and
     receiving take no time (no copies, no transport, no wake-ups);
-  - at most CORES kernels run at a time; a free core goes to the worker that has waited longest
-    for one (a greedy list schedule);
+  - at most CORES kernels run at a time; a free core goes to a waiting worker by one of three
+    greedy rules (the longest waiting; the one whose next kernel is longest; the one with the most
+    kernel time left in its step), and the ideal is the best of the three replays;
   - steps follow each other on every worker, so a worker may start step k+1 while others finish
     step k, exactly as far as the messages allow.
 It replays STEPS steps (default 40) and prints the mean time per step of the last 3/4 of them (the
@@ -48,17 +49,36 @@ def load(prefix):
     return workers
 
 
-def replay(workers, cores, steps):
+POLICIES = ("fifo", "longest_kernel", "most_work_left")
+
+
+def replay(workers, cores, steps, policy):
     n = len(workers)
     pc = [0] * n                  # next op, counted over all steps
     free_at = [0.0] * n           # when the worker's running kernel ends
     running = set()
     sent = {}                     # (step, tag) -> time the send ran
     step_end = [[0.0] * steps for _ in range(n)]
-    waiting = []                  # (ready since, worker): wants a core
+    waiting = []                  # (priority, worker): wants a core, smallest first
     queued = set()
     now = 0.0
     events = []                   # kernel ends: (time, worker)
+
+    # Kernel time left in the step from each op on, per worker.
+    left = []
+    for ops in workers:
+        suffix = [0.0] * (len(ops) + 1)
+        for k in range(len(ops) - 1, -1, -1):
+            suffix[k] = suffix[k + 1] + ops[k][2]
+        left.append(suffix)
+
+    def priority(w):
+        k = pc[w] % len(workers[w])
+        if policy == "longest_kernel":
+            return -workers[w][k][2]
+        if policy == "most_work_left":
+            return -left[w][k]
+        return now
 
     def advance(w):
         """Runs w's zero-time ops; queues it when its next op is a kernel."""
@@ -73,7 +93,7 @@ def replay(workers, cores, steps):
                 sent[(step, tag)] = now
             else:
                 if w not in queued:
-                    heapq.heappush(waiting, (now, w))
+                    heapq.heappush(waiting, (priority(w), w))
                     queued.add(w)
                 return
             pc[w] += 1
@@ -116,7 +136,7 @@ def main():
     workers = load(sys.argv[1])
     cores = int(sys.argv[2])
     steps = int(sys.argv[3]) if len(sys.argv) == 4 else 40
-    per_step = replay(workers, cores, steps)
+    per_step = min(replay(workers, cores, steps, policy) for policy in POLICIES)
     busy = [sum(s for op, _, s in ops if op not in COMM_OPS) for ops in workers]
     print(f"IDEAL step_s={per_step:.9f} kernel_s={sum(busy):.9f} max_worker_kernel_s={max(busy):.9f} "
           f"cores={cores}")

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -41,14 +42,21 @@ void flip(std::atomic<uint32_t>& word, uint32_t value) {
   }
 }
 
-// Waits until `word` holds `wanted` (ignoring kWaiter): a short spin (the peer is often about to
-// write), then futex waits of at most 50 ms each until `deadline`. Returns false on timeout.
-bool wait_for(std::atomic<uint32_t>& word, uint32_t wanted, Clock::time_point deadline) {
-  for (int i = 0; i < 200; ++i) {
-    if ((word.load(std::memory_order_acquire) & ~kWaiter) == wanted) return true;
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
+// Waits until `word` holds `wanted` (ignoring kWaiter): first a poll of up to `spin` that yields
+// the core on every round (NOTE [Waiting for a message]), then futex waits of at most 50 ms each
+// until `deadline`. Returns false on timeout.
+bool wait_for(std::atomic<uint32_t>& word, uint32_t wanted, std::chrono::microseconds spin,
+              Clock::time_point deadline) {
+  auto arrived = [&] { return (word.load(std::memory_order_acquire) & ~kWaiter) == wanted; };
+  if (arrived()) return true;
+  if (spin.count() > 0) {
+    const Clock::time_point until = Clock::now() + spin;
+    do {
+      for (int i = 0; i < 16; ++i) {
+        if (arrived()) return true;
+        sched_yield();
+      }
+    } while (Clock::now() < until);
   }
   while (true) {
     uint32_t seen = word.load(std::memory_order_acquire);
@@ -79,7 +87,9 @@ std::string segment_name(uint64_t job, int rank) {
 
 std::unique_ptr<ShmMailboxes> ShmMailboxes::create(ProcessGroup& group,
                                                    const std::vector<MailboxEdge>& edges,
-                                                   std::chrono::milliseconds timeout) {
+                                                   std::chrono::milliseconds timeout,
+                                                   std::chrono::microseconds spin) {
+  CLEAVE_CHECK_ARG(spin.count() >= 0, "ShmMailboxes: spin is {} us; expected >= 0", spin.count());
   const int rank = group.rank();
   // Same host: every rank's host name hashes alike.
   char host[256] = {};
@@ -119,6 +129,7 @@ std::unique_ptr<ShmMailboxes> ShmMailboxes::create(ProcessGroup& group,
   boxes->group_name_ = group.name();
   boxes->rank_ = rank;
   boxes->timeout_ = timeout;
+  boxes->spin_ = spin;
   boxes->slot_index_.assign(static_cast<size_t>(max_tag + 1), -1);
 
   auto map_segment = [&](int owner, bool create) -> unsigned char* {
@@ -210,7 +221,7 @@ void ShmMailboxes::claim(int tag) {
   if ((state.load(std::memory_order_acquire) & ~kWaiter) == kEmpty) return;
   const std::vector<int> peers = {s.peer};
   InFlight in_flight(*group_, "Send (shared memory)", peers);  // for the stuck-rank detection
-  if (!wait_for(state, kEmpty, Clock::now() + timeout_)) {
+  if (!wait_for(state, kEmpty, spin_, Clock::now() + timeout_)) {
     CLEAVE_FAIL(
         "Send on group '{}' (shared memory, rank {}, peer rank {}) failed: rank {} has not "
         "read the previous message with tag {} within {} ms",
@@ -232,7 +243,7 @@ void ShmMailboxes::recv(int tag, void* data, size_t bytes) {
   if ((state.load(std::memory_order_acquire) & ~kWaiter) != kFull) {
     const std::vector<int> peers = {s.peer};
     InFlight in_flight(*group_, "Recv (shared memory)", peers);  // for the stuck-rank detection
-    if (!wait_for(state, kFull, Clock::now() + timeout_)) {
+    if (!wait_for(state, kFull, spin_, Clock::now() + timeout_)) {
       CLEAVE_FAIL(
           "Recv on group '{}' (shared memory, rank {}, peer rank {}) failed: no message "
           "with tag {} within {} ms",

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +71,21 @@ namespace cleave::runtime {
 
 namespace {
 
+// CLEAVE_RPC_SPIN_US: how long a wait for a message polls before it sleeps (NOTE [Waiting for a
+// message] in cleave/comm/shm_mailbox.h).
+std::chrono::microseconds rpc_spin_from_env() {
+  const char* env = std::getenv("CLEAVE_RPC_SPIN_US");
+  if (env == nullptr || *env == '\0') return comm::ShmMailboxes::kDefaultSpin;
+  char* end = nullptr;
+  errno = 0;
+  const long long us = std::strtoll(env, &end, 10);
+  CLEAVE_CHECK_ARG(*end == '\0' && errno == 0 && us >= 0 && us <= 1'000'000,
+                   "CLEAVE_RPC_SPIN_US is '{}'; expected microseconds from 0 to 1000000 (how long "
+                   "a placed graph's wait for a message polls before it sleeps; default {})",
+                   env, comm::ShmMailboxes::kDefaultSpin.count());
+  return std::chrono::microseconds(us);
+}
+
 // NOTE [Shared-memory mailboxes] (cleave/comm/shm_mailbox.h): when every worker is on this host,
 // the cut edges go through shared memory instead of the world group's transport, unless
 // CLEAVE_RPC_SHM=0. Collective: every rank compiles the same partition at the same time.
@@ -81,7 +98,8 @@ void use_shared_memory(parallel::Partition& parts, int rank) {
   for (const parallel::CutEdge& cut : parts.cuts) {
     edges.push_back({cut.src_rank, cut.dst_rank, cut.tag, static_cast<size_t>(cut.bytes)});
   }
-  auto boxes = comm::ShmMailboxes::create(*group, edges, group->options().timeout);
+  auto boxes =
+      comm::ShmMailboxes::create(*group, edges, group->options().timeout, rpc_spin_from_env());
   if (boxes == nullptr) return;
   const int64_t channel = register_rpc_channel(std::move(boxes));
   for (ir::Node& n : parts.ranks[rank].nodes) {

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
 #include "comm/thread_world.h"
 #include "testing/gradcheck.h"
 
@@ -66,6 +70,62 @@ TEST(ShmMailboxes, ErrorsNameTheEdge) {
       EXPECT_ERROR(boxes->send(5, &buf, 8), "has not read the previous message with tag 5");
       group.barrier();
     }
+  });
+}
+
+TEST(ShmMailboxes, MessagesInPlace) {
+  // NOTE [Messages in place]: rank 0 writes straight into message(tag) after claim(); rank 1 reads
+  // it where it lies and releases it. A claim waits for that release, step after step; the area
+  // is the same memory on both ranks (different mappings of one segment).
+  const std::vector<comm::MailboxEdge> edges = {{0, 1, 7, 256 * 4}};
+  for (const auto spin : {std::chrono::microseconds(0), std::chrono::microseconds(200)}) {
+    testing::run_world(2, [&](comm::ProcessGroup& group) {
+      auto boxes = comm::ShmMailboxes::create(group, edges, std::chrono::seconds(10), spin);
+      ASSERT_NE(boxes, nullptr);
+      auto* area = static_cast<float*>(boxes->message(7));
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(area) % 64, 0u);
+      for (int step = 0; step < 40; ++step) {
+        if (group.rank() == 0) {
+          boxes->claim(7);  // the previous step's message has been released
+          for (int k = 0; k < 256; ++k) area[k] = static_cast<float>(step * 1000 + k);
+          boxes->send(7, area, 256 * 4);  // publishes, no copy
+        } else {
+          boxes->recv(7, area, 256 * 4);  // waits, no copy, keeps the slot
+          EXPECT_EQ(area[0], static_cast<float>(step * 1000));
+          EXPECT_EQ(area[255], static_cast<float>(step * 1000 + 255));
+          if (step % 5 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          EXPECT_EQ(area[17], static_cast<float>(step * 1000 + 17));  // not overwritten meanwhile
+          boxes->release(7);
+        }
+      }
+    });
+  }
+}
+
+TEST(ShmMailboxes, AClaimWaitsForTheRelease) {
+  const std::vector<comm::MailboxEdge> edges = {{0, 1, 2, 4}};
+  testing::run_world(2, [&](comm::ProcessGroup& group) {
+    auto boxes = comm::ShmMailboxes::create(group, edges, std::chrono::milliseconds(200));
+    ASSERT_NE(boxes, nullptr);
+    if (group.rank() == 0) {
+      boxes->claim(2);
+      boxes->send(2, boxes->message(2), 4);
+      // Rank 1 reads in place and does not release: the slot stays taken.
+      EXPECT_ERROR(boxes->claim(2), "has not read the previous message with tag 2");
+      EXPECT_ERROR(boxes->release(2), "tag 2 is a send of 4 bytes; got a receive");
+      group.barrier();
+    } else {
+      boxes->recv(2, boxes->message(2), 4);
+      EXPECT_ERROR(boxes->claim(2), "tag 2 is a receive of 4 bytes; got a send");
+      group.barrier();
+      boxes->release(2);
+    }
+  });
+  testing::run_world(2, [&](comm::ProcessGroup& group) {
+    EXPECT_ERROR(
+        comm::ShmMailboxes::create(group, edges, std::chrono::seconds(1),
+                                   std::chrono::microseconds(-1)),
+        "spin is -1 us; expected >= 0");
   });
 }
 

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "cleave/cleave.h"
@@ -61,6 +62,8 @@ struct TrainingRun {
   std::map<std::string, std::vector<double>> params;  // on the rank that owns them
   std::map<std::string, std::vector<double>> initial;
   std::vector<std::vector<bool>> inputs_read;  // per rank: TrainOneStep::inputs_read()
+  int sends = 0;              // RpcSend nodes of all ranks' graphs
+  int zero_copy_buffers = 0;  // of all ranks' executors (NOTE [Zero-copy cut edges])
 };
 
 using Placer = std::function<void(testing::LeNet5&)>;
@@ -70,6 +73,7 @@ using Placer = std::function<void(testing::LeNet5&)>;
 // updates it (the rank of its node in the partition).
 TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>& batches,
                         int micro_batches = 1) {
+  std::mutex counts_mutex;
   testing::ModeGuard graph(runtime::GRAPH_MODE);
   runtime::set_auto_parallel_context({.pipeline_micro_batches = micro_batches});
   runtime::rpc_send_op();  // registers the primitives before the threads look ops up
@@ -104,6 +108,11 @@ TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>
     run.inputs_read[rank] = step.inputs_read();
     // Which parameters this rank updated: those bound in its graph next to an update op.
     const ir::Graph& g = step.last_executor()->graph();
+    {
+      std::lock_guard<std::mutex> lock(counts_mutex);
+      run.zero_copy_buffers += step.last_executor()->zero_copy_buffers();
+      for (const ir::Node& n : g.nodes) run.sends += n.is_op() && n.op->name == "RpcSend";
+    }
     for (const ir::Node& n : g.nodes) {
       if (!n.is_op() || !n.op->mutates_inputs) continue;
       const ir::Node& p = g.nodes[n.inputs[0].node];
@@ -164,6 +173,10 @@ TEST(Partition, SeedPlacementTrainsLikeOneProcess) {
   const TrainingRun single = train_lenet(1, {}, batches);
   const TrainingRun placed = train_lenet(5, place_like_the_seed, batches);
   expect_same(placed, single, 1e-5);
+  // Every cut edge of the seed carries a whole op output: both of its ends are bound to the
+  // mailbox slot, none is copied (NOTE [Zero-copy cut edges] in cleave/runtime/executor.h).
+  EXPECT_EQ(placed.sends, 14);
+  EXPECT_EQ(placed.zero_copy_buffers, 2 * placed.sends);
   // Which of (data, label) each rank's part reads (NOTE [Workers that read no batch] in
   // src/train/model.cc): the loss on rank 0 reads the label, conv1 on rank 3 the data.
   EXPECT_EQ(single.inputs_read[0], (std::vector<bool>{true, true}));
@@ -181,6 +194,28 @@ TEST(Partition, CutEdgesOverTheGroupTransport) {
   const TrainingRun placed = train_lenet(5, place_like_the_seed, batches, 2);
   unsetenv("CLEAVE_RPC_SHM");
   expect_same(placed, single, 1e-4);
+  EXPECT_EQ(placed.zero_copy_buffers, 0);
+}
+
+TEST(Partition, CopiedMessagesTrainAlike) {
+  // CLEAVE_RPC_ZERO_COPY=0: the shared-memory mailboxes with a copy on each side of every edge.
+  const auto batches = lenet_batches(10, 16);
+  const TrainingRun single = train_lenet(1, {}, batches);
+  setenv("CLEAVE_RPC_ZERO_COPY", "0", 1);
+  const TrainingRun copied = train_lenet(5, place_like_the_seed, batches, 2);
+  unsetenv("CLEAVE_RPC_ZERO_COPY");
+  expect_same(copied, single, 1e-4);
+  EXPECT_EQ(copied.zero_copy_buffers, 0);
+  EXPECT_GT(copied.sends, 0);
+  // How long a wait polls (NOTE [Waiting for a message]): 0 (sleep at once) trains alike; a value
+  // that is not a number of microseconds is an error naming the variable.
+  setenv("CLEAVE_RPC_SPIN_US", "0", 1);
+  const TrainingRun sleeping = train_lenet(5, place_like_the_seed, batches);
+  expect_same(sleeping, single, 1e-5);
+  setenv("CLEAVE_RPC_SPIN_US", "20ms", 1);
+  EXPECT_ERROR(train_lenet(5, place_like_the_seed, batches), "CLEAVE_RPC_SPIN_US is '20ms'",
+               "expected microseconds from 0 to 1000000");
+  unsetenv("CLEAVE_RPC_SPIN_US");
 }
 
 TEST(Partition, MicroBatchesEqualTheUnpipelinedStep) {

@@ -218,5 +218,37 @@ TEST(MemoryPlan, ChainOfOpsNeedsTwoBuffers) {
   EXPECT_EQ(y.to_double_vector(), std::vector<double>(256, 2.0));
 }
 
+TEST(MemoryPlan, ExternalBuffersKeepTheirLifetimeButTakeNoRoom) {
+  // x -> neg -> reshape (a view) -> neg -> neg: the first neg's buffer lives through the view.
+  ir::Graph g;
+  {
+    ir::Tracer tracer(g);
+    Tensor x = tracer.add_input({Shape{256}, DType::kFloat32}, "x");
+    Tensor a = ops::neg(x);
+    Tensor v = ops::reshape(a, {16, 16});
+    Tensor b = ops::neg(v);
+    g.outputs = {tracer.value_of(ops::neg(b))};
+  }
+  const MemoryPlan all = plan_memory(g);
+  int first = -1;  // the first Neg node
+  for (size_t i = 0; i < g.nodes.size() && first < 0; ++i) {
+    if (g.nodes[i].is_op() && g.nodes[i].op->name == "Neg") first = static_cast<int>(i);
+  }
+  ASSERT_GE(first, 0);
+  const int buffer = all.buffer_of[first][0];
+  ASSERT_GE(buffer, 0);
+  const int view = first + 1;
+  EXPECT_EQ(all.buffer_of[view][0], buffer);  // the view lies in its input's buffer
+  EXPECT_EQ(all.buffers[buffer].bytes, 1024u);
+  EXPECT_EQ(all.buffers[buffer].last, view + 1);  // read through the view by the second Neg
+  const MemoryPlan outside =
+      plan_memory(g, [&](int node, int output) { return node == first && output == 0; });
+  EXPECT_EQ(outside.num_buffers, all.num_buffers - 1);
+  EXPECT_EQ(outside.total_bytes, all.total_bytes - 1024);
+  EXPECT_EQ(outside.buffers[buffer].offset, -1);
+  EXPECT_EQ(outside.offset[first][0], -1);
+  EXPECT_EQ(outside.buffers[buffer].last, all.buffers[buffer].last);
+}
+
 }  // namespace
 }  // namespace cleave::runtime

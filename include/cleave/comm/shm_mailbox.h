@@ -15,6 +15,18 @@
 // needs nothing from the sender's next step). Segments are unlinked as soon as every peer has
 // mapped them, so nothing is left in /dev/shm even when a process is killed.
 //
+// NOTE [Waiting for a message]
+// A receiver whose message has not arrived (or a sender whose slot is still held) polls the state
+// word for up to a `spin` (200 us by default, CLEAVE_RPC_SPIN_US), calling sched_yield() between
+// polls, and only then sleeps on a futex. On a machine with fewer cores than busy ranks (the seed
+// runs 5 busy workers on 2 cores) a sleeping receiver costs a futex wake on the sender's side and
+// a wake-up on its own — cross-CPU interrupts, and in a VM exits to the hypervisor — that took
+// ~9% of all CPU time (perf, placed LeNet, M = 4); the yielding poll mostly catches the message
+// without either, and gives the core to any rank that has work meanwhile (a pure spin would keep
+// it from them). Measured on 2 cores (bench/run.sh place, A/B runs): +5-15% samples/s at M = 4,
+// +30% at M = 8, unchanged at M = 1; a 1000 us spin burned CPU for nothing, 20 us without
+// yielding was slower than none.
+//
 // NOTE [Messages in place]
 // Copies are most of a crossing's cost for large activations (a 600 KB convolution output costs
 // ~100 us per copy on a small machine), so the executor of a placed graph avoids both (see
@@ -51,10 +63,13 @@ class ShmMailboxes {
   // (use the group's own point-to-point instead) when the ranks are not all on this host or a
   // segment cannot be created. `timeout` bounds each wait of send() and recv(), which count as
   // operations of `group` in flight (comm/progress.h), so the scheduler's stuck-rank detection
-  // sees them; the group must outlive their use.
+  // sees them; the group must outlive their use. A wait first polls for up to `spin`, yielding
+  // the core on every round, before it sleeps (NOTE [Waiting for a message]).
   static std::unique_ptr<ShmMailboxes> create(ProcessGroup& group,
                                               const std::vector<MailboxEdge>& edges,
-                                              std::chrono::milliseconds timeout);
+                                              std::chrono::milliseconds timeout,
+                                              std::chrono::microseconds spin = kDefaultSpin);
+  static constexpr std::chrono::microseconds kDefaultSpin{200};
   ~ShmMailboxes();
   ShmMailboxes(const ShmMailboxes&) = delete;
   ShmMailboxes& operator=(const ShmMailboxes&) = delete;
@@ -95,6 +110,7 @@ class ShmMailboxes {
   std::string group_name_;
   int rank_ = 0;
   std::chrono::milliseconds timeout_{0};
+  std::chrono::microseconds spin_{0};
   std::vector<std::pair<void*, size_t>> mappings_;
   std::vector<int> slot_index_;  // tag -> index into slots_, -1 when absent
   std::vector<Slot> slots_;

@@ -83,6 +83,9 @@ class Executor {
   void set_profiling(bool on);
   const std::vector<double>& node_seconds() const { return node_seconds_; }
   const MemoryPlan& plan() const { return plan_; }
+  // Buffers that lie in a shared-memory mailbox slot instead of the arena (NOTE [Zero-copy cut
+  // edges]): one per cut edge end that needs no copy.
+  int zero_copy_buffers() const { return static_cast<int>(bound_.size()); }
   // Per-node notes for ir::dump_text: each op's buffers.
   std::vector<std::string> plan_notes() const;
 

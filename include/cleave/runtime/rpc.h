@@ -10,6 +10,10 @@
 // the executor waits for the sends still in flight at the end of each run
 // (wait_pending_sends). RpcRecv blocks until its tensor has arrived, bounded by the group's
 // timeout. Both are side effects (OpDef::communicates): no pass removes, merges or folds them.
+// Through shared-memory mailboxes (a "channel" attribute) a send is a copy into the receiver's
+// slot — or no copy, when the executor had the producing op write into that slot (NOTE
+// [Zero-copy cut edges] in cleave/runtime/executor.h) — and waits only while the receiver still
+// holds the previous step's message of the edge; a receive into the slot itself reads in place.
 #pragma once
 
 #include <cstdint>
