@@ -22,7 +22,7 @@
 #         the run spent waiting in next() within epochs> epoch_start_wait=<... on each epoch's
 #         first batch, i.e. the shuffle-buffer fill>
 #   place: seed 000's placed LeNet (examples/lenet_place) under cleave-run with 8 workers
-#     (OMP_NUM_THREADS=1 each), two epochs of PLACE_STEPS (default 300) batches of 32, the second
+#     (OMP_NUM_THREADS=1 each), two epochs of PLACE_STEPS (default 1000) batches of 32, the second
 #     measured, without and with micro-batching (M = 1, 4, 8), against the same program on one
 #     process (no job, OMP_NUM_THREADS = PLACE_SINGLE_THREADS, default the core count); each M
 #     runs once more with every op timed (--op-times) for bench/place_ideal.py, which replays
@@ -92,7 +92,7 @@ case "$suite" in
     if [ ! -x "$bin/lenet_place" ] || [ ! -x "$bin/cleave-run" ] || [ ! -x "$bin/cleave-datagen" ]; then
       "$root/scripts/build.sh" Release >/dev/null
     fi
-    steps=${PLACE_STEPS:-300}
+    steps=${PLACE_STEPS:-1000}
     cores=$(nproc)
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT

@@ -43,14 +43,27 @@ void flip(std::atomic<uint32_t>& word, uint32_t value) {
 }
 
 // Waits until `word` holds `wanted` (ignoring kWaiter): first a poll of up to `spin` that yields
-// the core on every round (NOTE [Waiting for a message]), then futex waits of at most 50 ms each
-// until `deadline`. Returns false on timeout.
+// the core on every round (NOTE [Waiting for a message]) — skipped when this edge's waits have
+// lately been much longer than that (`typical_us`, a running average it updates) — then futex
+// waits of at most 50 ms each until `deadline`. Returns false on timeout.
 bool wait_for(std::atomic<uint32_t>& word, uint32_t wanted, std::chrono::microseconds spin,
-              Clock::time_point deadline) {
+              float& typical_us, Clock::time_point deadline) {
   auto arrived = [&] { return (word.load(std::memory_order_acquire) & ~kWaiter) == wanted; };
-  if (arrived()) return true;
-  if (spin.count() > 0) {
-    const Clock::time_point until = Clock::now() + spin;
+  if (arrived()) {
+    typical_us *= 0.75f;  // a wait of 0
+    return true;
+  }
+  const Clock::time_point start = Clock::now();
+  struct Learn {  // on every way out: the average of this edge's waits
+    float& typical;
+    Clock::time_point start;
+    ~Learn() {
+      const float us = std::chrono::duration<float, std::micro>(Clock::now() - start).count();
+      typical += 0.25f * (std::min(us, 1e5f) - typical);
+    }
+  } learn{typical_us, start};
+  if (spin.count() > 0 && typical_us < 2.0f * static_cast<float>(spin.count())) {
+    const Clock::time_point until = start + spin;
     do {
       for (int i = 0; i < 16; ++i) {
         if (arrived()) return true;
@@ -218,10 +231,13 @@ void* ShmMailboxes::message(int tag) const {
 void ShmMailboxes::claim(int tag) {
   const Slot& s = slot(tag, true);
   std::atomic<uint32_t>& state = state_of(s.base);
-  if ((state.load(std::memory_order_acquire) & ~kWaiter) == kEmpty) return;
+  if ((state.load(std::memory_order_acquire) & ~kWaiter) == kEmpty) {
+    s.typical_wait_us *= 0.75f;  // a wait of 0
+    return;
+  }
   const std::vector<int> peers = {s.peer};
   InFlight in_flight(*group_, "Send (shared memory)", peers);  // for the stuck-rank detection
-  if (!wait_for(state, kEmpty, spin_, Clock::now() + timeout_)) {
+  if (!wait_for(state, kEmpty, spin_, s.typical_wait_us, Clock::now() + timeout_)) {
     CLEAVE_FAIL(
         "Send on group '{}' (shared memory, rank {}, peer rank {}) failed: rank {} has not "
         "read the previous message with tag {} within {} ms",
@@ -240,10 +256,12 @@ void ShmMailboxes::send(int tag, const void* data, size_t bytes) {
 void ShmMailboxes::recv(int tag, void* data, size_t bytes) {
   const Slot& s = slot(tag, false, bytes);
   std::atomic<uint32_t>& state = state_of(s.base);
-  if ((state.load(std::memory_order_acquire) & ~kWaiter) != kFull) {
+  if ((state.load(std::memory_order_acquire) & ~kWaiter) == kFull) {
+    s.typical_wait_us *= 0.75f;  // a wait of 0
+  } else {
     const std::vector<int> peers = {s.peer};
     InFlight in_flight(*group_, "Recv (shared memory)", peers);  // for the stuck-rank detection
-    if (!wait_for(state, kFull, spin_, Clock::now() + timeout_)) {
+    if (!wait_for(state, kFull, spin_, s.typical_wait_us, Clock::now() + timeout_)) {
       CLEAVE_FAIL(
           "Recv on group '{}' (shared memory, rank {}, peer rank {}) failed: no message "
           "with tag {} within {} ms",
@@ -254,6 +272,11 @@ void ShmMailboxes::recv(int tag, void* data, size_t bytes) {
   if (data == area) return;  // read in place; the caller releases the slot
   if (bytes > 0) std::memcpy(data, area, bytes);
   flip(state, kEmpty);
+}
+
+bool ShmMailboxes::arrived(int tag) const {
+  const Slot& s = slot(tag, false);
+  return (state_of(s.base).load(std::memory_order_acquire) & ~kWaiter) == kFull;
 }
 
 void ShmMailboxes::release(int tag) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "cleave/cluster/activity.h"
@@ -86,10 +87,14 @@ void kernel_send(const KernelContext& ctx) {
 void kernel_recv(const KernelContext& ctx) {
   const int src = static_cast<int>(ctx.attrs.get<int64_t>("src_rank"));
   const int tag = static_cast<int>(ctx.attrs.get<int64_t>("tag"));
-  cluster::ActivityScope activity(
-      fmt::format("waiting in RpcRecv for tensor {} (tag {}) from rank {} of a placed graph",
-                  ctx.outputs[0].shape().to_string(), tag, src));
-  if (comm::ShmMailboxes* boxes = rpc_channel(ctx.attrs)) {
+  comm::ShmMailboxes* boxes = rpc_channel(ctx.attrs);
+  std::optional<cluster::ActivityScope> activity;  // for the failure line, only when it waits
+  if (boxes == nullptr || !boxes->arrived(tag)) {
+    activity.emplace(
+        fmt::format("waiting in RpcRecv for tensor {} (tag {}) from rank {} of a placed graph",
+                    ctx.outputs[0].shape().to_string(), tag, src));
+  }
+  if (boxes != nullptr) {
     boxes->recv(tag, ctx.outputs[0].raw_data(), ctx.outputs[0].nbytes());
     return;
   }

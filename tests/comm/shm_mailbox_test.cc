@@ -116,16 +116,17 @@ TEST(ShmMailboxes, AClaimWaitsForTheRelease) {
       group.barrier();
     } else {
       boxes->recv(2, boxes->message(2), 4);
+      EXPECT_TRUE(boxes->arrived(2));  // read in place: still there
       EXPECT_ERROR(boxes->claim(2), "tag 2 is a receive of 4 bytes; got a send");
       group.barrier();
       boxes->release(2);
+      EXPECT_FALSE(boxes->arrived(2));
     }
   });
   testing::run_world(2, [&](comm::ProcessGroup& group) {
-    EXPECT_ERROR(
-        comm::ShmMailboxes::create(group, edges, std::chrono::seconds(1),
-                                   std::chrono::microseconds(-1)),
-        "spin is -1 us; expected >= 0");
+    EXPECT_ERROR(comm::ShmMailboxes::create(group, edges, std::chrono::seconds(1),
+                                            std::chrono::microseconds(-1)),
+                 "spin is -1 us; expected >= 0");
   });
 }
 

@@ -62,7 +62,7 @@ struct TrainingRun {
   std::map<std::string, std::vector<double>> params;  // on the rank that owns them
   std::map<std::string, std::vector<double>> initial;
   std::vector<std::vector<bool>> inputs_read;  // per rank: TrainOneStep::inputs_read()
-  int sends = 0;              // RpcSend nodes of all ranks' graphs
+  int sends = 0;                               // RpcSend nodes of all ranks' graphs
   int zero_copy_buffers = 0;  // of all ranks' executors (NOTE [Zero-copy cut edges])
 };
 
