@@ -50,7 +50,7 @@ std::mutex g_stats_mutex;
 PlacedRunStats g_stats;
 std::atomic<bool> g_op_profiling{false};
 std::vector<PlacedOpTime> g_op_times;                  // every graph's ops, graph after graph
-std::unordered_map<std::string, size_t> g_op_entries;  // graph name -> its first entry
+std::unordered_map<std::string, size_t> g_op_entries;  // graph name#nodes -> its first entry
 }  // namespace
 
 void add_placed_run_stats(double compute_seconds, double recv_wait_seconds) {
@@ -81,7 +81,10 @@ std::vector<PlacedOpTime> placed_op_times() {
 
 void add_placed_op_times(const ir::Graph& graph, const std::vector<double>& node_seconds) {
   std::lock_guard<std::mutex> lock(g_stats_mutex);
-  auto [it, added] = g_op_entries.try_emplace(graph.name, g_op_times.size());
+  // Keyed by name and size: two different graphs of one name (not made by compile_distributed,
+  // whose names are unique) get entries of their own.
+  const std::string key = graph.name + "#" + std::to_string(graph.nodes.size());
+  auto [it, added] = g_op_entries.try_emplace(key, g_op_times.size());
   if (added) {
     for (const ir::Node& n : graph.nodes) {
       if (!n.is_op() || n.op->output_is_view) continue;
@@ -94,6 +97,8 @@ void add_placed_op_times(const ir::Graph& graph, const std::vector<double>& node
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const ir::Node& n = graph.nodes[i];
     if (!n.is_op() || n.op->output_is_view) continue;
+    CLEAVE_ASSERT(entry < g_op_times.size() && g_op_times[entry].node == n.name,
+                  "placed op times of graph '{}' do not match its ops", graph.name);
     g_op_times[entry].seconds += node_seconds[i];
     ++g_op_times[entry].runs;
     ++entry;
