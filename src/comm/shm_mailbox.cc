@@ -49,10 +49,6 @@ void flip(std::atomic<uint32_t>& word, uint32_t value) {
 bool wait_for(std::atomic<uint32_t>& word, uint32_t wanted, std::chrono::microseconds spin,
               float& typical_us, Clock::time_point deadline) {
   auto arrived = [&] { return (word.load(std::memory_order_acquire) & ~kWaiter) == wanted; };
-  if (arrived()) {
-    typical_us *= 0.75f;  // a wait of 0
-    return true;
-  }
   const Clock::time_point start = Clock::now();
   struct Learn {  // on every way out: the average of this edge's waits
     float& typical;
@@ -228,16 +224,22 @@ void* ShmMailboxes::message(int tag) const {
   return slots_[slot_index_[tag]].base + kAlign;
 }
 
-void ShmMailboxes::claim(int tag) {
-  const Slot& s = slot(tag, true);
+bool ShmMailboxes::await(const Slot& s, bool sending) const {
   std::atomic<uint32_t>& state = state_of(s.base);
-  if ((state.load(std::memory_order_acquire) & ~kWaiter) == kEmpty) {
+  const uint32_t wanted = sending ? kEmpty : kFull;
+  if ((state.load(std::memory_order_acquire) & ~kWaiter) == wanted) {
     s.typical_wait_us *= 0.75f;  // a wait of 0
-    return;
+    return true;
   }
   const std::vector<int> peers = {s.peer};
-  InFlight in_flight(*group_, "Send (shared memory)", peers);  // for the stuck-rank detection
-  if (!wait_for(state, kEmpty, spin_, s.typical_wait_us, Clock::now() + timeout_)) {
+  // For the stuck-rank detection.
+  InFlight in_flight(*group_, sending ? "Send (shared memory)" : "Recv (shared memory)", peers);
+  return wait_for(state, wanted, spin_, s.typical_wait_us, Clock::now() + timeout_);
+}
+
+void ShmMailboxes::claim(int tag) {
+  const Slot& s = slot(tag, true);
+  if (!await(s, true)) {
     CLEAVE_FAIL(
         "Send on group '{}' (shared memory, rank {}, peer rank {}) failed: rank {} has not "
         "read the previous message with tag {} within {} ms",
@@ -255,23 +257,16 @@ void ShmMailboxes::send(int tag, const void* data, size_t bytes) {
 
 void ShmMailboxes::recv(int tag, void* data, size_t bytes) {
   const Slot& s = slot(tag, false, bytes);
-  std::atomic<uint32_t>& state = state_of(s.base);
-  if ((state.load(std::memory_order_acquire) & ~kWaiter) == kFull) {
-    s.typical_wait_us *= 0.75f;  // a wait of 0
-  } else {
-    const std::vector<int> peers = {s.peer};
-    InFlight in_flight(*group_, "Recv (shared memory)", peers);  // for the stuck-rank detection
-    if (!wait_for(state, kFull, spin_, s.typical_wait_us, Clock::now() + timeout_)) {
-      CLEAVE_FAIL(
-          "Recv on group '{}' (shared memory, rank {}, peer rank {}) failed: no message "
-          "with tag {} within {} ms",
-          group_name_, rank_, s.peer, tag, timeout_.count());
-    }
+  if (!await(s, false)) {
+    CLEAVE_FAIL(
+        "Recv on group '{}' (shared memory, rank {}, peer rank {}) failed: no message "
+        "with tag {} within {} ms",
+        group_name_, rank_, s.peer, tag, timeout_.count());
   }
   void* area = s.base + kAlign;
   if (data == area) return;  // read in place; the caller releases the slot
   if (bytes > 0) std::memcpy(data, area, bytes);
-  flip(state, kEmpty);
+  flip(state_of(s.base), kEmpty);
 }
 
 bool ShmMailboxes::arrived(int tag) const {

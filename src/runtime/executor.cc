@@ -112,7 +112,8 @@ void Executor::bind_mailboxes() {
       if (buffer_of(v) >= 0) mutated[buffer_of(v)] = true;
     }
   }
-  std::vector<Mailbox> binding(plan_.buffers.size());
+  std::vector<Mailbox>& binding = mailbox_of_buffer_;
+  binding.assign(plan_.buffers.size(), {});
   for (int i = 0; i < count; ++i) {
     const ir::Node& n = graph_.nodes[i];
     if (!n.is_op() || (n.op != &send && n.op != &recv)) continue;
@@ -137,7 +138,7 @@ void Executor::bind_mailboxes() {
     const Mailbox& box = binding[b];
     if (box.boxes == nullptr) continue;
     const MemoryPlan::Buffer& buf = plan_.buffers[b];
-    bound_.push_back({buf.node, buf.output, box});
+    ++zero_copy_buffers_;
     if (box.incoming) {
       release_after_[static_cast<size_t>(buf.last)].push_back(box);
     } else {
@@ -150,11 +151,10 @@ Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
   ir::verify(graph_);
   plan_ = plan_memory(graph_);
   bind_mailboxes();
-  if (!bound_.empty()) {
+  if (zero_copy_buffers_ > 0) {  // the same buffers, numbered alike, placed without the bound ones
+    const std::vector<std::vector<int>> buffer_of = plan_.buffer_of;
     plan_ = plan_memory(graph_, [&](int node, int output) {
-      return std::any_of(bound_.begin(), bound_.end(), [&](const BoundBuffer& bound) {
-        return bound.node == node && bound.output == output;
-      });
+      return mailbox_of_buffer_[buffer_of[node][output]].boxes != nullptr;
     });
   }
   arena_ = Tensor::empty({static_cast<int64_t>(std::max<size_t>(plan_.peak_bytes, 1))},
@@ -178,16 +178,14 @@ Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
     if (n.op->output_is_view) continue;
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       auto impl = std::make_shared<TensorImpl>();
-      const MemoryPlan::Buffer& buf = plan_.buffers[plan_.buffer_of[i][k]];
+      const int b = plan_.buffer_of[i][k];
+      const MemoryPlan::Buffer& buf = plan_.buffers[b];
       if (buf.offset >= 0) {
         impl->storage = arena_.impl()->storage;
         impl->offset_bytes = static_cast<size_t>(buf.offset);
       } else {
-        const auto bound = std::find_if(bound_.begin(), bound_.end(), [&](const BoundBuffer& b) {
-          return b.node == static_cast<int>(i) && b.output == static_cast<int>(k);
-        });
-        CLEAVE_ASSERT(bound != bound_.end(), "buffer of node {} output {} has no place", i, k);
-        const Mailbox& box = bound->box;
+        const Mailbox& box = mailbox_of_buffer_[b];
+        CLEAVE_ASSERT(box.boxes != nullptr, "buffer of node {} output {} has no place", i, k);
         impl->storage = Storage::borrow(box.boxes->message(box.tag), buf.bytes, Device::cpu());
       }
       impl->shape = n.outputs[k].shape;
@@ -253,7 +251,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
       continue;
     }
     auto start = std::chrono::steady_clock::now();
-    if (!bound_.empty() && !claim_before_[i].empty()) {
+    if (zero_copy_buffers_ > 0 && !claim_before_[i].empty()) {
       for (const Mailbox& box : claim_before_[i]) box.boxes->claim(box.tag);
       const auto now = std::chrono::steady_clock::now();
       comm_seconds += std::chrono::duration<double>(now - start).count();
@@ -266,7 +264,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (profiling_) node_seconds_[i] += seconds;
     (n.op->communicates ? comm_seconds : compute_seconds) += seconds;
-    if (!bound_.empty()) {
+    if (zero_copy_buffers_ > 0) {
       for (const Mailbox& box : release_after_[i]) box.boxes->release(box.tag);
     }
   }
@@ -283,7 +281,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
     out.push_back(values_[slot_base_[v.node] + v.output].clone());
   }
   for (int in : graph_.inputs) values_[slot_base_[in]] = Tensor();  // do not keep the caller's data
-  if (!bound_.empty()) {
+  if (zero_copy_buffers_ > 0) {
     for (const Mailbox& box : release_after_[count]) box.boxes->release(box.tag);
   }
   return out;

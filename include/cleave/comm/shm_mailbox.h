@@ -109,6 +109,8 @@ class ShmMailboxes {
   };
   ShmMailboxes() = default;
   const Slot& slot(int tag, bool outgoing) const;
+  // Waits until the slot is empty (sending) or full (receiving); false after the timeout.
+  bool await(const Slot& s, bool sending) const;
   const Slot& slot(int tag, bool outgoing, size_t bytes) const;
 
   const ProcessGroup* group_ = nullptr;  // must outlive the use of the mailboxes

@@ -85,7 +85,7 @@ class Executor {
   const MemoryPlan& plan() const { return plan_; }
   // Buffers that lie in a shared-memory mailbox slot instead of the arena (NOTE [Zero-copy cut
   // edges]): one per cut edge end that needs no copy.
-  int zero_copy_buffers() const { return static_cast<int>(bound_.size()); }
+  int zero_copy_buffers() const { return zero_copy_buffers_; }
   // Per-node notes for ir::dump_text: each op's buffers.
   std::vector<std::string> plan_notes() const;
 
@@ -112,12 +112,9 @@ class Executor {
     int tag = 0;
     bool incoming = false;
   };
-  struct BoundBuffer {
-    int node = 0, output = 0;
-    Mailbox box;
-  };
   void bind_mailboxes();
-  std::vector<BoundBuffer> bound_;
+  std::vector<Mailbox> mailbox_of_buffer_;  // per plan buffer; boxes == nullptr: not bound
+  int zero_copy_buffers_ = 0;
   std::vector<std::vector<Mailbox>> claim_before_;   // per node: slots to claim before its kernel
   std::vector<std::vector<Mailbox>> release_after_;  // per node (+ the end): slots to release
 };
