@@ -185,6 +185,8 @@ void Model::train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
   // [Column projection] in cleave/data/dataset.h): the maps of the other column are skipped and
   // batch does not stack it. Such a row's unread column is then undefined and is filled from the
   // recorded row of the same step's shape (its values are never read: checked after the step).
+  // A worker that reads none asks for no column: the prefetch of the next epoch, which its
+  // replay never pulls, then decodes and transforms nothing.
   std::vector<dataset::Row> shape_rows;  // one row per distinct batch signature
   std::vector<size_t> shape_of_step;     // per step of the recorded epoch: index into shape_rows
   bool recorded = false;
@@ -242,7 +244,9 @@ void Model::train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
         CLEAVE_ASSERT(read.size() == 2 && !(filled[0] && read[0]) && !(filled[1] && read[1]),
                       "the step read a column that Model did not pull (NOTE [Workers that read no "
                       "batch])");
-        if (recording && !asked && read[0] != read[1]) it->set_needed_columns({read[0], read[1]});
+        if (recording && !asked && !(read[0] && read[1])) {
+          it->set_needed_columns({read[0], read[1]});
+        }
         asked = asked || recording;
       }
       ++ctx.cur_step_num;

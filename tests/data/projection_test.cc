@@ -76,6 +76,16 @@ TEST(Projection, SeedPipelineSkipsTheMapsOfTheUnneededColumn) {
     EXPECT_EQ(images.label_calls->load(), 0);
     EXPECT_EQ(images.image_calls->load(), 4 * 160);
 
+    // No column (a worker that only needs the row count): no map runs, no column is decoded.
+    SeedPipeline none = seed_pipeline(dir.path(), workers);
+    const std::vector<Row> empty_rows = rows_of(none.ds, 2, {false, false});
+    EXPECT_EQ(none.label_calls->load() + none.image_calls->load(), 0);
+    ASSERT_EQ(empty_rows.size(), all.size());
+    for (const Row& row : empty_rows) {
+      ASSERT_EQ(row.size(), 2u);
+      EXPECT_FALSE(row[0].defined() || row[1].defined());
+    }
+
     ASSERT_EQ(label_rows.size(), all.size());
     ASSERT_EQ(image_rows.size(), all.size());
     for (size_t i = 0; i < all.size(); ++i) {
