@@ -13,6 +13,7 @@
 #include "cleave/ir/passes.h"
 #include "cleave/parallel/partition.h"
 #include "cleave/runtime/context.h"
+#include "cleave/runtime/core_binding.h"
 #include "cleave/runtime/rpc.h"
 
 namespace cleave::runtime {
@@ -151,7 +152,10 @@ std::unique_ptr<Executor> compile_distributed(ir::Graph graph,
                                               const DistributedCompileOptions& options) {
   const bool placed = is_placed(graph);
   if (!placed && options.micro_batches == 1) return compile(std::move(graph));
-  if (placed) check_same_trace(graph);
+  if (placed) {
+    core_binding_mode_from_env();  // a bad CLEAVE_BIND_CORES fails here, not 40 steps later
+    check_same_trace(graph);
+  }
   parallel::PartitionOptions po;
   po.world_size = placed ? comm::world_size() : 1;
   po.micro_batches = options.micro_batches;

@@ -11,6 +11,7 @@
 
 #include "cleave/ir/passes.h"
 #include "cleave/runtime/context.h"
+#include "cleave/runtime/core_binding.h"
 #include "cleave/runtime/rpc.h"
 
 namespace cleave::runtime {
@@ -273,6 +274,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
     wait_pending_sends();
     comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     add_placed_run_stats(compute_seconds, comm_seconds);
+    note_placed_run(compute_seconds);
     if (op_times) add_placed_op_times(graph_, op_cpu_seconds_);
   }
   std::vector<Tensor> out;

@@ -5,15 +5,19 @@
 #include "cleave/parallel/partition.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include "cleave/cleave.h"
 #include "cleave/comm/group_registry.h"
 #include "cleave/ir/dump.h"
+#include "cleave/runtime/core_binding.h"
 #include "cleave/runtime/rpc.h"
 #include "comm/thread_world.h"
 #include "testing/gradcheck.h"
@@ -64,6 +68,8 @@ struct TrainingRun {
   std::vector<std::vector<bool>> inputs_read;  // per rank: TrainOneStep::inputs_read()
   int sends = 0;                               // RpcSend nodes of all ranks' graphs
   int zero_copy_buffers = 0;  // of all ranks' executors (NOTE [Zero-copy cut edges])
+  std::vector<runtime::CoreBinding> bindings;  // per rank (NOTE [Placed workers on few cores])
+  std::vector<int> affinity;  // per rank: how many cores its thread may run on afterwards
 };
 
 using Placer = std::function<void(testing::LeNet5&)>;
@@ -84,6 +90,8 @@ TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>
   }
   TrainingRun run;
   run.inputs_read.resize(world);
+  run.bindings.resize(world);
+  run.affinity.resize(world);
   std::vector<std::map<std::string, std::vector<double>>> owned(world);
   auto train = [&](int rank) {
     testing::LeNet5& net = *nets[rank];
@@ -106,6 +114,11 @@ TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>
     }
     EXPECT_EQ(step.placed(), world > 1) << "rank " << rank;
     run.inputs_read[rank] = step.inputs_read();
+    run.bindings[rank] = runtime::core_binding();
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0)
+      run.affinity[rank] = CPU_COUNT(&set);
     // Which parameters this rank updated: those bound in its graph next to an update op.
     const ir::Graph& g = step.last_executor()->graph();
     {
@@ -216,6 +229,62 @@ TEST(Partition, CopiedMessagesTrainAlike) {
   EXPECT_ERROR(train_lenet(5, place_like_the_seed, batches), "CLEAVE_RPC_SPIN_US is '20ms'",
                "expected microseconds from 0 to 1000000");
   unsetenv("CLEAVE_RPC_SPIN_US");
+}
+
+TEST(Partition, SplitCoresByLoad) {
+  // Seed 000's measured loads (ms per run at M = 4) on 2 cores: the largest first, each onto the
+  // least loaded core; idle workers stay unbound.
+  EXPECT_EQ(runtime::split_cores({0.68, 0.10, 0.04, 1.45, 1.10, 0, 0, 0}, 2),
+            (std::vector<int>{1, 0, 0, 0, 1, -1, -1, -1}));
+  // Enough cores: each busy worker its own; equal loads keep rank order; one core takes all.
+  EXPECT_EQ(runtime::split_cores({1, 1, 1, 0}, 4), (std::vector<int>{0, 1, 2, -1}));
+  EXPECT_EQ(runtime::split_cores({2, 3, 1}, 1), (std::vector<int>{0, 0, 0}));
+  EXPECT_EQ(runtime::split_cores({}, 2), (std::vector<int>{}));
+  EXPECT_ERROR(runtime::split_cores({1}, 0), "split_cores: 0 cores");
+}
+
+TEST(Partition, BusyWorkersAreBoundToCores) {
+  // 8 ranks, the seed's placement: after kWarmupRuns + kMeasuredRuns steps the busy ranks 0-4 bind
+  // their threads to one core each (CLEAVE_BIND_CORES=1 binds even when cores are plentiful);
+  // ranks 5-7 ran no kernels and stay free. Training is unchanged.
+  const int steps = runtime::kWarmupRuns + runtime::kMeasuredRuns + 2;
+  const auto batches = lenet_batches(steps, 8);
+  const TrainingRun single = train_lenet(1, {}, batches);
+  setenv("CLEAVE_BIND_CORES", "1", 1);
+  const TrainingRun bound = train_lenet(8, place_like_the_seed, batches);
+  expect_same(bound, single, 1e-5);
+  const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  for (int r = 0; r < 8; ++r) {
+    const runtime::CoreBinding& b = bound.bindings[r];
+    EXPECT_TRUE(b.decided) << "rank " << r;
+    EXPECT_EQ(b.summary, bound.bindings[0].summary) << "rank " << r;
+    if (r < 5) {
+      EXPECT_GE(b.cpu, 0) << "rank " << r << ": " << b.summary;
+      EXPECT_EQ(bound.affinity[r], 1) << "rank " << r;
+    } else {
+      EXPECT_EQ(b.cpu, -1) << "rank " << r;
+    }
+  }
+  EXPECT_NE(bound.bindings[0].summary.find("5 busy workers on"), std::string::npos)
+      << bound.bindings[0].summary;
+  if (cores >= 5) {  // each busy rank its own core
+    std::set<int> used;
+    for (int r = 0; r < 5; ++r) used.insert(bound.bindings[r].cpu);
+    EXPECT_EQ(used.size(), 5u) << bound.bindings[0].summary;
+  }
+  // 0 on any worker: nobody binds.
+  setenv("CLEAVE_BIND_CORES", "0", 1);
+  const TrainingRun free = train_lenet(8, place_like_the_seed, batches);
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(free.bindings[r].cpu, -1) << "rank " << r;
+    EXPECT_NE(free.bindings[r].summary.find("not bound: CLEAVE_BIND_CORES=0"), std::string::npos)
+        << free.bindings[r].summary;
+  }
+  // A bad value is an error naming the variable, at the first step.
+  setenv("CLEAVE_BIND_CORES", "yes", 1);
+  EXPECT_ERROR(train_lenet(5, place_like_the_seed, {batches[0]}), "CLEAVE_BIND_CORES is 'yes'",
+               "expected auto");
+  unsetenv("CLEAVE_BIND_CORES");
 }
 
 TEST(Partition, MicroBatchesEqualTheUnpipelinedStep) {

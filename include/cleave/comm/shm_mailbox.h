@@ -17,17 +17,19 @@
 //
 // NOTE [Waiting for a message]
 // A receiver whose message has not arrived (or a sender whose slot is still held) polls the state
-// word for up to a `spin` (200 us by default, CLEAVE_RPC_SPIN_US), calling sched_yield() between
+// word for up to a `spin` (2000 us by default, CLEAVE_RPC_SPIN_US), calling sched_yield() between
 // polls, and only then sleeps on a futex. On a machine with fewer cores than busy ranks (the seed
 // runs 5 busy workers on 2 cores) a sleeping receiver costs a futex wake on the sender's side and
 // a wake-up on its own — cross-CPU interrupts, and in a VM exits to the hypervisor — that took
 // ~9% of all CPU time (perf, placed LeNet, M = 4); the yielding poll mostly catches the message
 // without either, and gives the core to any rank that has work meanwhile (a pure spin would keep
-// it from them). Measured on 2 cores (bench/run.sh place, A/B runs): +5-15% samples/s at M = 4,
-// +30% at M = 8, unchanged at M = 1; a 1000 us spin burned CPU for nothing, 20 us without
-// yielding was slower than none. An edge whose waits have lately averaged more than twice the
-// spin (a rank idle for most of the step, like fc2's and fc3's) sleeps at once: 7% less CPU
-// time for the job at M = 4, the same throughput.
+// it from them). Measured on 2 cores (bench/run.sh place, A/B runs): a 200 us poll gave +5-15%
+// samples/s at M = 4 and +30% at M = 8 over none; 20 us without yielding was slower than none.
+// Once the workers are bound to cores (NOTE [Placed workers on few cores] in
+// cleave/runtime/core_binding.h) a yield only hands the core to the workers sharing it, and a
+// longer poll wins again: 2000 us instead of 200 gave another ~4% at M = 4 and ~6% at M = 8
+// (1000-5000 us alike). An edge whose waits have lately averaged more than twice the spin (a
+// rank idle for most of the step) sleeps at once.
 //
 // NOTE [Messages in place]
 // Copies are most of a crossing's cost for large activations (a 600 KB convolution output costs
@@ -71,7 +73,7 @@ class ShmMailboxes {
                                               const std::vector<MailboxEdge>& edges,
                                               std::chrono::milliseconds timeout,
                                               std::chrono::microseconds spin = kDefaultSpin);
-  static constexpr std::chrono::microseconds kDefaultSpin{200};
+  static constexpr std::chrono::microseconds kDefaultSpin{2000};
   ~ShmMailboxes();
   ShmMailboxes(const ShmMailboxes&) = delete;
   ShmMailboxes& operator=(const ShmMailboxes&) = delete;

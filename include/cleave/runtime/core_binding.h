@@ -1,0 +1,59 @@
+// Binding the workers of a placed job to cores when they outnumber the cores of their host.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cleave::runtime {
+
+// NOTE [Placed workers on few cores]
+// A placed job runs one busy process per stage; seed 000 has five of them (workers 0-4) and this
+// host has two cores. Their waits for messages poll (NOTE [Waiting for a message] in
+// cleave/comm/shm_mailbox.h), so to the kernel every worker looks busy all the time: it hardly
+// ever moves one to the other core, and which workers share a core is decided by where they
+// happened to start. Measured on seed 000 (bench/README.md "place"): a balanced split of the
+// stages over the two cores trains ~4% faster than the kernel's placement, an unbalanced one ~8%
+// slower, and once no worker moves, longer polls pay off (another 4-6%).
+//
+// So a placed worker measures its load and binds the thread that runs its placed graphs to one
+// core: after kWarmupRuns runs of placed graphs (the first runs build kernels and fill caches),
+// it sums its kernel time over the next kMeasuredRuns runs; then every worker of the world group
+// shares (host, allowed cores, load) in one all_gather, and the workers of each host split their
+// host's cores by that load: largest load first, each to the core with the least load so far
+// (ties: the lower core). Every worker computes the same split from the same numbers and binds
+// only itself. Workers that ran no kernels (seed 000's workers 5-7) stay unbound: they sleep.
+// Only the thread that runs the placed graphs is bound; the process's other threads (data
+// pipeline, transport) stay free (binding them all to the least loaded core was slower: 2.46
+// against 2.35 ms per step at M = 8, A/B), but threads the bound thread starts later (an
+// evaluation's pipeline) inherit its core.
+//
+// CLEAVE_BIND_CORES chooses: `auto` (the default) binds when a host has more busy workers than
+// allowed cores, `1` binds always (each busy worker its own core while cores last), `0` never.
+// Worker 0 prints the split (one line on stderr). Every placed graph of a job runs on every
+// worker in the same order, so the workers reach the all_gather together.
+inline constexpr int kWarmupRuns = 10;
+inline constexpr int kMeasuredRuns = 30;
+
+enum class CoreBindingMode { kAuto, kOn, kOff };
+// CLEAVE_BIND_CORES (unset or empty: kAuto); any other value than auto/1/0 is an error naming it.
+CoreBindingMode core_binding_mode_from_env();
+
+// The split of a host's cores among its workers: `load` per worker (0: not busy, left unbound),
+// `cpus` the host's allowed cores. Returns per worker the index into `cpus` it is bound to, or -1.
+// Deterministic: the same numbers give the same split on every worker.
+std::vector<int> split_cores(const std::vector<double>& load, int cpus);
+
+// What this thread's worker decided (NOTE [Placed workers on few cores]).
+struct CoreBinding {
+  bool decided = false;  // the measurement ended and the workers exchanged their loads
+  int cpu = -1;          // the core this thread is bound to; -1: not bound
+  std::string summary;   // the line worker 0 prints, e.g. "... cpu 0: ranks 3, 1, 2; cpu 1: ..."
+};
+CoreBinding core_binding();
+
+// The executor calls this after every run of a placed graph, on the thread that ran it, with the
+// run's kernel seconds. Collective over the world group at the end of the measurement.
+void note_placed_run(double compute_seconds);
+
+}  // namespace cleave::runtime

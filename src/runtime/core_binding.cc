@@ -1,0 +1,195 @@
+// Binding placed workers to cores (NOTE [Placed workers on few cores] in
+// cleave/runtime/core_binding.h).
+#include "cleave/runtime/core_binding.h"
+
+#include <fmt/format.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <numeric>
+
+#include "cleave/comm/group_registry.h"
+#include "cleave/comm/process_group.h"
+#include "cleave/core/error.h"
+
+namespace cleave::runtime {
+
+CoreBindingMode core_binding_mode_from_env() {
+  const char* env = std::getenv("CLEAVE_BIND_CORES");
+  if (env == nullptr || *env == '\0' || std::string(env) == "auto") return CoreBindingMode::kAuto;
+  if (std::string(env) == "1") return CoreBindingMode::kOn;
+  if (std::string(env) == "0") return CoreBindingMode::kOff;
+  CLEAVE_FAIL(
+      "CLEAVE_BIND_CORES is '{}'; expected auto (bind the workers of a placed job to cores when "
+      "they outnumber the cores), 1 (always) or 0 (never)",
+      env);
+}
+
+std::vector<int> split_cores(const std::vector<double>& load, int cpus) {
+  CLEAVE_CHECK_ARG(cpus >= 1, "split_cores: {} cores; expected at least 1", cpus);
+  std::vector<int> order(load.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return load[a] > load[b]; });
+  std::vector<double> on_cpu(static_cast<size_t>(cpus), 0.0);
+  std::vector<int> cpu_of(load.size(), -1);
+  for (int w : order) {
+    if (!(load[w] > 0)) break;  // sorted: the rest are idle too
+    const int c = static_cast<int>(std::min_element(on_cpu.begin(), on_cpu.end()) - on_cpu.begin());
+    cpu_of[w] = c;
+    on_cpu[c] += load[w];
+  }
+  return cpu_of;
+}
+
+namespace {
+
+// Per thread: ranks may be threads of one process (tests), each with its own world group.
+struct Measurement {
+  int64_t runs = 0;
+  double seconds = 0;  // kernel time of the measured runs
+  CoreBinding binding;
+};
+thread_local Measurement t_measure;
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// Binds thread `tid` of this process to `cpu`; returns 0 or the error number.
+int bind_thread(pid_t tid, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(tid, sizeof(set), &set) == 0 ? 0 : errno;
+}
+
+int64_t host_id() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return static_cast<int64_t>(std::hash<std::string>{}(host) >> 1);
+}
+
+int64_t cpus_id(const std::vector<int>& cpus) {
+  std::string text;
+  for (int c : cpus) text += fmt::format("{},", c);
+  return static_cast<int64_t>(std::hash<std::string>{}(text) >> 1);
+}
+
+// The exchange and the split; binds this thread. Returns what was decided.
+CoreBinding decide(comm::ProcessGroup& group, double seconds, CoreBindingMode mode) {
+  const std::vector<int> cpus = allowed_cpus();
+  constexpr int64_t kFields = 5;  // host, allowed cores (hash), their count, load in ns, mode
+  Tensor mine = Tensor::empty({kFields}, DType::kInt64);
+  int64_t* m = mine.data<int64_t>();
+  m[0] = host_id();
+  m[1] = cpus_id(cpus);
+  m[2] = static_cast<int64_t>(cpus.size());
+  m[3] = static_cast<int64_t>(seconds * 1e9);
+  m[4] = static_cast<int64_t>(mode);
+  Tensor all = Tensor::empty({kFields * group.size()}, DType::kInt64);
+  group.all_gather(all, mine);
+  const int64_t* a = all.data<int64_t>();
+  auto field = [&](int r, int f) { return a[r * kFields + f]; };
+
+  CoreBinding out;
+  out.decided = true;
+  // The workers' CLEAVE_BIND_CORES should agree; if not, 0 anywhere wins, then auto.
+  bool all_on = true;
+  for (int r = 0; r < group.size(); ++r) {
+    const auto theirs = static_cast<CoreBindingMode>(field(r, 4));
+    if (theirs == CoreBindingMode::kOff) {
+      out.summary = fmt::format("not bound: CLEAVE_BIND_CORES=0 on rank {}", r);
+      return out;
+    }
+    all_on = all_on && theirs == CoreBindingMode::kOn;
+  }
+  mode = all_on ? CoreBindingMode::kOn : CoreBindingMode::kAuto;
+  // This host's workers, in rank order, and whether they agree on the allowed cores.
+  std::vector<int> ranks;
+  bool same_cpus = true;
+  for (int r = 0; r < group.size(); ++r) {
+    if (field(r, 0) != m[0]) continue;
+    ranks.push_back(r);
+    same_cpus = same_cpus && field(r, 1) == m[1];
+  }
+  std::vector<double> load;
+  int busy = 0;
+  for (int r : ranks) {
+    load.push_back(static_cast<double>(field(r, 3)) * 1e-9 / kMeasuredRuns);
+    busy += field(r, 3) > 0;
+  }
+  const int ncpus = static_cast<int>(cpus.size());
+  if (!same_cpus || ncpus == 0) {
+    out.summary = "not bound: the workers of this host may run on different cores";
+    return out;
+  }
+  if (mode == CoreBindingMode::kAuto && busy <= ncpus) {
+    out.summary = fmt::format("not bound: {} busy workers on {} cores", busy, ncpus);
+    return out;
+  }
+  const std::vector<int> cpu_of = split_cores(load, ncpus);
+  std::string split;
+  for (int c = 0; c < ncpus; ++c) {
+    std::string on;
+    for (size_t k = 0; k < ranks.size(); ++k) {
+      if (cpu_of[k] != c) continue;
+      on += fmt::format("{}{} ({:.2f} ms/run)", on.empty() ? "" : ", ", ranks[k], load[k] * 1e3);
+    }
+    if (!on.empty())
+      split += fmt::format("{}cpu {}: rank {}", split.empty() ? "" : "; ", cpus[c], on);
+  }
+  out.summary = fmt::format("{} busy workers on {} cores, bound by their measured load: {}", busy,
+                            ncpus, split);
+  const size_t me =
+      static_cast<size_t>(std::find(ranks.begin(), ranks.end(), group.rank()) - ranks.begin());
+  if (cpu_of[me] < 0) return out;
+  const int cpu = cpus[cpu_of[me]];
+  if (const int err = bind_thread(gettid(), cpu); err != 0) {
+    std::fprintf(stderr, "cleave: rank %d could not bind to cpu %d (%s); it stays unbound\n",
+                 group.rank(), cpu, std::strerror(err));
+    return out;
+  }
+  out.cpu = cpu;
+  return out;
+}
+
+}  // namespace
+
+CoreBinding core_binding() { return t_measure.binding; }
+
+void note_placed_run(double compute_seconds) {
+  Measurement& t = t_measure;
+  if (t.binding.decided) return;
+  ++t.runs;
+  if (t.runs <= kWarmupRuns) return;
+  t.seconds += compute_seconds;
+  if (t.runs < kWarmupRuns + kMeasuredRuns) return;
+  std::shared_ptr<comm::ProcessGroup> group = comm::get_group(comm::kWorldGroup);
+  if (group == nullptr) {
+    t.binding = {.decided = true, .summary = "not bound: no world group"};
+    return;
+  }
+  // Exchanged even when off here, so that workers whose settings differ cannot hang.
+  t.binding = decide(*group, t.seconds, core_binding_mode_from_env());
+  if (group->rank() == 0) {
+    std::fprintf(stderr, "cleave: placed workers: %s (see CLEAVE_BIND_CORES)\n",
+                 t.binding.summary.c_str());
+    std::fflush(stderr);
+  }
+}
+
+}  // namespace cleave::runtime
