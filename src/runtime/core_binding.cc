@@ -92,14 +92,13 @@ int64_t cpus_id(const std::vector<int>& cpus) {
 // The exchange and the split; binds this thread. Returns what was decided.
 CoreBinding decide(comm::ProcessGroup& group, double seconds, CoreBindingMode mode) {
   const std::vector<int> cpus = allowed_cpus();
-  constexpr int64_t kFields = 5;  // host, allowed cores (hash), their count, load in ns, mode
+  constexpr int64_t kFields = 4;  // host, allowed cores (a hash of the list), load in ns, mode
   Tensor mine = Tensor::empty({kFields}, DType::kInt64);
   int64_t* m = mine.data<int64_t>();
   m[0] = host_id();
   m[1] = cpus_id(cpus);
-  m[2] = static_cast<int64_t>(cpus.size());
-  m[3] = static_cast<int64_t>(seconds * 1e9);
-  m[4] = static_cast<int64_t>(mode);
+  m[2] = static_cast<int64_t>(seconds * 1e9);
+  m[3] = static_cast<int64_t>(mode);
   Tensor all = Tensor::empty({kFields * group.size()}, DType::kInt64);
   group.all_gather(all, mine);
   const int64_t* a = all.data<int64_t>();
@@ -110,7 +109,7 @@ CoreBinding decide(comm::ProcessGroup& group, double seconds, CoreBindingMode mo
   // The workers' CLEAVE_BIND_CORES should agree; if not, 0 anywhere wins, then auto.
   bool all_on = true;
   for (int r = 0; r < group.size(); ++r) {
-    const auto theirs = static_cast<CoreBindingMode>(field(r, 4));
+    const auto theirs = static_cast<CoreBindingMode>(field(r, 3));
     if (theirs == CoreBindingMode::kOff) {
       out.summary = fmt::format("not bound: CLEAVE_BIND_CORES=0 on rank {}", r);
       return out;
@@ -129,8 +128,8 @@ CoreBinding decide(comm::ProcessGroup& group, double seconds, CoreBindingMode mo
   std::vector<double> load;
   int busy = 0;
   for (int r : ranks) {
-    load.push_back(static_cast<double>(field(r, 3)) * 1e-9 / kMeasuredRuns);
-    busy += field(r, 3) > 0;
+    load.push_back(static_cast<double>(field(r, 2)) * 1e-9 / kMeasuredRuns);
+    busy += field(r, 2) > 0;
   }
   const int ncpus = static_cast<int>(cpus.size());
   if (!same_cpus || ncpus == 0) {

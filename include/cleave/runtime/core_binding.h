@@ -48,7 +48,7 @@ std::vector<int> split_cores(const std::vector<double>& load, int cpus);
 struct CoreBinding {
   bool decided = false;  // the measurement ended and the workers exchanged their loads
   int cpu = -1;          // the core this thread is bound to; -1: not bound
-  std::string summary;   // the line worker 0 prints, e.g. "... cpu 0: ranks 3, 1, 2; cpu 1: ..."
+  std::string summary;   // what worker 0 prints, e.g. "... cpu 0: rank 1 (0.10 ms/run), 2 (...)"
 };
 CoreBinding core_binding();
 
