@@ -20,10 +20,19 @@ DeviceAllocator g_cuda_allocator{nullptr, nullptr};
 // serves blocks this large with mmap and returns them with munmap, so each step paid for fresh
 // zeroed pages: page faults were 15-20% of a LeNet/MLP step. Freed blocks of at least
 // kCacheMinBytes are therefore kept in free lists keyed by their size (rounded up to a page) and
-// handed out again; smaller blocks go straight to malloc, whose own bins are fast. The cache holds
-// at most CLEAVE_CPU_CACHE_MB (default 2048) MiB; beyond that blocks are freed at once.
+// handed out again.
+//
+// Small blocks (the data pipeline's per-image tensors of 0.8-4 KB, scalars, shapes of transient
+// values) are cached too, by size rounded up to 64 bytes, at most kSmallBlocksPerSize of each
+// size: aligned_alloc(64, n) takes glibc's memalign path, which bypasses its per-thread cache and
+// splits chunks, so the placed LeNet's image pipeline thread spent ~25% of its time in
+// _int_malloc/unlink_chunk/malloc_consolidate/_int_free (perf). Blocks freed by another thread
+// than the one that allocated them (a batch made by the pipeline, freed by the training thread)
+// are reused alike: one mutex guards the lists. The cache holds at most CLEAVE_CPU_CACHE_MB
+// (default 2048) MiB; beyond that blocks are freed at once.
 constexpr size_t kCacheMinBytes = size_t{64} << 10;
 constexpr size_t kPage = 4096;
+constexpr size_t kSmallBlocksPerSize = 256;
 
 class CpuBlockCache {
  public:
@@ -34,12 +43,17 @@ class CpuBlockCache {
 
   void* allocate(size_t nbytes) {
     const size_t size = rounded(nbytes);
-    if (size >= kCacheMinBytes) {
+    {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto it = free_.find(size);
-      if (it != free_.end() && !it->second.empty()) {
-        void* p = it->second.back();
-        it->second.pop_back();
+      std::vector<void*>* blocks = nullptr;
+      if (size < kCacheMinBytes) {
+        blocks = &small_[size / kAlignment];
+      } else if (auto it = large_.find(size); it != large_.end()) {
+        blocks = &it->second;
+      }
+      if (blocks != nullptr && !blocks->empty()) {
+        void* p = blocks->back();
+        blocks->pop_back();
         cached_bytes_ -= size;
         return p;
       }
@@ -51,12 +65,16 @@ class CpuBlockCache {
 
   void deallocate(void* p, size_t nbytes) {
     const size_t size = rounded(nbytes);
-    if (size >= kCacheMinBytes) {
+    {
       std::lock_guard<std::mutex> lock(mutex_);
       if (cached_bytes_ + size <= limit_bytes_) {
-        free_[size].push_back(p);
-        cached_bytes_ += size;
-        return;
+        std::vector<void*>& blocks =
+            size < kCacheMinBytes ? small_[size / kAlignment] : large_[size];
+        if (size >= kCacheMinBytes || blocks.size() < kSmallBlocksPerSize) {
+          blocks.push_back(p);
+          cached_bytes_ += size;
+          return;
+        }
       }
     }
     std::free(p);
@@ -64,10 +82,14 @@ class CpuBlockCache {
 
   void release() {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [size, blocks] : free_) {
+    for (auto& [size, blocks] : large_) {
       for (void* p : blocks) std::free(p);
     }
-    free_.clear();
+    large_.clear();
+    for (std::vector<void*>& blocks : small_) {
+      for (void* p : blocks) std::free(p);
+      blocks.clear();
+    }
     cached_bytes_ = 0;
   }
 
@@ -77,7 +99,7 @@ class CpuBlockCache {
   }
 
  private:
-  CpuBlockCache() {
+  CpuBlockCache() : small_(kCacheMinBytes / kAlignment) {
     const char* env = std::getenv("CLEAVE_CPU_CACHE_MB");
     limit_bytes_ = (env != nullptr ? std::strtoull(env, nullptr, 10) : 2048) << 20;
   }
@@ -88,7 +110,8 @@ class CpuBlockCache {
   }
 
   std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
+  std::vector<std::vector<void*>> small_;  // [size / kAlignment], sizes below kCacheMinBytes
+  std::unordered_map<size_t, std::vector<void*>> large_;
   size_t cached_bytes_ = 0;
   size_t limit_bytes_ = 0;
 };

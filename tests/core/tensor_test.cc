@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "testing/gradcheck.h"
 
 namespace cleave {
@@ -106,6 +108,31 @@ TEST(Storage, LargeBlocksAreReusedFromTheCache) {
   EXPECT_EQ(b.raw_data(), first);
   EXPECT_EQ(cpu_cached_bytes(), 0u);
   b = Tensor();
+  release_cpu_cache();
+  EXPECT_EQ(cpu_cached_bytes(), 0u);
+}
+
+TEST(Storage, SmallBlocksAreReusedFromTheCache) {
+  // NOTE [CPU allocation cache]: a 3 KB block (one decoded image) comes back from the cache, also
+  // to another thread; a block of another size does not take it.
+  release_cpu_cache();
+  void* first;
+  {
+    Tensor a = Tensor::empty({768});
+    first = a.raw_data();
+  }
+  EXPECT_EQ(cpu_cached_bytes(), 3072u);
+  Tensor other = Tensor::empty({769});
+  EXPECT_NE(other.raw_data(), first);
+  void* second = nullptr;
+  std::thread([&] {
+    Tensor b = Tensor::empty({760});  // rounds to the same 3072 bytes
+    second = b.raw_data();
+    b.data<float>()[0] = 1.0f;
+  }).join();
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(cpu_cached_bytes(), 3072u);  // freed again by the other thread
+  other = Tensor();
   release_cpu_cache();
   EXPECT_EQ(cpu_cached_bytes(), 0u);
 }
