@@ -11,6 +11,7 @@
 #include "cleave/ir/graph.h"
 #include "cleave/runtime/compile.h"
 #include "cleave/runtime/context.h"
+#include "cleave/runtime/placed_state.h"
 
 namespace cleave::optim {
 namespace {
@@ -181,6 +182,10 @@ Tensor Forward::operator()(const Tensor& x) {
   }
   std::vector<Tensor> out = it->second->run({x});
   return out.empty() ? Tensor() : out[0];
+}
+
+void TrainOneStep::share_placed_state(const std::vector<Tensor>& tensors) const {
+  if (placed()) runtime::share_placed_state(*last_, tensors);
 }
 
 }  // namespace cleave::optim

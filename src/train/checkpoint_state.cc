@@ -5,6 +5,7 @@
 
 #include "cleave/core/error.h"
 #include "cleave/train/checkpoint.h"
+#include "cleave/train/model.h"
 
 namespace cleave::train {
 namespace {
@@ -180,17 +181,23 @@ void ModelCheckpoint::on_train_end(RunContext& ctx) {
 
 void ModelCheckpoint::save(const RunContext& ctx) {
   CLEAVE_ASSERT(ctx.network != nullptr);
-  CLEAVE_CHECK_ARG(!ctx.placed,
-                   "ModelCheckpoint: the network is placed over several workers (Cell::place), and "
-                   "each worker holds the current values only of the parameters its part updates; "
-                   "saving a placed network is not supported yet (it would write stale values)");
+  const NamedTensors state = train_state_tensors(
+      *ctx.network, ctx.optimizer, {.epoch_num = ctx.cur_epoch_num, .step_num = ctx.cur_step_num});
+  if (ctx.placed) {
+    // Each worker holds the current values only of what its part updates: gather them first
+    // (NOTE [Saving a placed network] in cleave/runtime/placed_state.h; collective, so every
+    // worker must run this callback at the same steps). Every worker then writes the same file.
+    CLEAVE_CHECK_ARG(ctx.train_step != nullptr,
+                     "ModelCheckpoint: the network is placed over several workers (Cell::place) "
+                     "but the run context names no training step to gather its parameters from");
+    std::vector<Tensor> values;
+    for (const auto& [name, t] : state) values.push_back(t);
+    ctx.train_step->share_placed_state(values);
+  }
   const std::string file =
       fmt::format("{}-{}_{}.{}", prefix_, ctx.cur_epoch_num, ctx.step_in_epoch, config_.format);
   latest_ = (std::filesystem::path(directory_) / file).string();
-  save_checkpoint(
-      train_state_tensors(*ctx.network, ctx.optimizer,
-                          {.epoch_num = ctx.cur_epoch_num, .step_num = ctx.cur_step_num}),
-      latest_);
+  save_checkpoint(state, latest_);
   last_saved_step_ = ctx.cur_step_num;
 
   // The files of this prefix in the folder, oldest (by epoch, then step) first.

@@ -50,6 +50,12 @@ class InferenceMode {
 
 // ---- EagerTrainStep ----
 
+void TrainStep::share_placed_state(const std::vector<Tensor>& /*tensors*/) {
+  CLEAVE_CHECK_ARG(!placed(),
+                   "this training step runs placed over several workers but cannot gather their "
+                   "parameters (override TrainStep::share_placed_state), so it cannot be saved");
+}
+
 EagerTrainStep::EagerTrainStep(nn::CellPtr network, nn::CellPtr loss_fn,
                                std::shared_ptr<optim::Optimizer> optimizer)
     : network_(std::move(network)), loss_fn_(std::move(loss_fn)), optimizer_(std::move(optimizer)) {
@@ -159,6 +165,7 @@ void Model::train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
   ctx.cur_epoch_num = epochs_done;
   ctx.cur_step_num = start_step;
   ctx.network = network_.get();
+  ctx.train_step = train_step_.get();
   ctx.optimizer = optimizer_.get();
   progress_ = {.epoch_num = (start_step + batch_num - 1) / batch_num, .step_num = start_step};
   auto each = [&](void (Callback::*hook)(RunContext&)) {
@@ -316,12 +323,14 @@ Tensor Model::predict(const Tensor& data) {
 }
 
 void Model::save_train_state(const std::string& path) const {
-  CLEAVE_CHECK_ARG(train_step_ == nullptr || !train_step_->placed(),
-                   "Model.save_train_state: the network is placed over several workers "
-                   "(Cell::place), and each worker holds the current values only of the parameters "
-                   "its part updates; saving a placed network is not supported yet (it would write "
-                   "stale values)");
-  save_checkpoint(train_state_tensors(*network_, optimizer_.get(), progress_), path);
+  const NamedTensors state = train_state_tensors(*network_, optimizer_.get(), progress_);
+  if (train_step_ != nullptr && train_step_->placed()) {
+    // NOTE [Saving a placed network] in cleave/runtime/placed_state.h: collective.
+    std::vector<Tensor> values;
+    for (const auto& [name, t] : state) values.push_back(t);
+    train_step_->share_placed_state(values);
+  }
+  save_checkpoint(state, path);
 }
 
 void Model::load_train_state(const std::string& path) {

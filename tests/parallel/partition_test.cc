@@ -20,6 +20,7 @@
 #include "cleave/runtime/core_binding.h"
 #include "cleave/runtime/rpc.h"
 #include "comm/thread_world.h"
+#include "data/data_files.h"
 #include "testing/gradcheck.h"
 #include "testing/graph_mode.h"
 #include "testing/models.h"
@@ -70,6 +71,9 @@ struct TrainingRun {
   int zero_copy_buffers = 0;  // of all ranks' executors (NOTE [Zero-copy cut edges])
   std::vector<runtime::CoreBinding> bindings;  // per rank (NOTE [Placed workers on few cores])
   std::vector<int> affinity;  // per rank: how many cores its thread may run on afterwards
+  // With share_state: per rank, the whole training state (train::train_state_tensors) after
+  // TrainOneStep::share_placed_state (NOTE [Saving a placed network]).
+  std::vector<std::map<std::string, std::vector<double>>> state;
 };
 
 using Placer = std::function<void(testing::LeNet5&)>;
@@ -78,7 +82,7 @@ using Placer = std::function<void(testing::LeNet5&)>;
 // applied when world > 1. Returns rank 0's losses and each parameter as held by the rank that
 // updates it (the rank of its node in the partition).
 TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>& batches,
-                        int micro_batches = 1) {
+                        int micro_batches = 1, bool share_state = false) {
   std::mutex counts_mutex;
   testing::ModeGuard graph(runtime::GRAPH_MODE);
   runtime::set_auto_parallel_context({.pipeline_micro_batches = micro_batches});
@@ -92,6 +96,7 @@ TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>
   run.inputs_read.resize(world);
   run.bindings.resize(world);
   run.affinity.resize(world);
+  run.state.resize(world);
   std::vector<std::map<std::string, std::vector<double>>> owned(world);
   auto train = [&](int rank) {
     testing::LeNet5& net = *nets[rank];
@@ -115,6 +120,13 @@ TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>
     EXPECT_EQ(step.placed(), world > 1) << "rank " << rank;
     run.inputs_read[rank] = step.inputs_read();
     run.bindings[rank] = runtime::core_binding();
+    if (share_state) {
+      const train::NamedTensors state = train::train_state_tensors(*with_loss, &opt, {});
+      std::vector<Tensor> values;
+      for (const auto& [name, t] : state) values.push_back(t);
+      step.share_placed_state(values);
+      for (const auto& [name, t] : state) run.state[rank][name] = t.to_double_vector();
+    }
     cpu_set_t set;
     CPU_ZERO(&set);
     if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0)
@@ -229,6 +241,102 @@ TEST(Partition, CopiedMessagesTrainAlike) {
   EXPECT_ERROR(train_lenet(5, place_like_the_seed, batches), "CLEAVE_RPC_SPIN_US is '20ms'",
                "expected microseconds from 0 to 1000000");
   unsetenv("CLEAVE_RPC_SPIN_US");
+}
+
+TEST(Partition, EveryWorkerGathersTheTrainingStateOfOneProcess) {
+  // NOTE [Saving a placed network]: after share_placed_state every worker, including those that
+  // own nothing (5-7), holds the parameters and momentum accumulators one process ends with.
+  const auto batches = lenet_batches(6, 8);
+  const TrainingRun single = train_lenet(1, {}, batches, 1, true);
+  const TrainingRun placed = train_lenet(8, place_like_the_seed, batches, 2, true);
+  ASSERT_FALSE(single.state[0].empty());
+  for (int r = 0; r < 8; ++r) {
+    ASSERT_EQ(placed.state[r].size(), single.state[0].size()) << "rank " << r;
+    for (const auto& [name, want] : single.state[0]) {
+      const std::vector<double>& got = placed.state[r].at(name);
+      ASSERT_EQ(got.size(), want.size()) << name;
+      double worst = 0;
+      for (size_t k = 0; k < want.size(); ++k) worst = std::max(worst, rel_diff(got[k], want[k]));
+      EXPECT_LE(worst, 1e-4) << "rank " << r << ": " << name;
+    }
+  }
+  // The comparison is of trained values: fc3's weight (updated on rank 2 only) and its momentum
+  // accumulator moved away from where every rank started.
+  const std::string w = "_backbone.fc3.weight";
+  ASSERT_TRUE(single.initial.count(w) && single.state[0].count("moments." + w));
+  double weight_moved = 0, accum = 0;
+  for (size_t k = 0; k < single.initial.at(w).size(); ++k) {
+    weight_moved =
+        std::max(weight_moved, std::abs(single.state[0].at(w)[k] - single.initial.at(w)[k]));
+    accum = std::max(accum, std::abs(single.state[0].at("moments." + w)[k]));
+  }
+  EXPECT_GT(weight_moved, 1e-5);
+  EXPECT_GT(accum, 1e-5);
+}
+
+TEST(Partition, ModelCheckpointOfAPlacedNetworkEqualsOneProcess) {
+  // Model.train with ModelCheckpoint on the seed's placement over 8 thread-ranks, each saving into
+  // its own folder (as seed 000's workers run in worker_N/): every worker's file, also those of
+  // ranks that own nothing, holds what one process saves (NOTE [Saving a placed network]). Then
+  // fresh networks (another seed) on 8 thread-ranks resume from the step-2 files and end where
+  // the uninterrupted run ended.
+  testing::ModeGuard graph(runtime::GRAPH_MODE);
+  runtime::rpc_send_op();
+  testing::TempDir dir;
+  auto data = [] {
+    return dataset::GeneratorDataset(
+               [](int64_t i) -> dataset::Row {
+                 Tensor image = Tensor::full({1, 32, 32}, 0.05 * static_cast<double>(i % 7));
+                 image.data<float>()[i % 1024] += 1.0f;
+                 return {image, Tensor::scalar(static_cast<double>(i % 10), DType::kInt32)};
+               },
+               32, {"image", "label"}, {.shuffle = false})
+        ->batch(8);
+  };
+  std::vector<std::shared_ptr<testing::LeNet5>> nets;  // 0-7 ranks, 8 one process, 9-16 resumed
+  for (int r = 0; r < 17; ++r) {
+    set_seed(r < 9 ? 1 : 2);
+    nets.push_back(std::make_shared<testing::LeNet5>());
+  }
+  auto train = [&](int index, const std::string& folder, const std::string& resume_from) {
+    auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
+    auto opt = std::make_shared<optim::Momentum>(nets[index]->trainable_params(), 0.01, 0.9);
+    train::Model model(nets[index], loss, opt);
+    if (!resume_from.empty()) model.load_train_state(resume_from);
+    auto ckpt = std::make_shared<train::ModelCheckpoint>(
+        train::CheckpointConfig{.save_checkpoint_steps = 2}, "lenet", folder);
+    model.train(1, data(), {ckpt});
+  };
+  auto folder = [&](int r) { return dir.file(fmt::format("worker_{}", r)); };
+  train(8, dir.file("single"), "");
+  for (const bool resumed : {false, true}) {
+    auto store = comm::make_memory_store();
+    testing::run_threads(8, [&](int rank) {
+      comm::ThreadGroupScope scope(
+          "world", comm::create_process_group(testing::thread_world_options(store, rank, 8)));
+      const int index = resumed ? 9 + rank : rank;
+      place_like_the_seed(*nets[index]);
+      if (!resumed) return train(index, folder(rank), "");
+      train(index, folder(rank) + "/resumed", folder(rank) + "/lenet-1_2.ckpt");
+    });
+  }
+  const train::ParamMap want = train::load_checkpoint(dir.file("single") + "/lenet-1_4.ckpt");
+  ASSERT_GT(want.size(), 10u);
+  for (const std::string& file :
+       {folder(0) + "/lenet-1_4.ckpt", folder(3) + "/lenet-1_4.ckpt", folder(5) + "/lenet-1_4.ckpt",
+        folder(0) + "/resumed/lenet-1_4.ckpt", folder(4) + "/resumed/lenet-1_4.ckpt"}) {
+    SCOPED_TRACE(file);
+    const train::ParamMap got = train::load_checkpoint(file);
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& [name, t] : want) {
+      ASSERT_TRUE(got.count(name)) << name;
+      const std::vector<double> a = got.at(name).to_double_vector(), b = t.to_double_vector();
+      ASSERT_EQ(a.size(), b.size()) << name;
+      double worst = 0;
+      for (size_t k = 0; k < a.size(); ++k) worst = std::max(worst, rel_diff(a[k], b[k]));
+      EXPECT_LE(worst, 1e-5) << name;
+    }
+  }
 }
 
 TEST(Partition, SplitCoresByLoad) {

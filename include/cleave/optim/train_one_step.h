@@ -52,6 +52,10 @@ class TrainOneStep {
   std::vector<bool> inputs_read() const;
   // Whether the last call's graph is one worker's part of a placed step.
   bool placed() const { return last_ != nullptr && last_->placed(); }
+  // Placed: gives every worker the current values of `tensors` (the training state, the same list
+  // on every worker; collective: NOTE [Saving a placed network] in cleave/runtime/placed_state.h).
+  // Not placed: nothing to do.
+  void share_placed_state(const std::vector<Tensor>& tensors) const;
   // Graphs compiled so far (GRAPH_MODE).
   size_t num_compiled() const { return cache_.size(); }
   // The executor the last GRAPH_MODE call ran (null before one): its graph and memory plan.

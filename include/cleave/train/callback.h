@@ -19,6 +19,8 @@
 
 namespace cleave::train {
 
+class TrainStep;
+
 // The state of the training loop a callback sees (MindSpore's cb_params). Steps are counted from
 // 1; cur_step_num counts every step since the start of training (over all epochs, including
 // those before a resume), step_in_epoch restarts at 1 each epoch.
@@ -32,8 +34,10 @@ struct RunContext {
   nn::Cell* network = nullptr;
   optim::Optimizer* optimizer = nullptr;
   // The step runs partitioned over several workers (Cell::place): each worker holds the current
-  // values only of the parameters (and optimizer state) its part updates.
+  // values only of the parameters (and optimizer state) its part updates, until
+  // train_step->share_placed_state() (NOTE [Saving a placed network]) gathers them.
   bool placed = false;
+  TrainStep* train_step = nullptr;  // set by Model.train
 
   // The loss as a double (a float32 loss widened exactly, as Python's float(np.mean(loss))).
   double loss_value() const;

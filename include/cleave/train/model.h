@@ -42,6 +42,10 @@ class TrainStep {
   virtual std::vector<bool> inputs_read() const { return {reads_inputs(), reads_inputs()}; }
   // Whether the step runs partitioned over several workers (after its first call).
   virtual bool placed() const { return false; }
+  // A placed step: gives every worker the current values of `tensors` (the training state, the
+  // same list on every worker; collective, NOTE [Saving a placed network] in
+  // cleave/runtime/placed_state.h). The default, for steps that cannot, throws when placed().
+  virtual void share_placed_state(const std::vector<Tensor>& tensors);
 };
 
 // The PyNative (eager) step: loss = loss_fn(network(data), label) (or network(data, label) when
@@ -70,6 +74,9 @@ class ContextTrainStep : public TrainStep {
   bool reads_inputs() const override { return step_->reads_inputs(); }
   std::vector<bool> inputs_read() const override { return step_->inputs_read(); }
   bool placed() const override { return step_->placed(); }
+  void share_placed_state(const std::vector<Tensor>& tensors) override {
+    step_->share_placed_state(tensors);
+  }
 
  private:
   nn::CellPtr net_with_loss_;
@@ -111,7 +118,9 @@ class Model {
 
   // Writes everything needed to resume training to `path` (.ckpt or .safetensors; see
   // checkpoint.h): the parameters, the optimizer's state and step count, and the epoch and step
-  // reached (the ModelCheckpoint layout).
+  // reached (the ModelCheckpoint layout). For a placed network every worker must call it (it
+  // gathers the state first: NOTE [Saving a placed network] in cleave/runtime/placed_state.h) and
+  // every worker writes the same file.
   void save_train_state(const std::string& path) const;
   // Restores what save_train_state (or ModelCheckpoint) wrote into this model's network and
   // optimizer; the next train() continues after the saved step. Give that train() a freshly built
