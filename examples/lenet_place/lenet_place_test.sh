@@ -12,6 +12,9 @@
 #     no batch] in src/train/model.cc); only worker 0 prints losses and the accuracy, >= 0.98;
 #   * the placed run under cleave-run with --micro-batches 4 (its first 100 steps only): every
 #     process exits 0 and worker 0's losses equal the unpipelined run's within 1e-4 relative;
+#     the checkpoints it saves at its end (--checkpoint-dir) on workers 0, 3 and 6 hold the
+#     training state one process ends those 100 steps with (within 1e-4 relative; NOTE [Saving a
+#     placed network]);
 #   * that run's per-rank dumps (--save-graphs): cleave-ir --ranks matches every send to its recv.
 # Usage: lenet_place_test.sh BIN_DIR
 set -euo pipefail
@@ -82,12 +85,58 @@ echo "ok: placed (run.sh, 8 workers): every process exited 0; worker 0's losses 
 # Micro-batched, under cleave-run.
 if ! (cd "$work" && timeout 120 "$bin/cleave-run" --worker_num 8 --master_port "$(free_port)" \
   --log_dir "$work/m4" -- "$bin/lenet_place" --epochs 1 --max-steps 100 --per-print-times 1 \
-  --seed 1 --micro-batches 4 --save-graphs "$work/graphs") > "$work/m4.out" 2>&1; then
+  --seed 1 --micro-batches 4 --save-graphs "$work/graphs" --checkpoint-dir "$work/ckpt_m4") \
+  > "$work/m4.out" 2>&1; then
   cat "$work/m4.out"
   fail "cleave-run --micro-batches 4 failed"
 fi
 compare_losses "micro-batches 4" "$w0" "$work/m4/worker_0.log" 100 1e-4
 echo "ok: placed with 4 micro-batches (cleave-run): the unpipelined losses"
+
+# Its checkpoints against one process's after the same 100 steps.
+(cd "$work" && timeout 60 "$bin/lenet_place" --epochs 1 --max-steps 100 --per-print-times 100 \
+  --seed 1 --checkpoint-dir "$work/ckpt_single") > "$work/single100.out" 2>&1 || {
+  cat "$work/single100.out"
+  fail "the single-process run with --checkpoint-dir failed"
+}
+python3 - "$work/ckpt_single/rank_0/lenet-1_100.safetensors" \
+  "$work"/ckpt_m4/rank_{0,3,6}/lenet-1_100.safetensors <<'PY' || fail "the placed checkpoints differ from one process's"
+import json, struct, sys
+
+def load(path):  # safetensors: u64 header size, JSON header, raw little-endian data
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    data = raw[8 + n:]
+    fmt = {"F32": "f", "F64": "d", "I32": "i", "I64": "q"}
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = t["data_offsets"]
+        code = fmt[t["dtype"]]
+        count = (end - begin) // struct.calcsize(code)
+        out[name] = struct.unpack("<%d%s" % (count, code), data[begin:end])
+    return out
+
+want = load(sys.argv[1])
+bad = 0
+for path in sys.argv[2:]:
+    got = load(path)
+    if sorted(got) != sorted(want):
+        print("%s: tensors %s, expected %s" % (path, sorted(got), sorted(want)))
+        bad = 1
+        continue
+    for name, values in want.items():
+        worst = max((abs(a - b) / max(abs(b), 1e-3) for a, b in zip(got[name], values)), default=0)
+        if worst > 1e-4:
+            print("%s: %s differs by %.3g relative" % (path, name, worst))
+            bad = 1
+    print("%s: %d tensors" % (path, len(got)))
+sys.exit(bad)
+PY
+echo "ok: the placed run's checkpoints (workers 0, 3, 6) equal one process's"
 
 # The ranks' subgraphs (save_graphs) drawn together: every send has its recv.
 "$bin/cleave-ir" --ranks "$work/graphs/train_step_0" --stage 10_partition --render none \

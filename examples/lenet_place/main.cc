@@ -24,6 +24,11 @@
 //   PLACE_STATS rank=0 compute_s=1.23 recv_wait_s=0.45 runs=300 train_wall_s=2.5 samples=9600
 //     cpu_s=2.1   (cpu_s: the CPU time of all of this process's threads over the same window)
 //
+// --checkpoint-dir DIR saves the training state at the end of training into
+// DIR/rank_<R>/lenet-<epoch>_<step>.safetensors on every worker (ModelCheckpoint: the workers
+// first gather the parameters each part updates, so every file holds the whole state, as one
+// process would save it).
+//
 // --op-times PREFIX (with --stats) also writes PREFIX.rank<R>: every op of this worker's placed
 // graphs in the order it runs them, with its total CPU time over the same window (tab-separated:
 // graph, op, node, tag, seconds, runs); bench/place_ideal.py replays them as a perfect schedule.
@@ -60,6 +65,7 @@ struct Options {
   bool stats = false;
   std::string op_times;     // empty: none
   std::string save_graphs;  // empty: no dumps
+  std::string checkpoint_dir;  // empty: no checkpoint
 };
 
 // --stats measures from the end of the first `warmup_epochs` epochs (compilation, the set-up of
@@ -129,10 +135,16 @@ int run(const Options& options) {
   auto ds_train = create_dataset(options.data_path + "/train");
   if (options.max_steps > 0) ds_train = ds_train->take(options.max_steps);
   auto steady = std::make_shared<SteadyState>(options.epochs > 1 ? 1 : 0);
-  model.train(options.epochs, ds_train,
-              {std::make_shared<train::LossMonitor>(options.per_print_times),
-               std::make_shared<train::TimeMonitor>(), steady},
-              /*dataset_sink_mode=*/false);
+  std::vector<train::CallbackPtr> callbacks = {
+      std::make_shared<train::LossMonitor>(options.per_print_times),
+      std::make_shared<train::TimeMonitor>(), steady};
+  if (!options.checkpoint_dir.empty()) {  // only the last step: on_train_end saves it
+    callbacks.push_back(std::make_shared<train::ModelCheckpoint>(
+        train::CheckpointConfig{.save_checkpoint_steps = int64_t{1} << 40,
+                                .format = "safetensors"},
+        "lenet", fmt::format("{}/rank_{}", options.checkpoint_dir, get_rank())));
+  }
+  model.train(options.epochs, ds_train, callbacks, /*dataset_sink_mode=*/false);
   const std::chrono::duration<double> train_wall = std::chrono::steady_clock::now() - steady->start;
   const double train_cpu = SteadyState::process_cpu_seconds() - steady->cpu_start;
   const runtime::PlacedRunStats stats = runtime::placed_run_stats();
@@ -199,6 +211,9 @@ int main(int argc, char** argv) {
   app.add_option("--save-graphs", options.save_graphs,
                  "write the compiled graphs of every stage and rank (save_graphs) under this "
                  "folder; `cleave-ir --ranks FOLDER/train_step_0` draws the ranks' subgraphs");
+  app.add_option("--checkpoint-dir", options.checkpoint_dir,
+                 "save the training state at the end of training into "
+                 "DIR/rank_<R>/lenet-<epoch>_<step>.safetensors on every worker");
   CLI11_PARSE(app, argc, argv);
 
   try {
