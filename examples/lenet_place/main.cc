@@ -63,8 +63,8 @@ struct Options {
   int micro_batches = 1;
   int64_t max_steps = 0;  // 0: every batch
   bool stats = false;
-  std::string op_times;     // empty: none
-  std::string save_graphs;  // empty: no dumps
+  std::string op_times;        // empty: none
+  std::string save_graphs;     // empty: no dumps
   std::string checkpoint_dir;  // empty: no checkpoint
 };
 
@@ -140,8 +140,7 @@ int run(const Options& options) {
       std::make_shared<train::TimeMonitor>(), steady};
   if (!options.checkpoint_dir.empty()) {  // only the last step: on_train_end saves it
     callbacks.push_back(std::make_shared<train::ModelCheckpoint>(
-        train::CheckpointConfig{.save_checkpoint_steps = int64_t{1} << 40,
-                                .format = "safetensors"},
+        train::CheckpointConfig{.save_checkpoint_steps = int64_t{1} << 40, .format = "safetensors"},
         "lenet", fmt::format("{}/rank_{}", options.checkpoint_dir, get_rank())));
   }
   model.train(options.epochs, ds_train, callbacks, /*dataset_sink_mode=*/false);
