@@ -168,6 +168,24 @@ TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>
   return run;
 }
 
+// The largest rel_diff of two equally long lists.
+double worst_rel_diff(const std::vector<double>& got, const std::vector<double>& want) {
+  double worst = 0;
+  for (size_t k = 0; k < want.size(); ++k) worst = std::max(worst, rel_diff(got[k], want[k]));
+  return worst;
+}
+
+// Sets an environment variable for a scope (unset at its end, also when a test fails early).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { set(value); }
+  ~ScopedEnv() { unsetenv(name_); }
+  void set(const char* value) { setenv(name_, value, 1); }
+
+ private:
+  const char* name_;
+};
+
 void expect_same(const TrainingRun& placed, const TrainingRun& single, double tolerance) {
   ASSERT_EQ(placed.losses.size(), single.losses.size());
   for (size_t i = 0; i < single.losses.size(); ++i) {
@@ -186,10 +204,7 @@ void expect_same(const TrainingRun& placed, const TrainingRun& single, double to
     auto it = placed.params.find(name);
     ASSERT_NE(it, placed.params.end()) << name << " is updated on no rank";
     ASSERT_EQ(it->second.size(), values.size());
-    double worst = 0;
-    for (size_t k = 0; k < values.size(); ++k)
-      worst = std::max(worst, rel_diff(it->second[k], values[k]));
-    EXPECT_LE(worst, tolerance) << name;
+    EXPECT_LE(worst_rel_diff(it->second, values), tolerance) << name;
   }
 }
 
@@ -215,9 +230,10 @@ TEST(Partition, CutEdgesOverTheGroupTransport) {
   // receives posted at the start of each run.
   const auto batches = lenet_batches(10, 16);
   const TrainingRun single = train_lenet(1, {}, batches);
-  setenv("CLEAVE_RPC_SHM", "0", 1);
-  const TrainingRun placed = train_lenet(5, place_like_the_seed, batches, 2);
-  unsetenv("CLEAVE_RPC_SHM");
+  const TrainingRun placed = [&] {
+    ScopedEnv shm("CLEAVE_RPC_SHM", "0");
+    return train_lenet(5, place_like_the_seed, batches, 2);
+  }();
   expect_same(placed, single, 1e-4);
   EXPECT_EQ(placed.zero_copy_buffers, 0);
 }
@@ -226,21 +242,21 @@ TEST(Partition, CopiedMessagesTrainAlike) {
   // CLEAVE_RPC_ZERO_COPY=0: the shared-memory mailboxes with a copy on each side of every edge.
   const auto batches = lenet_batches(10, 16);
   const TrainingRun single = train_lenet(1, {}, batches);
-  setenv("CLEAVE_RPC_ZERO_COPY", "0", 1);
-  const TrainingRun copied = train_lenet(5, place_like_the_seed, batches, 2);
-  unsetenv("CLEAVE_RPC_ZERO_COPY");
+  const TrainingRun copied = [&] {
+    ScopedEnv zero_copy("CLEAVE_RPC_ZERO_COPY", "0");
+    return train_lenet(5, place_like_the_seed, batches, 2);
+  }();
   expect_same(copied, single, 1e-4);
   EXPECT_EQ(copied.zero_copy_buffers, 0);
   EXPECT_GT(copied.sends, 0);
   // How long a wait polls (NOTE [Waiting for a message]): 0 (sleep at once) trains alike; a value
   // that is not a number of microseconds is an error naming the variable.
-  setenv("CLEAVE_RPC_SPIN_US", "0", 1);
+  ScopedEnv spin("CLEAVE_RPC_SPIN_US", "0");
   const TrainingRun sleeping = train_lenet(5, place_like_the_seed, batches);
   expect_same(sleeping, single, 1e-5);
-  setenv("CLEAVE_RPC_SPIN_US", "20ms", 1);
+  spin.set("20ms");
   EXPECT_ERROR(train_lenet(5, place_like_the_seed, batches), "CLEAVE_RPC_SPIN_US is '20ms'",
                "expected microseconds from 0 to 1000000");
-  unsetenv("CLEAVE_RPC_SPIN_US");
 }
 
 TEST(Partition, EveryWorkerGathersTheTrainingStateOfOneProcess) {
@@ -255,9 +271,7 @@ TEST(Partition, EveryWorkerGathersTheTrainingStateOfOneProcess) {
     for (const auto& [name, want] : single.state[0]) {
       const std::vector<double>& got = placed.state[r].at(name);
       ASSERT_EQ(got.size(), want.size()) << name;
-      double worst = 0;
-      for (size_t k = 0; k < want.size(); ++k) worst = std::max(worst, rel_diff(got[k], want[k]));
-      EXPECT_LE(worst, 1e-4) << "rank " << r << ": " << name;
+      EXPECT_LE(worst_rel_diff(got, want), 1e-4) << "rank " << r << ": " << name;
     }
   }
   // The comparison is of trained values: fc3's weight (updated on rank 2 only) and its momentum
@@ -332,9 +346,7 @@ TEST(Partition, ModelCheckpointOfAPlacedNetworkEqualsOneProcess) {
       ASSERT_TRUE(got.count(name)) << name;
       const std::vector<double> a = got.at(name).to_double_vector(), b = t.to_double_vector();
       ASSERT_EQ(a.size(), b.size()) << name;
-      double worst = 0;
-      for (size_t k = 0; k < a.size(); ++k) worst = std::max(worst, rel_diff(a[k], b[k]));
-      EXPECT_LE(worst, 1e-5) << name;
+      EXPECT_LE(worst_rel_diff(a, b), 1e-5) << name;
     }
   }
 }
@@ -358,7 +370,7 @@ TEST(Partition, BusyWorkersAreBoundToCores) {
   const int steps = runtime::kWarmupRuns + runtime::kMeasuredRuns + 2;
   const auto batches = lenet_batches(steps, 8);
   const TrainingRun single = train_lenet(1, {}, batches);
-  setenv("CLEAVE_BIND_CORES", "1", 1);
+  ScopedEnv bind("CLEAVE_BIND_CORES", "1");
   const TrainingRun bound = train_lenet(8, place_like_the_seed, batches);
   expect_same(bound, single, 1e-5);
   const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
@@ -381,7 +393,7 @@ TEST(Partition, BusyWorkersAreBoundToCores) {
     EXPECT_EQ(used.size(), 5u) << bound.bindings[0].summary;
   }
   // 0 on any worker: nobody binds.
-  setenv("CLEAVE_BIND_CORES", "0", 1);
+  bind.set("0");
   const TrainingRun free = train_lenet(8, place_like_the_seed, batches);
   for (int r = 0; r < 8; ++r) {
     EXPECT_EQ(free.bindings[r].cpu, -1) << "rank " << r;
@@ -389,10 +401,9 @@ TEST(Partition, BusyWorkersAreBoundToCores) {
         << free.bindings[r].summary;
   }
   // A bad value is an error naming the variable, at the first step.
-  setenv("CLEAVE_BIND_CORES", "yes", 1);
+  bind.set("yes");
   EXPECT_ERROR(train_lenet(5, place_like_the_seed, {batches[0]}), "CLEAVE_BIND_CORES is 'yes'",
                "expected auto");
-  unsetenv("CLEAVE_BIND_CORES");
 }
 
 TEST(Partition, MicroBatchesEqualTheUnpipelinedStep) {
