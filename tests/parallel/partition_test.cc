@@ -186,6 +186,14 @@ class ScopedEnv {
   const char* name_;
 };
 
+// The seed's placement on 5 thread-ranks, trained with the environment variable `var` set to
+// `value`.
+TrainingRun train_seed_placement_with(const char* var, const char* value,
+                                      const std::vector<Batch>& batches, int micro_batches) {
+  ScopedEnv env(var, value);
+  return train_lenet(5, place_like_the_seed, batches, micro_batches);
+}
+
 void expect_same(const TrainingRun& placed, const TrainingRun& single, double tolerance) {
   ASSERT_EQ(placed.losses.size(), single.losses.size());
   for (size_t i = 0; i < single.losses.size(); ++i) {
@@ -230,10 +238,7 @@ TEST(Partition, CutEdgesOverTheGroupTransport) {
   // receives posted at the start of each run.
   const auto batches = lenet_batches(10, 16);
   const TrainingRun single = train_lenet(1, {}, batches);
-  const TrainingRun placed = [&] {
-    ScopedEnv shm("CLEAVE_RPC_SHM", "0");
-    return train_lenet(5, place_like_the_seed, batches, 2);
-  }();
+  const TrainingRun placed = train_seed_placement_with("CLEAVE_RPC_SHM", "0", batches, 2);
   expect_same(placed, single, 1e-4);
   EXPECT_EQ(placed.zero_copy_buffers, 0);
 }
@@ -242,10 +247,7 @@ TEST(Partition, CopiedMessagesTrainAlike) {
   // CLEAVE_RPC_ZERO_COPY=0: the shared-memory mailboxes with a copy on each side of every edge.
   const auto batches = lenet_batches(10, 16);
   const TrainingRun single = train_lenet(1, {}, batches);
-  const TrainingRun copied = [&] {
-    ScopedEnv zero_copy("CLEAVE_RPC_ZERO_COPY", "0");
-    return train_lenet(5, place_like_the_seed, batches, 2);
-  }();
+  const TrainingRun copied = train_seed_placement_with("CLEAVE_RPC_ZERO_COPY", "0", batches, 2);
   expect_same(copied, single, 1e-4);
   EXPECT_EQ(copied.zero_copy_buffers, 0);
   EXPECT_GT(copied.sends, 0);
