@@ -11,8 +11,10 @@ set -euo pipefail
 packages=(
   # build
   cmake ninja-build g++ ccache
-  # kernels, logging, flags, config files
-  libdnnl-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
+  # kernels, logging, flags, config files. Debian's oneDNN is built with its OpenCL GPU runtime:
+  # its CMake package calls find_package(OpenCL), whose headers and libOpenCL.so link come from
+  # ocl-icd-opencl-dev, which libdnnl-dev only recommends (and --no-install-recommends skips).
+  libdnnl-dev ocl-icd-opencl-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # communication and the control plane
