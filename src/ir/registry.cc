@@ -19,12 +19,17 @@ Registry& Registry::global() {
 const OpDef& Registry::add(OpDef def) {
   CLEAVE_ASSERT(!def.name.empty() && ops_.count(def.name) == 0, "op '{}' registered twice",
                 def.name);
-  CLEAVE_ASSERT(def.infer && (def.cpu_kernel || def.mutates_inputs || true), "op '{}' has no infer",
-                def.name);
+  CLEAVE_ASSERT(def.infer != nullptr, "op '{}' has no infer", def.name);
   auto owned = std::make_unique<OpDef>(std::move(def));
   const OpDef& ref = *owned;
   ops_.emplace(ref.name, std::move(owned));
   return ref;
+}
+
+void Registry::bind_cpu_kernel(std::string_view name, KernelFn kernel) {
+  auto it = ops_.find(std::string(name));
+  CLEAVE_ASSERT(it != ops_.end(), "bind_cpu_kernel: op '{}' is not registered", name);
+  it->second->cpu_kernel = std::move(kernel);
 }
 
 const OpDef* Registry::find(std::string_view name) const {

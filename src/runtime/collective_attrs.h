@@ -13,7 +13,9 @@
 
 namespace cleave::runtime {
 
-// The group an op's "group" attribute names; the world of one rank when standalone.
+// The group of a communication primitive (NOTE [Group attributes] in cleave/ir/comm_ops.h): the
+// group made from its "rank_list" (runtime::prepare_comm_groups, or on first use), else the
+// registered group its "group" attribute names; the world of one rank when standalone.
 struct GroupRef {
   std::shared_ptr<comm::ProcessGroup> group;
   std::string name;
@@ -34,11 +36,9 @@ std::string reduce_op_attr_value(comm::ReduceOp op);
 // Throws Error when `rank` is not a rank of the group.
 void check_rank(const GroupRef& g, int64_t rank, const char* attr, const std::string& op);
 
-// A list of shapes as one int list: for each shape its rank, then its dims.
-std::vector<int64_t> encode_shapes(const std::vector<Shape>& shapes);
-std::vector<Shape> decode_shapes(const std::vector<int64_t>& flat, const std::string& op);
-
-// neighbor_exchange_v2.cc: NeighborExchangeV2 and its backward-only NeighborExchangeV2Grad.
-void register_neighbor_exchange_v2(ir::Registry& registry);
+// The kernels of NeighborExchangeV2 (neighbor_exchange_v2.cc) and of RpcSend/RpcRecv
+// (rpc_ops.cc), bound by bind_comm_kernels().
+void bind_neighbor_exchange_v2_kernels(ir::Registry& registry);
+void bind_rpc_kernels(ir::Registry& registry);
 
 }  // namespace cleave::runtime

@@ -12,6 +12,7 @@
 #include "cleave/comm/shm_mailbox.h"
 #include "cleave/ir/passes.h"
 #include "cleave/parallel/partition.h"
+#include "cleave/runtime/collectives.h"
 #include "cleave/runtime/context.h"
 #include "cleave/runtime/core_binding.h"
 #include "cleave/runtime/rpc.h"
@@ -55,6 +56,7 @@ void dump_stage(const ir::Graph& graph, int number, const std::string& stage,
 
 std::unique_ptr<Executor> compile(ir::Graph graph) {
   ir::verify(graph);
+  prepare_comm_groups(graph);
   ir::constant_folding(graph);
   dump_stage(graph, 7, "constant_fold");
   ir::common_subexpression_elimination(graph);
@@ -104,7 +106,9 @@ void use_shared_memory(parallel::Partition& parts, int rank) {
   if (boxes == nullptr) return;
   const int64_t channel = register_rpc_channel(std::move(boxes));
   for (ir::Node& n : parts.ranks[rank].nodes) {
-    if (n.is_op() && n.op->communicates) n.attrs.set("channel", channel);
+    if (n.is_op() && (n.op == &rpc_send_op() || n.op == &rpc_recv_op())) {
+      n.attrs.set("channel", channel);
+    }
   }
 }
 

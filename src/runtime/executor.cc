@@ -196,7 +196,9 @@ Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
     }
     CLEAVE_ASSERT(n.op->cpu_kernel != nullptr, "op '{}' has no CPU kernel", n.op->name);
   }
-  for (const ir::Node& n : graph_.nodes) placed_ = placed_ || (n.is_op() && n.op->communicates);
+  for (const ir::Node& n : graph_.nodes) {
+    placed_ = placed_ || (n.is_op() && (n.op == &rpc_send_op() || n.op == &rpc_recv_op()));
+  }
   // inputs_read_[k]: some op (or output) reads graph input k.
   std::vector<int> input_of(count, -1);
   for (size_t k = 0; k < graph_.inputs.size(); ++k)

@@ -1,5 +1,5 @@
-// NeighborExchangeV2: MindSpore's 2-D halo exchange on NCHW tensors, and its backward-only
-// primitive NeighborExchangeV2Grad.
+// The kernels of NeighborExchangeV2, MindSpore's 2-D halo exchange on NCHW tensors, and of its
+// backward-only primitive NeighborExchangeV2Grad (cleave/ir/comm_ops.h defines both).
 //
 // NOTE [NeighborExchangeV2 regions]
 // Directions are numbered clockwise from the top, as in MindSpore:
@@ -25,8 +25,7 @@
 #include <cstring>
 
 #include "cleave/core/error.h"
-#include "cleave/ir/dispatch.h"
-#include "cleave/ops/elementwise.h"
+#include "cleave/ir/comm_ops.h"
 #include "cleave/runtime/collectives.h"
 #include "runtime/collective_attrs.h"
 
@@ -41,48 +40,7 @@ struct Region {
   int64_t numel_per_plane() const { return rows * cols; }
 };
 
-struct HaloAttrs {
-  std::array<int64_t, 8> send_ids{}, recv_ids{};
-  int64_t st = 0, sb = 0, sl = 0, sr = 0, rt = 0, rb = 0, rl = 0, rr = 0;
-};
-
-HaloAttrs halo_attrs(const ir::Attrs& attrs, const std::string& op, const GroupRef& g) {
-  HaloAttrs h;
-  const auto& send_ids = attrs.get<std::vector<int64_t>>("send_rank_ids", op);
-  const auto& recv_ids = attrs.get<std::vector<int64_t>>("recv_rank_ids", op);
-  const auto& send_lens = attrs.get<std::vector<int64_t>>("send_lens", op);
-  const auto& recv_lens = attrs.get<std::vector<int64_t>>("recv_lens", op);
-  CLEAVE_CHECK_ARG(send_ids.size() == 8 && recv_ids.size() == 8,
-                   "{}: send_rank_ids has {} entries and recv_rank_ids {}; expected 8 each (top, "
-                   "top_right, right, bottom_right, bottom, bottom_left, left, top_left; -1 for "
-                   "none)",
-                   op, send_ids.size(), recv_ids.size());
-  CLEAVE_CHECK_ARG(send_lens.size() == 4 && recv_lens.size() == 4,
-                   "{}: send_lens has {} entries and recv_lens {}; expected 4 each ([top, bottom, "
-                   "left, right])",
-                   op, send_lens.size(), recv_lens.size());
-  for (int d = 0; d < 8; ++d) {
-    for (const auto* ids : {&send_ids, &recv_ids}) {
-      const int64_t r = (*ids)[static_cast<size_t>(d)];
-      CLEAVE_CHECK_ARG(r == -1 || (r >= 0 && r < g.size()),
-                       "{}: {} [{}] holds rank {} at direction {}; expected -1 or a rank of group "
-                       "'{}' (0..{})",
-                       op, ids == &send_ids ? "send_rank_ids" : "recv_rank_ids",
-                       fmt::join(*ids, ", "), r, d, g.name, g.size() - 1);
-    }
-    h.send_ids[static_cast<size_t>(d)] = send_ids[static_cast<size_t>(d)];
-    h.recv_ids[static_cast<size_t>(d)] = recv_ids[static_cast<size_t>(d)];
-  }
-  for (const auto* lens : {&send_lens, &recv_lens}) {
-    for (int64_t v : *lens) {
-      CLEAVE_CHECK_ARG(v >= 0, "{}: {} [{}] has a negative length", op,
-                       lens == &send_lens ? "send_lens" : "recv_lens", fmt::join(*lens, ", "));
-    }
-  }
-  h.st = send_lens[0], h.sb = send_lens[1], h.sl = send_lens[2], h.sr = send_lens[3];
-  h.rt = recv_lens[0], h.rb = recv_lens[1], h.rl = recv_lens[2], h.rr = recv_lens[3];
-  return h;
-}
+using HaloAttrs = ir::HaloSpec;
 
 // Region of direction d in a plane of `rows` x `cols` whose centre block starts at (r0, c0)
 // and has size H x W, with halo widths (top, bottom, left, right). For the sent regions the
@@ -152,27 +110,11 @@ void region_copy(T* t, int64_t planes, int64_t rows, int64_t cols, const Region&
   }
 }
 
-std::vector<ir::TensorMeta> infer_v2(const ir::InferContext& ctx) {
-  ir::expect_rank(ctx, 0, 4);
-  ir::expect_dtype(ctx, 0, {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64});
-  const std::string format = ctx.attrs.get_or<std::string>("data_format", "NCHW");
-  CLEAVE_CHECK_ARG(format == "NCHW", "{}: data_format \"{}\" is not supported; expected \"NCHW\"",
-                   ctx.op.name, format);
-  const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
-  const HaloAttrs h = halo_attrs(ctx.attrs, ctx.op.name, g);
-  const Shape& x = ctx.inputs[0].shape;
-  CLEAVE_CHECK_ARG(h.st + h.sb <= x[2] && h.sl + h.sr <= x[3],
-                   "{}: send_lens [{}, {}, {}, {}] do not fit input 0 of shape {}; top + bottom "
-                   "must be <= H ({}) and left + right <= W ({})",
-                   ctx.op.name, h.st, h.sb, h.sl, h.sr, x.to_string(), x[2], x[3]);
-  return {{Shape({x[0], x[1], x[2] + h.rt + h.rb, x[3] + h.rl + h.rr}), ctx.inputs[0].dtype}};
-}
-
 // Forward: x (N, C, H, W) -> y. Backward (NeighborExchangeV2Grad): dy -> dx (N, C, H, W); the
 // attributes are the forward's, and the input's shape gives H and W through the recv_lens.
 void kernel_v2(const ir::KernelContext& ctx, bool backward) {
   const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
-  const HaloAttrs h = halo_attrs(ctx.attrs, ctx.op.name, g);
+  const HaloAttrs h = ir::halo_spec(ctx.attrs, ctx.op.name);
   const Tensor& in = ctx.inputs[0];
   const Tensor& out = ctx.outputs[0];
   const Tensor& x_like = backward ? out : in;  // (N, C, H, W)
@@ -235,51 +177,13 @@ void kernel_v2(const ir::KernelContext& ctx, bool backward) {
   });
 }
 
-std::vector<ir::TensorMeta> infer_v2_grad(const ir::InferContext& ctx) {
-  const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
-  const HaloAttrs h = halo_attrs(ctx.attrs, ctx.op.name, g);
-  const Shape& dy = ctx.inputs[0].shape;
-  return {{Shape({dy[0], dy[1], dy[2] - h.rt - h.rb, dy[3] - h.rl - h.rr}), ctx.inputs[0].dtype}};
-}
-
 }  // namespace
 
-void register_neighbor_exchange_v2(ir::Registry& r) {
-  if (r.find("NeighborExchangeV2") == nullptr) {
-    r.add(ir::OpDef{
-        .name = "NeighborExchangeV2",
-        .num_inputs = 1,
-        .infer = infer_v2,
-        .cpu_kernel = [](const ir::KernelContext& ctx) { kernel_v2(ctx, false); },
-        .grad = [](const ir::GradContext& ctx) -> std::vector<Tensor> {
-          static const ir::OpDef& grad_op = ir::Registry::global().get("NeighborExchangeV2Grad");
-          const Tensor& dy = ctx.output_grads[0];
-          return {
-              ir::call1(grad_op, {dy.defined() ? dy : ops::zeros_like(ctx.outputs[0])}, ctx.attrs)};
-        }});
-  }
-  if (r.find("NeighborExchangeV2Grad") == nullptr) {
-    r.add(ir::OpDef{.name = "NeighborExchangeV2Grad",
-                    .num_inputs = 1,
-                    .infer = infer_v2_grad,
-                    .cpu_kernel = [](const ir::KernelContext& ctx) { kernel_v2(ctx, true); }});
-  }
+void bind_neighbor_exchange_v2_kernels(ir::Registry& r) {
+  r.bind_cpu_kernel("NeighborExchangeV2",
+                    [](const ir::KernelContext& ctx) { kernel_v2(ctx, false); });
+  r.bind_cpu_kernel("NeighborExchangeV2Grad",
+                    [](const ir::KernelContext& ctx) { kernel_v2(ctx, true); });
 }
 
 }  // namespace cleave::runtime
-
-namespace cleave::ops {
-
-Tensor neighbor_exchange_v2(const Tensor& x, const NeighborExchangeV2Options& options) {
-  runtime::ensure_collective_ops_registered();
-  static const ir::OpDef& op = ir::Registry::global().get("NeighborExchangeV2");
-  return ir::call1(op, {x},
-                   {{"send_rank_ids", options.send_rank_ids},
-                    {"recv_rank_ids", options.recv_rank_ids},
-                    {"send_lens", options.send_lens},
-                    {"recv_lens", options.recv_lens},
-                    {"data_format", options.data_format},
-                    {"group", options.group}});
-}
-
-}  // namespace cleave::ops

@@ -12,15 +12,15 @@
 #include "cleave/comm/group_registry.h"
 #include "cleave/ir/graph.h"
 #include "cleave/ir/registry.h"
+#include "cleave/runtime/collectives.h"
 #include "cleave/runtime/rpc.h"
+#include "runtime/collective_attrs.h"
 
 namespace cleave::runtime {
 namespace {
 
-using ir::InferContext;
 using ir::KernelContext;
 using ir::OpDef;
-using ir::TensorMeta;
 
 struct PendingSend {
   std::shared_ptr<comm::Work> work;
@@ -48,28 +48,6 @@ std::shared_ptr<comm::ProcessGroup> rpc_group(const ir::Attrs& attrs, const char
                    "graphs run only after cleave::init() in a job of several workers",
                    op, name);
   return group;
-}
-
-void check_peer_attr(const InferContext& ctx, const char* attr) {
-  const int64_t peer = ctx.attrs.get<int64_t>(attr);
-  const int64_t tag = ctx.attrs.get<int64_t>("tag");
-  CLEAVE_CHECK_ARG(peer >= 0, "{}: {} is {}; expected a rank >= 0", ctx.op.name, attr, peer);
-  CLEAVE_CHECK_ARG(tag >= 0 && tag < (1 << 15), "{}: tag is {}; expected 0 <= tag < 32768",
-                   ctx.op.name, tag);
-}
-
-std::vector<TensorMeta> infer_send(const InferContext& ctx) {
-  check_peer_attr(ctx, "dst_rank");
-  return {};
-}
-
-std::vector<TensorMeta> infer_recv(const InferContext& ctx) {
-  check_peer_attr(ctx, "src_rank");
-  const auto dims = ctx.attrs.get<std::vector<int64_t>>("shape");
-  for (int64_t d : dims) {
-    CLEAVE_CHECK_ARG(d >= 0, "RpcRecv: shape has a negative dimension ({})", d);
-  }
-  return {{Shape(dims), ctx.attrs.get<DType>("dtype")}};
 }
 
 void kernel_send(const KernelContext& ctx) {
@@ -112,27 +90,18 @@ void kernel_recv(const KernelContext& ctx) {
   std::memcpy(ctx.outputs[0].raw_data(), posted.buffer.raw_data(), posted.buffer.nbytes());
 }
 
-void register_rpc_ops() {
-  ir::Registry& r = ir::Registry::global();
-  if (r.find("RpcSend") != nullptr) return;
-  r.add(OpDef{.name = "RpcSend",
-              .num_inputs = 1,
-              .infer = infer_send,
-              .cpu_kernel = kernel_send,
-              .communicates = true});
-  r.add(OpDef{.name = "RpcRecv",
-              .num_inputs = 0,
-              .infer = infer_recv,
-              .cpu_kernel = kernel_recv,
-              .communicates = true});
+}  // namespace
+
+void bind_rpc_kernels(ir::Registry& r) {
+  r.bind_cpu_kernel("RpcSend", kernel_send);
+  r.bind_cpu_kernel("RpcRecv", kernel_recv);
 }
 
+namespace {
 const OpDef& registered(const char* name) {
-  static std::once_flag once;
-  std::call_once(once, register_rpc_ops);
+  bind_comm_kernels();
   return ir::Registry::global().get(name);
 }
-
 }  // namespace
 
 const ir::OpDef& rpc_send_op() { return registered("RpcSend"); }

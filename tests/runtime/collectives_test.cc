@@ -1,6 +1,7 @@
 // The collective primitives, eagerly, on a gloo world of ranks as threads (each thread registers
 // its world group with ThreadGroupScope): forward values, the gradient rule of each primitive by
 // finite differences over the whole world, standalone identities, and bad input.
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "cleave/cleave.h"
@@ -260,6 +261,91 @@ TEST(CollectivePrimitives, BadInputIsAnError) {
             {x}, {.send_rank_ids = {0, 1}, .recv_rank_ids = {1}, .recv_shapes = {Shape({1})}}),
         "NeighborExchange: 1 inputs but 2 send_rank_ids");
     ops::barrier();
+  });
+}
+
+}  // namespace
+}  // namespace cleave
+
+namespace cleave {
+namespace {
+
+// A collective made as the parallel rewrite makes them: from the registry with group attributes
+// only (NOTE [Group attributes]), no live group looked up at the call.
+Tensor call_on_ranks(const char* op, const Tensor& x, std::vector<int64_t> ranks,
+                     ir::Attrs attrs = {}) {
+  runtime::bind_comm_kernels();
+  attrs.set("rank_list", ranks);
+  attrs.set("group", fmt::format("{}", fmt::join(ranks, "-")));
+  return ir::call1(ir::Registry::global().get(op), {x}, attrs);
+}
+
+TEST(CommPrimitives, InferReadsOnlyAttributes) {
+  // No group is registered on this thread: inference needs none.
+  const ir::OpDef& gather = ir::Registry::global().get("AllGather");
+  const ir::TensorMeta x{Shape({2, 3}), DType::kFloat32};
+  const ir::Attrs on_four{{"rank_list", std::vector<int64_t>{0, 2, 4, 6}}, {"axis", int64_t{1}}};
+  EXPECT_EQ(gather.infer({gather, on_four, {&x, 1}})[0].shape, Shape({2, 12}));
+  const ir::OpDef& scatter = ir::Registry::global().get("ReduceScatter");
+  const ir::Attrs sized{{"group_size", int64_t{3}}, {"axis", int64_t{-1}}};
+  const ir::TensorMeta y{Shape({2, 6}), DType::kFloat32};
+  EXPECT_EQ(scatter.infer({scatter, sized, {&y, 1}})[0].shape, Shape({2, 2}));
+  const ir::TensorMeta z{Shape({2, 4}), DType::kFloat32};
+  EXPECT_TRUE(testing::throws_error(
+      [&] {
+        scatter.infer({scatter, sized, {&z, 1}});
+      },
+      {"ReduceScatter: input 0 has shape (2, 4); dim 1 (4) must be divisible", "(3)"}));
+  EXPECT_TRUE(testing::throws_error(
+      [&] {
+        gather.infer({gather, {}, {&x, 1}});
+      },
+      {"AllGather: attribute 'group_size' (or 'rank_list') is missing"}));
+  const ir::Attrs unsorted{{"rank_list", std::vector<int64_t>{2, 1}}};
+  EXPECT_TRUE(testing::throws_error(
+      [&] {
+        gather.infer({gather, unsorted, {&x, 1}});
+      },
+      {"rank_list (2, 1) must hold distinct world ranks"}));
+}
+
+TEST(CommPrimitives, GatherAndScatterOnAnyAxisOverRankLists) {
+  // 6 ranks: groups {0, 2, 4} and {1, 3, 5} made from rank lists at the first use.
+  run_ranks(6, [](ProcessGroup& g) {
+    const int r = g.rank();
+    std::vector<int64_t> ranks;
+    for (int64_t q = r % 2; q < 6; q += 2) ranks.push_back(q);
+    const Tensor x = iota(Shape({2, 2, 3}), 100.0 * r);
+    for (int64_t axis = 0; axis < 3; ++axis) {
+      const Tensor y = call_on_ranks("AllGather", x, ranks, {{"axis", axis}});
+      std::vector<Tensor> parts;
+      for (int64_t q : ranks) parts.push_back(iota(Shape({2, 2, 3}), 100.0 * q));
+      EXPECT_TRUE(all_close(y, ops::concat(parts, axis), 0, 0)) << "axis " << axis;
+      // ReduceScatter on the axis gives this rank's block of the sum.
+      const Tensor s = call_on_ranks("ReduceScatter", y, ranks, {{"axis", axis}});
+      const int64_t index = r / 2;
+      const Tensor sum = ops::mul(ops::concat(parts, axis), 3.0);
+      std::vector<int64_t> begin(3, 0), size = sum.shape().dims();
+      size[static_cast<size_t>(axis)] /= 3;
+      begin[static_cast<size_t>(axis)] = index * size[static_cast<size_t>(axis)];
+      EXPECT_TRUE(all_close(s, ops::slice(sum, begin, size), 0, 0)) << "axis " << axis;
+    }
+  });
+}
+
+TEST(CommPrimitives, ReduceLeavesTheSumOnTheRootOnly) {
+  run_ranks(3, [](ProcessGroup& g) {
+    const Tensor y = call_on_ranks("Reduce", iota(Shape({2}), g.rank()), {0, 1, 2},
+                                   {{"root_rank", int64_t{1}}, {"op", std::string("sum")}});
+    const std::vector<double> expected =
+        g.rank() == 1 ? std::vector<double>{3, 6} : std::vector<double>{0, 0};
+    EXPECT_EQ(y.to_double_vector(), expected);
+    check_world_grad(g, Shape({3}), [](const Tensor& x) {
+      return call_on_ranks("Reduce", x, {0, 1, 2}, {{"root_rank", int64_t{2}}});
+    });
+    check_world_grad(g, Shape({2, 3}), [](const Tensor& x) {
+      return call_on_ranks("AllGather", x, {0, 1, 2}, {{"axis", int64_t{1}}});
+    });
   });
 }
 

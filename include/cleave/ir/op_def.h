@@ -71,9 +71,12 @@ struct OpDef {
   // Ops whose single output is input 0's elements under a new shape (Reshape, Squeeze, ...):
   // the output is a view sharing input 0's storage and no kernel runs.
   bool output_is_view = false;
-  // Ops that talk to other processes (RpcSend, RpcRecv): side effects that passes never remove,
-  // merge or fold, and whose order on each rank is fixed by the schedule that placed them.
+  // Ops that talk to other processes (the collectives and point-to-point ops of
+  // cleave/ir/comm_ops.h): side effects that passes never remove, merge or fold, and whose order
+  // on each rank is fixed (every rank of a group must run them in the same order).
   bool communicates = false;
+  // Ops that draw random numbers (Dropout): never merged or folded.
+  bool random = false;
 };
 
 // ---- helpers for infer functions: each throws Error naming the op and input ----

@@ -22,6 +22,11 @@ class Registry {
   // Throws Error listing known ops when `name` is not registered.
   const OpDef& get(std::string_view name) const;
   const OpDef* find(std::string_view name) const;
+  // Sets the CPU kernel of the registered op `name` (a broken invariant when it is unknown): how
+  // a higher layer binds the kernels of primitives defined here (the runtime binds the
+  // communication primitives of cleave/ir/comm_ops.h). Call before the op runs; not thread-safe
+  // against concurrent runs of that op.
+  void bind_cpu_kernel(std::string_view name, KernelFn kernel);
   std::vector<std::string> names() const;
 
  private:

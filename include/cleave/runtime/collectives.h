@@ -1,17 +1,18 @@
-// Collective primitives, called eagerly: each is a registry entry (AllReduce, AllGather,
-// ReduceScatter, Broadcast, AlltoAll, NeighborExchange, NeighborExchangeV2, Send, Recv) with a
-// gradient rule written in these primitives, so a graph traced through them differentiates the same
-// way.
+// Collective primitives, called eagerly or traced into a graph: the functional wrappers of the
+// communication primitives of cleave/ir/comm_ops.h (AllReduce, AllGather, ReduceScatter,
+// Broadcast, AlltoAll, NeighborExchange, NeighborExchangeV2, Send, Recv). Each wrapper looks the
+// named group up and records its name and size as attributes, so inference and the gradient rules
+// (written in these primitives) read attributes only; the runtime binds the kernels.
 //
 // Every rank of the group calls the same collectives in the same order. `group` names a group of
 // the registry (cleave/comm/group_registry.h); the world group is "hccl_world_group" (also
 // "nccl_world_group", "world"), MindSpore's default. With no world group registered (a standalone
 // process) the world has one rank and the collectives are identities.
 //
-// Gradients (NOTE [Gradients of collectives] in src/runtime/collectives.cc):
+// Gradients (NOTE [Gradients of collectives] in src/ir/ops/comm.cc):
 //   AllReduce(sum) -> AllReduce(sum); mean -> AllReduce(mean); max/min -> AllReduce(sum) masked
 //   where the input attains the result; prod -> AllReduce(sum) * y / x.
-//   AllGather <-> ReduceScatter(sum).   Broadcast(root) -> AllReduce(sum), kept on root only.
+//   AllGather <-> ReduceScatter(sum).   Broadcast(root) <-> Reduce(sum, root).
 //   AlltoAll -> AlltoAll with split_dim and concat_dim swapped.
 //   NeighborExchange -> NeighborExchange with send and receive ranks swapped.   Send <-> Recv.
 //   NeighborExchangeV2 -> NeighborExchangeV2Grad (halos sent back and added into the strips).
@@ -23,11 +24,12 @@
 #include "cleave/comm/group_registry.h"
 #include "cleave/comm/process_group.h"
 #include "cleave/core/tensor.h"
-#include "cleave/ir/registry.h"
+#include "cleave/ir/comm_ops.h"
+#include "cleave/ir/graph.h"
 
 namespace cleave::ops {
 
-inline constexpr const char* kWorldCommGroup = "hccl_world_group";
+inline constexpr const char* kWorldCommGroup = ir::kWorldCommGroup;
 
 struct AllReduceOptions {
   comm::ReduceOp op = comm::ReduceOp::kSum;
@@ -122,10 +124,14 @@ void barrier(const std::string& group = kWorldCommGroup);
 
 namespace cleave::runtime {
 
-// Adds the collective primitives to `registry` (no-op for those already there).
-void register_collective_ops(ir::Registry& registry);
-// Registers them into ir::Registry::global() once (the wrappers call it; call it before looking
-// them up by name).
-void ensure_collective_ops_registered();
+// Binds the CPU kernels of the communication primitives of cleave/ir/comm_ops.h into the global
+// registry (once; the wrappers above and compile() call it).
+void bind_comm_kernels();
+
+// Makes the groups named by the "rank_list" attributes of `graph`'s communication ops (NOTE
+// [Groups from rank lists] in src/runtime/collective_ops.cc), in an order in which no rank waits
+// forever. Collective: every rank compiling the graph calls it. Throws Error when a group cannot
+// be made (this process is standalone, a rank is outside the world, a member does not arrive).
+void prepare_comm_groups(const ir::Graph& graph);
 
 }  // namespace cleave::runtime

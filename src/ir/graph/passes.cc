@@ -11,10 +11,7 @@
 namespace cleave::ir {
 namespace {
 
-bool is_random(const OpDef& op) {
-  return op.name.find("Dropout") != std::string::npos ||
-         op.name.find("Random") != std::string::npos;
-}
+bool is_random(const OpDef& op) { return op.random; }
 
 // Keeps the nodes marked in `keep` (in order) and rewrites every reference through `redirect`
 // (applied before renumbering): the one place that renumbers a graph.
@@ -183,11 +180,11 @@ int common_subexpression_elimination(Graph& g) {
     Node& n = g.nodes[i];
     for (ValueRef& v : n.inputs) v.node = redirect[v.node];
     if (!n.is_op()) continue;
-    if (n.has_side_effect()) {
+    if (n.op->mutates_inputs) {  // the inputs of later ops may hold other values now
       seen.clear();
       continue;
     }
-    if (is_random(*n.op)) continue;
+    if (n.op->communicates || is_random(*n.op)) continue;
     std::vector<std::pair<int, int>> ins;
     for (const ValueRef& v : n.inputs) ins.emplace_back(v.node, v.output);
     Key key{n.op, n.attrs.to_string(), std::move(ins)};

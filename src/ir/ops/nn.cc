@@ -332,6 +332,7 @@ void register_nn_ops(Registry& r) {
         if (!dy.defined()) return {Tensor()};
         return {ops::mul(dy, ctx.outputs[1])};
       },
+      .random = true,
   });
 }
 

@@ -17,6 +17,7 @@ void register_conv_ops(Registry& registry);         // conv.cc: convolution and 
 void register_norm_ops(Registry& registry);         // norm.cc: batch and layer norm
 void register_resize_ops(Registry& registry);       // resize.cc: bilinear and nearest
 void register_optim_ops(Registry& registry);        // optim.cc: in-place optimizer updates
+void register_comm_ops(Registry& registry);         // comm.cc: collectives, send/recv (no kernel)
 
 inline void register_builtin_ops(Registry& registry) {
   register_elementwise_ops(registry);
@@ -31,6 +32,7 @@ inline void register_builtin_ops(Registry& registry) {
   register_norm_ops(registry);
   register_resize_ops(registry);
   register_optim_ops(registry);
+  register_comm_ops(registry);
 }
 
 }  // namespace cleave::ir
