@@ -14,7 +14,7 @@ Tensor accumulate(const Tensor& acc, const Tensor& g) {
 
 }  // namespace
 
-std::vector<Tensor> graph_grad(const Tensor& loss, const std::vector<Tensor>& wrt) {
+std::vector<Tensor> graph_grad(const Tensor& loss, const std::vector<Tensor>& wrt, double seed) {
   ir::Tracer* tracer = ir::Tracer::current();
   CLEAVE_CHECK_ARG(tracer != nullptr, "graph_grad: no graph is being traced on this thread");
   CLEAVE_CHECK_ARG(loss.defined() && loss.is_symbolic(),
@@ -48,7 +48,7 @@ std::vector<Tensor> graph_grad(const Tensor& loss, const std::vector<Tensor>& wr
   // Gradients arriving at each value; a value of `wrt` keeps its sum (it is a leaf when it is a
   // parameter, and an interior value's gradient is read before its node passes it on).
   std::map<std::pair<int, int>, Tensor> grads;
-  grads[{loss_ref.node, loss_ref.output}] = Tensor::ones(loss.shape(), loss.dtype());
+  grads[{loss_ref.node, loss_ref.output}] = Tensor::full(loss.shape(), seed, loss.dtype());
   std::vector<Tensor> result(wrt.size());
   for (int i = forward_end - 1; i >= 0; --i) {
     const ir::Node node = g.nodes[i];  // a copy: the grad rule appends to g.nodes

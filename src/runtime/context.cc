@@ -33,12 +33,97 @@ AutoParallelContext& global_auto_parallel_context() {
 }
 }  // namespace
 
+const char* parallel_mode_name(ParallelMode mode) {
+  switch (mode) {
+    case STAND_ALONE:
+      return "STAND_ALONE";
+    case DATA_PARALLEL:
+      return "DATA_PARALLEL";
+    case SEMI_AUTO_PARALLEL:
+      return "SEMI_AUTO_PARALLEL";
+    case AUTO_PARALLEL:
+      return "AUTO_PARALLEL";
+  }
+  return "?";
+}
+
+std::string dataset_strategy_kind(const AutoParallelContext& context) {
+  if (const auto* kind = std::get_if<std::string>(&context.dataset_strategy)) {
+    if (!kind->empty()) return *kind;
+    return context.full_batch ? "full_batch" : "data_parallel";
+  }
+  return "";
+}
+
 void set_auto_parallel_context(const AutoParallelContext& context) {
+  const char* who = "set_auto_parallel_context";
+  CLEAVE_CHECK_ARG(context.parallel_mode >= STAND_ALONE && context.parallel_mode <= AUTO_PARALLEL,
+                   "{}: parallel_mode is {}; expected STAND_ALONE, DATA_PARALLEL, "
+                   "SEMI_AUTO_PARALLEL or AUTO_PARALLEL",
+                   who, static_cast<int>(context.parallel_mode));
+  const std::string& search = context.search_mode;
+  CLEAVE_CHECK_ARG(search == "sharding_propagation" || search == "dynamic_programming" ||
+                       search == "recursive_programming",
+                   "{}: search_mode is \"{}\"; expected \"sharding_propagation\", "
+                   "\"dynamic_programming\" or \"recursive_programming\"",
+                   who, search);
+  if (context.parallel_mode == AUTO_PARALLEL) {
+    CLEAVE_FAIL(
+        "{}: parallel_mode AUTO_PARALLEL (search_mode \"{}\") is not built yet: cleave cannot "
+        "search strategies; use SEMI_AUTO_PARALLEL and give the operators strategies with "
+        "shard() (the others are data parallel)",
+        who, search);
+  }
+  CLEAVE_CHECK_ARG(context.device_num >= 0,
+                   "{}: device_num is {}; expected a positive device count (0: the world size)",
+                   who, context.device_num);
+  CLEAVE_CHECK_ARG(
+      context.global_rank >= -1 &&
+          (context.device_num == 0 || context.global_rank < context.device_num),
+      "{}: global_rank is {}; expected -1 (this process's rank) or a rank in [0, {})", who,
+      context.global_rank,
+      context.device_num == 0 ? std::string("device_num") : std::to_string(context.device_num));
+  if (const auto* kind = std::get_if<std::string>(&context.dataset_strategy)) {
+    CLEAVE_CHECK_ARG(kind->empty() || *kind == "data_parallel" || *kind == "full_batch",
+                     "{}: dataset_strategy is \"{}\"; expected \"data_parallel\", "
+                     "\"full_batch\" or one strategy per dataset column",
+                     who, *kind);
+    CLEAVE_CHECK_ARG(!(context.full_batch && *kind == "data_parallel"),
+                     "{}: full_batch = true contradicts dataset_strategy \"data_parallel\"; set "
+                     "one of them",
+                     who);
+  } else {
+    const auto& strategy = std::get<ir::Strategy>(context.dataset_strategy);
+    CLEAVE_CHECK_ARG(!strategy.empty(),
+                     "{}: dataset_strategy is an empty strategy; expected one entry per dataset "
+                     "column",
+                     who);
+    for (const auto& entry : strategy) {
+      for (int64_t s : entry) {
+        CLEAVE_CHECK_ARG(s >= 1, "{}: dataset_strategy {} has a split {}; splits must be >= 1", who,
+                         ir::strategy_to_string(strategy), s);
+      }
+    }
+    CLEAVE_CHECK_ARG(!context.full_batch,
+                     "{}: full_batch = true contradicts the dataset_strategy {}; set one of them",
+                     who, ir::strategy_to_string(strategy));
+  }
   CLEAVE_CHECK_ARG(context.pipeline_micro_batches >= 1,
-                   "set_auto_parallel_context: pipeline_micro_batches is {}; expected >= 1",
+                   "{}: pipeline_micro_batches is {}; expected >= 1", who,
                    context.pipeline_micro_batches);
+  CLEAVE_CHECK_ARG(context.pipeline_micro_batches == 1 || context.parallel_mode == STAND_ALONE,
+                   "{}: pipeline_micro_batches = {} is for placed networks (Cell::place) in "
+                   "STAND_ALONE mode; with parallel_mode {} it is not supported yet",
+                   who, context.pipeline_micro_batches, parallel_mode_name(context.parallel_mode));
+  CLEAVE_CHECK_ARG(
+      context.strategy_ckpt_save_file.empty() && context.strategy_ckpt_load_file.empty(),
+      "{}: strategy_ckpt_save_file / strategy_ckpt_load_file are not supported yet "
+      "(the strategy search that writes them is not built)",
+      who);
   global_auto_parallel_context() = context;
 }
+
+void reset_auto_parallel_context() { global_auto_parallel_context() = AutoParallelContext{}; }
 
 const AutoParallelContext& get_auto_parallel_context() { return global_auto_parallel_context(); }
 

@@ -16,9 +16,11 @@ namespace cleave::autodiff {
 // ones. Gradients reaching one value from several uses are summed with ops::add in the order the
 // eager engine sums them, so both modes compute the same numbers.
 //
-// Requires an active ir::Tracer and a one-element symbolic `loss` (seeded with ones, as
-// autodiff::backward does). Returns one symbolic gradient per tensor of `wrt` (parameters bound
+// Requires an active ir::Tracer and a one-element symbolic `loss`, seeded with `seed` (1, as
+// autodiff::backward does; a parallel step seeds its replicated loss with 1 / device_num, NOTE
+// [Step-parallel rewrite]). Returns one symbolic gradient per tensor of `wrt` (parameters bound
 // in the trace, or symbolic values); an undefined Tensor where the loss does not depend on it.
-std::vector<Tensor> graph_grad(const Tensor& loss, const std::vector<Tensor>& wrt);
+std::vector<Tensor> graph_grad(const Tensor& loss, const std::vector<Tensor>& wrt,
+                               double seed = 1.0);
 
 }  // namespace cleave::autodiff

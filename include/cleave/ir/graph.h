@@ -49,6 +49,8 @@ struct Placement {
 
 // A sharding strategy: for each input of an op, how many slices each dimension is split into.
 using Strategy = std::vector<std::vector<int64_t>>;
+// "((2, 4), (4, 1))": the form of the IR dumps and of errors.
+std::string strategy_to_string(const Strategy& strategy);
 
 enum class NodeKind { kInput, kParameter, kConstant, kOp };
 
@@ -64,13 +66,14 @@ struct Node {
   std::string scope;  // "Default/network-WithLossCell/_backbone-LeNet/fc1-Dense"
   Placement placement;
   Strategy strategy;
+  // The strategy was derived by the parallel rewrite (a default or a propagated one), not given
+  // with shard(); the dumps mark it.
+  bool strategy_derived = false;
   Tensor value;          // kParameter and kConstant: the bound tensor (shares storage)
   bool literal = false;  // kConstant: the graph holds the only reference (NOTE [Graph IR])
 
   bool is_op() const { return kind == NodeKind::kOp; }
-  bool has_side_effect() const {
-    return op != nullptr && (op->mutates_inputs || op->communicates);
-  }
+  bool has_side_effect() const { return op != nullptr && (op->mutates_inputs || op->communicates); }
 };
 
 struct Graph {
@@ -103,6 +106,8 @@ struct SymbolicValue {
 namespace cleave::ir {
 
 // Records every ir::call made on this thread into `graph` while alive (one tracer per thread).
+// A tracer over a graph that has nodes already resumes it: its parameter and constant nodes are
+// found again from their bound tensors (a compile stage continues what an earlier one traced).
 class Tracer {
  public:
   explicit Tracer(Graph& graph);
@@ -118,6 +123,9 @@ class Tracer {
   // Binds `param` as a kParameter node named `name` (once per TensorImpl; later uses of the same
   // tensor refer to that node). Returns the node's symbolic tensor.
   Tensor add_parameter(const Tensor& param, std::string name);
+  // The same with the node's meta given: a parameter whose tensor holds one rank's slice while
+  // the graph is traced with its global shape (a sharded parameter traced again).
+  Tensor add_parameter(const Tensor& param, std::string name, const TensorMeta& meta);
   // The graph value of `t`: its symbol, or a kParameter/kConstant node for a concrete tensor
   // (a leaf that requires grad becomes a parameter; anything else a constant).
   ValueRef value_of(const Tensor& t);

@@ -12,6 +12,7 @@
 #include "cleave/nn/cell.h"
 #include "cleave/optim/optimizer.h"
 #include "cleave/runtime/executor.h"
+#include "cleave/runtime/pipeline.h"
 
 namespace cleave::optim {
 
@@ -33,7 +34,11 @@ namespace cleave::optim {
 // (runtime::compile_distributed): every worker runs its part of the step, and the loss is
 // returned on worker 0 only (an undefined Tensor elsewhere). With
 // runtime::set_auto_parallel_context({.pipeline_micro_batches = M}), M > 1, the step runs as M
-// micro-batches (NOTE [Micro-batches] in cleave/parallel/partition.h).
+// micro-batches (NOTE [Micro-batches] in cleave/parallel/partition.h). With parallel_mode
+// SEMI_AUTO_PARALLEL the step is sharded by the operators' strategies (NOTE [Step-parallel
+// rewrite] in cleave/parallel/step_parallel.h): data and label are this rank's batch (its slice of
+// the global batch with the default dataset_strategy "data_parallel"), the parameters hold this
+// rank's slices afterwards (NOTE [Sharded parameters]), and every rank returns the loss.
 //
 // The net and the optimizer must outlive this object.
 class TrainOneStep {
@@ -64,17 +69,15 @@ class TrainOneStep {
 
  private:
   Tensor step_pynative(const Tensor& data, const Tensor& label);
-  struct Compiled {
-    std::unique_ptr<runtime::Executor> executor;
-    int micro_batches = 1;
-  };
-  Compiled trace_and_compile(const Tensor& data, const Tensor& label);
+  std::unique_ptr<runtime::CompiledStep> compile(const Tensor& data, const Tensor& label);
 
   nn::Cell& net_;
   Optimizer& optimizer_;
-  using Key = std::tuple<std::string, std::string, bool, int>;
-  std::map<Key, Compiled> cache_;
+  // (data signature, label signature, training, micro-batches, parallel mode)
+  using Key = std::tuple<std::string, std::string, bool, int, int>;
+  std::map<Key, std::unique_ptr<runtime::CompiledStep>> cache_;
   runtime::Executor* last_ = nullptr;
+  runtime::CompiledStep* last_step_ = nullptr;
 };
 
 // The forward of a one-input cell (evaluation / prediction), compiled in GRAPH_MODE (once per
@@ -89,7 +92,7 @@ class Forward {
 
  private:
   nn::Cell& net_;
-  std::map<std::pair<std::string, bool>, std::unique_ptr<runtime::Executor>> cache_;
+  std::map<std::tuple<std::string, bool, int>, std::unique_ptr<runtime::CompiledStep>> cache_;
 };
 
 }  // namespace cleave::optim

@@ -1,17 +1,5 @@
-// The compile pipeline of GRAPH_MODE, after tracing.
-//
-// NOTE [Compile pipeline]
-// Stages, numbered as in the dumps (save_graphs >= 1 writes NN_<stage>.ir and NN_<stage>.dot
-// under save_graphs_path/<graph name>/; gaps are left for the parallel passes of later issues):
-//   01_trace      the forward graph as traced from construct
-//   05_autodiff   + the backward (autodiff::graph_grad)
-//   06_optimizer  + the optimizer's in-place updates (side effects)
-//   07_constant_fold, 08_cse, 08_dce (in compile())
-//   09_execute    the graph the executor runs, with each op's buffer from the memory plan
-//   10_partition_rank<R>  a placed or micro-batched step: each rank's graph as partitioned
-//                 (cleave/parallel/partition.h), with its RpcSend/RpcRecv nodes; worker 0
-//                 writes the shared stages (01-06, every rank's partition), and each worker
-//                 stages 07-09 of its own rank's graph under <graph name>_rank<R>/
+// The stages after tracing (07-10 of NOTE [Compile pipeline] in cleave/runtime/pipeline.h): the
+// simplifying passes, the memory plan, and the partition of a placed step.
 #pragma once
 
 #include <memory>

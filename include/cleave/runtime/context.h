@@ -3,11 +3,10 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
-namespace cleave::ir {
-struct Graph;
-}
+#include "cleave/ir/graph.h"
 
 namespace cleave::runtime {
 
@@ -18,7 +17,7 @@ enum Mode { GRAPH_MODE = 0, PYNATIVE_MODE = 1 };
 struct Context {
   Mode mode = GRAPH_MODE;
   // >= 1: write the graph after each compiler stage as NN_<stage>.ir and NN_<stage>.dot under
-  // save_graphs_path/<graph name>/ (NOTE [Compile pipeline] in cleave/runtime/compile.h).
+  // save_graphs_path/<graph name>/ (NOTE [Compile pipeline] in cleave/runtime/pipeline.h).
   int save_graphs = 0;
   std::string save_graphs_path = ".";
 };
@@ -27,8 +26,49 @@ struct Context {
 void set_context(const Context& context);
 const Context& get_context();
 
-// MindSpore's set_auto_parallel_context, for the parts cleave supports.
+// MindSpore's parallel modes (ms.ParallelMode):
+//   STAND_ALONE         every process trains the whole model on its own data (the default);
+//   DATA_PARALLEL       every rank holds the whole model and reads its slice of each batch; the
+//                       gradients are all-reduced (averaged with gradients_mean) before the update;
+//   SEMI_AUTO_PARALLEL  operators are sharded by their shard() strategies (the others data
+//                       parallel when their batch allows, else replicated): the step-parallel
+//                       rewrite (cleave/parallel/step_parallel.h) slices parameters and inserts
+//                       the communication; training equals one device's;
+//   AUTO_PARALLEL       the compiler searches the strategies (search_mode): not built yet.
+enum ParallelMode { STAND_ALONE = 0, DATA_PARALLEL = 1, SEMI_AUTO_PARALLEL = 2, AUTO_PARALLEL = 3 };
+// "STAND_ALONE", "DATA_PARALLEL", ...
+const char* parallel_mode_name(ParallelMode mode);
+
+// MindSpore's set_auto_parallel_context. Fields a program does not set keep these defaults; every
+// value is checked by set_auto_parallel_context, whose errors name the field and what is allowed.
 struct AutoParallelContext {
+  ParallelMode parallel_mode = STAND_ALONE;
+  // AUTO_PARALLEL's strategy search: "sharding_propagation", "dynamic_programming" or
+  // "recursive_programming" (MindSpore's names and default).
+  std::string search_mode = "dynamic_programming";
+  // Devices the strategies are planned for; 0: the job's world size. A parallel step compiled in
+  // a job of another size is an error.
+  int64_t device_num = 0;
+  // This process's rank in the plan; -1: its world rank (another value in a job is an error).
+  int64_t global_rank = -1;
+  // DATA_PARALLEL: average the all-reduced gradients over the ranks (MindSpore's gradients_mean;
+  // seed 001's older name mirror_mean means the same, either turns it on). SEMI_AUTO_PARALLEL
+  // computes the single-device gradient either way (NOTE [Step-parallel rewrite]).
+  bool gradients_mean = false;
+  bool mirror_mean = false;
+  // DATA_PARALLEL: broadcast rank 0's parameters before the first step.
+  bool parameter_broadcast = false;
+  // How each rank's dataset batches relate to the global batch the step is planned for:
+  // "data_parallel" (each rank's batch is its slice of dim 0: the global batch is device_num
+  // times larger), "full_batch" (every rank reads the whole batch), or one strategy per input
+  // (ir::Strategy{{8, 1}, {8}}). Empty: "full_batch" when full_batch is set, else
+  // "data_parallel" (MindSpore's default).
+  std::variant<std::string, ir::Strategy> dataset_strategy = std::string();
+  // The deprecated form of dataset_strategy = "full_batch".
+  bool full_batch = false;
+  // Strategy checkpoint files (written / read by the strategy search; not built yet).
+  std::string strategy_ckpt_save_file;
+  std::string strategy_ckpt_load_file;
   // For a placed network (Cell::place / Primitive::place after cleave::init()): > 1 splits each
   // training batch into this many micro-batches (the batch size must be divisible by it) that run
   // through the placed stages on a 1F1B schedule, so that ranks compute at the same time;
@@ -37,9 +77,15 @@ struct AutoParallelContext {
   int pipeline_micro_batches = 1;
 };
 
-// Replaces the process-wide auto-parallel context. pipeline_micro_batches must be >= 1.
+// Replaces the process-wide auto-parallel context. Throws Error (and keeps the previous context)
+// for a value or combination that is not allowed, naming the field and the accepted values.
 void set_auto_parallel_context(const AutoParallelContext& context);
 const AutoParallelContext& get_auto_parallel_context();
+// Back to the defaults (MindSpore's reset_auto_parallel_context).
+void reset_auto_parallel_context();
+// The dataset strategy in effect: "data_parallel", "full_batch", or "" when it is per input
+// (context.dataset_strategy holds the strategies).
+std::string dataset_strategy_kind(const AutoParallelContext& context);
 
 // What this process spent running placed (partitioned) graphs since it started or since
 // reset_placed_run_stats(): time inside op kernels, time blocked waiting for data from other

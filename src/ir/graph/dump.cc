@@ -6,7 +6,6 @@
 #include "cleave/ir/passes.h"
 
 namespace cleave::ir {
-namespace {
 
 std::string strategy_to_string(const Strategy& s) {
   std::string out = "(";
@@ -19,9 +18,14 @@ std::string strategy_to_string(const Strategy& s) {
   return out + ")";
 }
 
+namespace {
+
 std::string annotations(const Node& n) {
   std::string out;
-  if (!n.strategy.empty()) out += " {in_strategy: " + strategy_to_string(n.strategy) + "}";
+  if (!n.strategy.empty()) {
+    out += " {in_strategy: " + strategy_to_string(n.strategy) +
+           (n.strategy_derived ? ", derived: true}" : "}");
+  }
   if (!n.placement.empty()) {
     out += fmt::format(" {{placement: (role: {}, rank: {})}}",
                        n.placement.role.empty() ? "-" : n.placement.role, n.placement.rank);

@@ -61,6 +61,14 @@ Tracer::Tracer(Graph& graph) : graph_(graph), previous_(t_tracer) {
                    "a graph is already being traced on this thread; traces cannot nest (do not "
                    "run a GRAPH_MODE step from inside a Cell's construct)");
   t_tracer = this;
+  // Resuming a graph (NOTE [Symbolic tensors]): the tensors its parameters and constants are
+  // bound to map to their nodes, as if this tracer had captured them.
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    const Node& n = graph_.nodes[i];
+    if ((n.kind == NodeKind::kParameter || n.kind == NodeKind::kConstant) && n.value.defined()) {
+      captured_.emplace_back(n.value.impl(), static_cast<int>(i));
+    }
+  }
 }
 
 Tracer::~Tracer() { t_tracer = previous_; }
@@ -90,6 +98,10 @@ Tensor Tracer::add_input(const TensorMeta& meta, std::string name) {
 }
 
 Tensor Tracer::add_parameter(const Tensor& param, std::string name) {
+  return add_parameter(param, std::move(name), {param.shape(), param.dtype()});
+}
+
+Tensor Tracer::add_parameter(const Tensor& param, std::string name, const TensorMeta& meta) {
   CLEAVE_CHECK_ARG(param.defined() && !param.is_symbolic(),
                    "Tracer::add_parameter: parameter '{}' must be a concrete tensor", name);
   for (const auto& [impl, id] : captured_) {
@@ -97,7 +109,7 @@ Tensor Tracer::add_parameter(const Tensor& param, std::string name) {
   }
   Node n;
   n.kind = NodeKind::kParameter;
-  n.outputs = {{param.shape(), param.dtype()}};
+  n.outputs = {meta};
   n.name = std::move(name);
   n.scope = "Default";
   n.value = param;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace cleave::kernels::cpu {
 
@@ -14,5 +15,14 @@ namespace cleave::kernels::cpu {
 // mask[i] = keep ? 1 / keep_prob : 0 and y[i] = x[i] · mask[i]; keep_prob must be in (0, 1].
 template <typename T>
 void dropout(const T* x, T* y, T* mask, int64_t n, double keep_prob, uint64_t seed);
+
+// The same on a slice of a larger tensor (a sharded Dropout): x, y and mask have shape `local`,
+// which starts at `offset` inside a tensor of shape `global`, and element i of the slice draws
+// with the counter of its element in `global`, so every rank's mask is its slice of the mask one
+// device would draw.
+template <typename T>
+void dropout_slice(const T* x, T* y, T* mask, const std::vector<int64_t>& local,
+                   const std::vector<int64_t>& global, const std::vector<int64_t>& offset,
+                   double keep_prob, uint64_t seed);
 
 }  // namespace cleave::kernels::cpu

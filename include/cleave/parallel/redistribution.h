@@ -1,0 +1,75 @@
+// Redistribution: moving a tensor from one layout to another (NOTE [Layouts] in layout.h).
+//
+// NOTE [Redistribution]
+// Both layouts lay the tensor out on the same devices but may use different device matrices
+// ([2, 4, 1] for a MatMul's strategy, [8] for a data-parallel input). They are first put on one
+// common device matrix: the coarsest matrix whose axes refine both (row-major numbering is kept,
+// so [8] and [2, 4] meet on [2, 4], where the [8]-axis becomes axes (0, 1); [4, 2] and [2, 4]
+// meet on [2, 2, 2]). On it the plan is a shortest path over layouts, each step one of
+//   AllReduce(axes)             partial over axes -> complete (replicated on them)
+//   ReduceScatter(axis, dim)    partial over axis -> dim split one level finer over it
+//   AllGather(axes, dim)        the last (minor) axes of dim dropped: its slices concatenated
+//   AlltoAll(axis, x -> y)      the last axis of dim x moved to the end of dim y
+//   Slice(axis, dim)            dim split one level finer over a replica axis (local, no message)
+// whose cost is the bytes each rank sends for a ring algorithm on the local slice of M bytes
+// (AllReduce 2M(n-1)/n, ReduceScatter and AlltoAll M(n-1)/n, AllGather M(n-1), Slice 0), ties
+// broken by fewer steps. Slicing before gathering is therefore preferred where it is possible.
+// When no common matrix exists (e.g. [2, 3] and [3, 2] on 6 devices) the plan goes through the
+// replicated tensor: complete and gather everything on the source matrix, then slice on the
+// target matrix. Plans are cached by (from, to, shape, dtype).
+//
+// A step's groups are the ranks that differ only on the step's axes (ranks_along), ascending, so
+// a plan made once serves every rank: emit() (step_parallel.h) instantiates it for one rank.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cleave/core/dtype.h"
+#include "cleave/core/shape.h"
+#include "cleave/parallel/layout.h"
+
+namespace cleave::parallel {
+
+struct RedistributionStep {
+  enum class Kind { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kSlice };
+  Kind kind = Kind::kSlice;
+  DeviceMatrix dev;       // the device matrix the axes refer to
+  std::vector<int> axes;  // the group's axes (ascending); Slice: the one new axis
+  // ReduceScatter, AllGather, Slice: the dimension split or gathered; AlltoAll: the dimension
+  // that gains the split (split_dim).
+  int64_t dim = -1;
+  int64_t concat_dim = -1;  // AlltoAll: the dimension that loses it
+  PartialOp op = PartialOp::kSum;
+  Layout after;      // the layout once the step ran
+  double bytes = 0;  // sent per rank
+  // "AllGather(dim 0 over axes (1))"
+  std::string to_string() const;
+};
+
+struct RedistributionPlan {
+  std::vector<RedistributionStep> steps;
+  double bytes = 0;  // sent per rank, all steps
+  // "AllReduce(axes (1)) -> Slice(dim 1 over axis 1)", or "identity".
+  std::string to_string() const;
+};
+
+// The cheapest plan from `from` to `to` for a tensor of global shape `global` (NOTE
+// [Redistribution]); cached, thread-safe. Both layouts must describe `global` on the same number
+// of devices (a broken invariant otherwise); `to` must not be partial unless it has the same
+// partial axes as `from`. Throws Error when the plan moves a Bool tensor (no collective carries
+// booleans).
+const RedistributionPlan& plan_redistribution(const Layout& from, const Layout& to,
+                                              const Shape& global, DType dtype);
+
+// The common device matrix of two device matrices with the same device count, and for each
+// axis of `a` and of `b` the axes of the common matrix it becomes (consecutive, ascending).
+// Returns false when there is none.
+struct UnifiedMatrix {
+  DeviceMatrix dev;
+  std::vector<std::vector<int>> a_axes, b_axes;
+};
+bool unify_device_matrices(const DeviceMatrix& a, const DeviceMatrix& b, UnifiedMatrix& out);
+
+}  // namespace cleave::parallel

@@ -1,0 +1,143 @@
+// Sharding rules: for every primitive, which strategies are valid, the layouts of its inputs and
+// outputs under a strategy, the local computation, and its cost.
+//
+// NOTE [Sharding rules]
+// A strategy (Primitive::shard) gives, for each input of an op, how many slices each dimension
+// is cut into: MatMul's ((2, 4), (4, 1)) cuts A (16, 32) into 2 x 4 blocks and B (32, 16) into
+// 4 x 1. Most rules describe the op by its *iteration space*: named loops, each indexed by some
+// input and output dimensions (MatMul: i over A's rows and the output's rows, k over A's columns
+// and B's rows, j over B's columns and the output's columns). A loop is
+//   - parallel: splitting it splits every operand indexing it (i, j);
+//   - a reduction: operands indexing it are split, and outputs that do not index it become
+//     pending partial sums (or maxima, minima) over its device axis (k);
+//   - fixed: it cannot be split (a softmax axis, a convolution's spatial dimensions), with the
+//     reason the error gives.
+// Every input dimension indexing a loop must carry that loop's split; a dimension indexing no
+// loop (a size-1 dimension broadcast against a larger one, or one every rank holds whole) must
+// carry 1. The device matrix is the loops' splits in order, then, when their product is below the
+// device count, one more axis of the rest: the *repeat* axis, on which every operand is
+// replicated (MindSpore's repeated calculation). Input and output layouts follow: a dimension
+// indexing loop l is split over axis l when its split is > 1.
+// Rules whose operands do not fit loops (Reshape) compute the layouts themselves (infer), and
+// rules whose local computation is not the same primitive on the slices (a ReduceMean over a
+// split dimension, a vocabulary-split Gather) build it (lower).
+//
+// The default strategy of an op nobody configured (SEMI_AUTO_PARALLEL) is data parallel: its
+// batch loop (by default the loop of output 0's dimension 0, or of input 0's dimension 0 for an
+// op whose output is a scalar) split over every device when that is valid, else the op
+// replicated (all ones), as MindSpore does.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cleave/core/tensor.h"
+#include "cleave/ir/graph.h"
+#include "cleave/ir/op_def.h"
+#include "cleave/parallel/layout.h"
+
+namespace cleave::parallel {
+
+struct LoopDim {
+  enum class Kind { kParallel, kReduce, kFixed };
+  int64_t size = 1;
+  Kind kind = Kind::kParallel;
+  PartialOp reduce = PartialOp::kSum;  // kReduce: how outputs not indexing it combine
+  // What the loop is, for errors: "the reduction dimension", "the softmax axis", ...
+  std::string name;
+};
+
+struct IterationSpace {
+  std::vector<LoopDim> loops;
+  // For each input and each output, for each dimension: the loop it indexes, or -1 (never split).
+  std::vector<std::vector<int>> inputs, outputs;
+  // The loop the default strategy splits (-1: derived from output 0 / input 0, NOTE above).
+  int batch_loop = -1;
+};
+
+// What a rule sees: the op as traced, with global shapes.
+struct RuleContext {
+  const ir::OpDef& op;
+  const ir::Attrs& attrs;
+  std::span<const ir::TensorMeta> inputs;
+  std::span<const ir::TensorMeta> outputs;
+  std::string_view name;   // instance name, for errors ("fc1.matmul")
+  std::string_view scope;  // scope, for errors
+  int64_t device_num = 1;
+};
+
+// The result of a valid strategy: what every rank holds and computes.
+struct OpSharding {
+  ir::Strategy strategy;
+  IterationSpace space;              // empty loops for rules without one
+  std::vector<int64_t> loop_splits;  // per loop
+  DeviceMatrix device_matrix;        // loop splits, then the repeat axis if any
+  std::vector<Layout> inputs;        // what each input must be on every rank
+  std::vector<Layout> outputs;       // what the local computation produces (may be partial)
+  // The rule's cost, per rank: floating-point operations of the local computation, and bytes
+  // sent to complete the partial outputs (an AllReduce of each; 0 when none is partial).
+  double compute_flops = 0;
+  double forward_comm_bytes = 0;
+  // The split of the loop named `loop` (1 when the rule has no such loop).
+  int64_t split(int loop) const {
+    return loop >= 0 && loop < static_cast<int>(loop_splits.size())
+               ? loop_splits[static_cast<size_t>(loop)]
+               : 1;
+  }
+};
+
+// What lower() gets: the op, its sharding, this rank, and the local inputs (symbolic tensors of
+// the graph being built, laid out as sharding.inputs).
+struct LowerContext {
+  const RuleContext& rule;
+  const OpSharding& sharding;
+  int64_t rank = 0;
+  std::vector<Tensor> inputs;
+  // Which slice of loop `loop` this rank computes (0 when the loop is not split).
+  int64_t loop_index(int loop) const;
+};
+
+class ShardingRule {
+ public:
+  virtual ~ShardingRule() = default;
+
+  // One line for docs and the coverage test: "elementwise with broadcasting", "batch only", ...
+  virtual std::string summary() const = 0;
+  // The iteration space (NOTE [Sharding rules]). Rules overriding infer() need not define it.
+  virtual IterationSpace space(const RuleContext& ctx) const;
+  // Checks `strategy` and returns the layouts it implies. Throws Error naming the op, its
+  // instance name and scope, the strategy, the input shapes and what would be valid.
+  virtual OpSharding infer(const RuleContext& ctx, const ir::Strategy& strategy) const;
+  // The strategy of an op nobody configured (NOTE: data parallel when valid, else replicated).
+  virtual ir::Strategy default_strategy(const RuleContext& ctx) const;
+  // Every valid strategy on ctx.device_num devices (for the search and the tests), the
+  // replicated one first.
+  virtual std::vector<ir::Strategy> strategies(const RuleContext& ctx) const;
+  // The attributes of the local op on `rank` (shape attributes made local); default unchanged.
+  virtual ir::Attrs local_attrs(const LowerContext& ctx) const;
+  // The local computation on `ctx.inputs`; default: the same primitive with local_attrs().
+  // Returns one tensor per output, laid out as ctx.sharding.outputs.
+  virtual std::vector<Tensor> lower(const LowerContext& ctx) const;
+  // Floating-point operations of the whole (unsharded) op; default: the elements of its inputs
+  // and outputs.
+  virtual double flops(const RuleContext& ctx) const;
+};
+
+// The rule of `op`, or null when it has none (tests/parallel/rule_coverage_test.cc requires one
+// for every registered primitive).
+const ShardingRule* find_rule(const ir::OpDef& op);
+// The rule of `op`; throws Error naming the op when there is none.
+const ShardingRule& rule_of(const ir::OpDef& op);
+// Every op name with a rule, sorted.
+std::vector<std::string> ops_with_rules();
+
+// "MatMul 'fc1.matmul' (scope Default/network-WithLossCell/_backbone-Net)": how errors name an op.
+std::string describe_op(const RuleContext& ctx);
+// "MatMul 'matmul' (scope ...): strategy ((2, 4), (3, 1)) for inputs of shapes (16, 32) and
+// (32, 16) is invalid: <why>" as an Error.
+[[noreturn]] void invalid_strategy(const RuleContext& ctx, const ir::Strategy& strategy,
+                                   const std::string& why);
+
+}  // namespace cleave::parallel

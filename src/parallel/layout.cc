@@ -1,0 +1,220 @@
+// Layouts (NOTE [Layouts] in cleave/parallel/layout.h).
+#include "cleave/parallel/layout.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "cleave/core/error.h"
+
+namespace cleave::parallel {
+
+int64_t device_count(const DeviceMatrix& dev) {
+  int64_t n = 1;
+  for (int64_t d : dev) n *= d;
+  return n;
+}
+
+std::vector<int64_t> rank_to_coordinate(int64_t rank, const DeviceMatrix& dev) {
+  CLEAVE_ASSERT(rank >= 0 && rank < device_count(dev), "rank {} outside device matrix {}", rank,
+                device_matrix_to_string(dev));
+  std::vector<int64_t> c(dev.size());
+  for (size_t a = dev.size(); a-- > 0;) {
+    c[a] = rank % dev[a];
+    rank /= dev[a];
+  }
+  return c;
+}
+
+int64_t coordinate_to_rank(std::span<const int64_t> coordinate, const DeviceMatrix& dev) {
+  int64_t rank = 0;
+  for (size_t a = 0; a < dev.size(); ++a) rank = rank * dev[a] + coordinate[a];
+  return rank;
+}
+
+std::vector<int64_t> ranks_along(int64_t rank, const DeviceMatrix& dev, std::span<const int> axes) {
+  std::vector<int64_t> c = rank_to_coordinate(rank, dev);
+  int64_t count = 1;
+  for (int a : axes) count *= dev[static_cast<size_t>(a)];
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rest = i;
+    for (size_t k = axes.size(); k-- > 0;) {
+      const auto a = static_cast<size_t>(axes[k]);
+      c[a] = rest % dev[a];
+      rest /= dev[a];
+    }
+    out.push_back(coordinate_to_rank(c, dev));
+  }
+  return out;
+}
+
+std::string device_matrix_to_string(const DeviceMatrix& dev) {
+  return fmt::format("[{}]", fmt::join(dev, ", "));
+}
+
+const char* partial_op_name(PartialOp op) {
+  switch (op) {
+    case PartialOp::kMax:
+      return "max";
+    case PartialOp::kMin:
+      return "min";
+    default:
+      return "sum";
+  }
+}
+
+Layout::Layout(DeviceMatrix dev, std::vector<DimAxes> tensor_map, std::vector<int> partial,
+               PartialOp partial_op)
+    : dev_(std::move(dev)),
+      map_(std::move(tensor_map)),
+      partial_(std::move(partial)),
+      partial_op_(partial_op) {
+  CLEAVE_ASSERT(!dev_.empty(), "a device matrix has at least one axis");
+  std::vector<bool> used(dev_.size(), false);
+  auto use = [&](int a) {
+    CLEAVE_ASSERT(a >= 0 && a < static_cast<int>(dev_.size()) && !used[static_cast<size_t>(a)],
+                  "layout axis {} is out of range or used twice ({})", a, to_string());
+    used[static_cast<size_t>(a)] = true;
+  };
+  for (int64_t d : dev_) CLEAVE_ASSERT(d >= 1, "device axis of size {}", d);
+  for (const DimAxes& axes : map_) {
+    for (size_t k = 0; k < axes.size(); ++k) {
+      use(axes[k]);
+      CLEAVE_ASSERT(k == 0 || axes[k] > axes[k - 1], "axes of a dim must ascend ({})", to_string());
+    }
+  }
+  std::sort(partial_.begin(), partial_.end());
+  for (int a : partial_) use(a);
+  if (partial_.empty()) partial_op_ = PartialOp::kSum;
+}
+
+Layout Layout::replicated(DeviceMatrix dev, int64_t tensor_rank) {
+  return Layout(std::move(dev), std::vector<DimAxes>(static_cast<size_t>(tensor_rank)));
+}
+
+bool Layout::is_replicated() const {
+  return partial_.empty() &&
+         std::all_of(map_.begin(), map_.end(), [](const DimAxes& a) { return a.empty(); });
+}
+
+int64_t Layout::splits(int64_t dim) const {
+  int64_t n = 1;
+  for (int a : map_[static_cast<size_t>(dim)]) n *= dev_[static_cast<size_t>(a)];
+  return n;
+}
+
+std::vector<int> Layout::replica_axes() const {
+  std::vector<bool> used(dev_.size(), false);
+  for (const DimAxes& axes : map_) {
+    for (int a : axes) used[static_cast<size_t>(a)] = true;
+  }
+  for (int a : partial_) used[static_cast<size_t>(a)] = true;
+  std::vector<int> out;
+  for (size_t a = 0; a < dev_.size(); ++a) {
+    if (!used[a]) out.push_back(static_cast<int>(a));
+  }
+  return out;
+}
+
+int64_t Layout::replicas() const {
+  int64_t n = 1;
+  for (int a : replica_axes()) n *= dev_[static_cast<size_t>(a)];
+  return n;
+}
+
+std::string Layout::check_shape(const Shape& global) const {
+  if (global.rank() != tensor_rank()) {
+    return fmt::format("the tensor has rank {} but the layout has {} dimensions", global.rank(),
+                       tensor_rank());
+  }
+  for (int64_t d = 0; d < tensor_rank(); ++d) {
+    const int64_t s = splits(d);
+    if (global[d] % s != 0) {
+      return fmt::format("dim {} of size {} is split {} ways", d, global[d], s);
+    }
+  }
+  return {};
+}
+
+Shape Layout::slice_shape(const Shape& global) const {
+  CLEAVE_ASSERT(check_shape(global).empty(), "{} cannot lay out {}: {}", to_string(),
+                global.to_string(), check_shape(global));
+  std::vector<int64_t> dims = global.dims();
+  for (size_t d = 0; d < dims.size(); ++d) dims[d] /= splits(static_cast<int64_t>(d));
+  return Shape(std::move(dims));
+}
+
+int64_t Layout::slice_index(int64_t dim, int64_t rank) const {
+  const std::vector<int64_t> c = rank_to_coordinate(rank, dev_);
+  int64_t index = 0;
+  for (int a : map_[static_cast<size_t>(dim)]) {
+    index = index * dev_[static_cast<size_t>(a)] + c[static_cast<size_t>(a)];
+  }
+  return index;
+}
+
+std::vector<int64_t> Layout::slice_offset(const Shape& global, int64_t rank) const {
+  const Shape local = slice_shape(global);
+  std::vector<int64_t> offset(map_.size());
+  for (size_t d = 0; d < map_.size(); ++d) {
+    offset[d] = slice_index(static_cast<int64_t>(d), rank) * local[static_cast<int64_t>(d)];
+  }
+  return offset;
+}
+
+Layout Layout::normalized() const {
+  std::vector<int> renumber(dev_.size(), -1);
+  DeviceMatrix dev;
+  for (size_t a = 0; a < dev_.size(); ++a) {
+    if (dev_[a] > 1) {
+      renumber[a] = static_cast<int>(dev.size());
+      dev.push_back(dev_[a]);
+    }
+  }
+  if (dev.empty()) dev.push_back(1);
+  std::vector<DimAxes> map;
+  for (const DimAxes& axes : map_) {
+    DimAxes out;
+    for (int a : axes) {
+      if (renumber[static_cast<size_t>(a)] >= 0) out.push_back(renumber[static_cast<size_t>(a)]);
+    }
+    map.push_back(std::move(out));
+  }
+  std::vector<int> partial;
+  for (int a : partial_) {
+    if (renumber[static_cast<size_t>(a)] >= 0) partial.push_back(renumber[static_cast<size_t>(a)]);
+  }
+  const PartialOp op = partial.empty() ? PartialOp::kSum : partial_op_;
+  return Layout(std::move(dev), std::move(map), std::move(partial), op);
+}
+
+bool Layout::same_distribution(const Layout& other) const {
+  return normalized() == other.normalized();
+}
+
+std::string Layout::to_string() const {
+  std::vector<std::string> dims;
+  for (const DimAxes& axes : map_) {
+    if (axes.empty()) {
+      dims.push_back("-1");
+    } else if (axes.size() == 1) {
+      dims.push_back(std::to_string(axes[0]));
+    } else {
+      dims.push_back(fmt::format("({})", fmt::join(axes, ", ")));
+    }
+  }
+  std::string text = fmt::format("layout(dev={}, map=({}{})", device_matrix_to_string(dev_),
+                                 fmt::join(dims, ", "), dims.size() == 1 ? "," : "");
+  if (!partial_.empty()) {
+    text += fmt::format(
+        ", partial{}=({})",
+        partial_op_ == PartialOp::kSum ? "" : std::string("_") + partial_op_name(partial_op_),
+        fmt::join(partial_, ", "));
+  }
+  return text + ")";
+}
+
+}  // namespace cleave::parallel

@@ -1,0 +1,7 @@
+#include "parallel/rules/rules.h"
+
+namespace cleave::parallel::rules {
+
+void register_index(RuleMap& rules) { (void)rules; }
+
+}  // namespace cleave::parallel::rules

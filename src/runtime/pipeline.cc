@@ -1,0 +1,233 @@
+// The compile pipeline (NOTE [Compile pipeline] in cleave/runtime/pipeline.h).
+#include "cleave/runtime/pipeline.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <map>
+
+#include "cleave/autodiff/graph_grad.h"
+#include "cleave/comm/group_registry.h"
+#include "cleave/ir/graph.h"
+#include "cleave/parallel/partition.h"
+#include "cleave/parallel/step_parallel.h"
+#include "cleave/runtime/collectives.h"
+#include "cleave/runtime/compile.h"
+#include "cleave/runtime/context.h"
+#include "cleave/runtime/sharded_parameters.h"
+
+namespace cleave::runtime {
+namespace {
+
+std::atomic<int> g_graph_counter{0};
+
+// How this process takes part in the step: the parallel mode, the devices it is planned for and
+// this process's rank among them.
+struct Setup {
+  ParallelMode mode = STAND_ALONE;
+  int64_t device_num = 1;
+  int64_t rank = 0;
+  int micro_batches = 1;
+  parallel::StepParallelOptions options;
+};
+
+Setup resolve_setup(const std::string& step, bool training) {
+  const AutoParallelContext& c = get_auto_parallel_context();
+  Setup s;
+  s.mode = c.parallel_mode;
+  // Micro-batches pipeline a training step; an evaluation runs its batch at once.
+  s.micro_batches = training ? c.pipeline_micro_batches : 1;
+  const int64_t world = comm::world_size();
+  s.rank = comm::world_rank();
+  s.device_num = c.device_num > 0 ? c.device_num : world;
+  if (s.mode == STAND_ALONE) return s;
+  CLEAVE_CHECK_ARG(s.device_num == world,
+                   "{}: parallel_mode {} with device_num {}, but this job has {} rank{}; "
+                   "device_num must be the number of ranks the step runs on (leave it 0 for the "
+                   "world size, or launch {} ranks: cleave-run --worker_num {}, mpirun -n {})",
+                   step, parallel_mode_name(s.mode), s.device_num, world, world == 1 ? "" : "s",
+                   s.device_num, s.device_num, s.device_num);
+  CLEAVE_CHECK_ARG(c.global_rank < 0 || c.global_rank == s.rank,
+                   "{}: global_rank is {}, but this process is rank {} of the job; leave "
+                   "global_rank at -1 to use the job's rank",
+                   step, c.global_rank, s.rank);
+  const std::string kind = dataset_strategy_kind(c);
+  if (kind == "full_batch") {
+    s.options.dataset = parallel::DatasetSplit::kFullBatch;
+  } else if (kind.empty()) {
+    s.options.dataset = parallel::DatasetSplit::kStrategy;
+    s.options.dataset_strategy = std::get<ir::Strategy>(c.dataset_strategy);
+  }
+  s.options.device_num = s.device_num;
+  return s;
+}
+
+// The metas the step is traced with: micro-batch slices, or the global batch of a step planned
+// over several devices whose ranks each read their slice of it.
+std::vector<ir::TensorMeta> traced_inputs(const StepProgram& p, const Setup& s) {
+  std::vector<ir::TensorMeta> metas;
+  for (const StepProgram::Input& in : p.inputs) {
+    ir::TensorMeta m = in.meta;
+    if (s.micro_batches > 1) {
+      CLEAVE_CHECK_ARG(m.shape.rank() >= 1 && m.shape[0] % s.micro_batches == 0,
+                       "{}: {} has shape {}; with pipeline_micro_batches = {} its batch dimension "
+                       "must be divisible by {} (set a batch size that is a multiple of the "
+                       "micro-batch count)",
+                       p.name, in.name, m.shape.to_string(), s.micro_batches, s.micro_batches);
+      m.shape[0] /= s.micro_batches;
+    }
+    if (s.mode == SEMI_AUTO_PARALLEL &&
+        s.options.dataset == parallel::DatasetSplit::kDataParallel && m.shape.rank() >= 1) {
+      m.shape[0] *= s.device_num;  // this rank's batch is one slice of the global batch
+    }
+    metas.push_back(m);
+  }
+  return metas;
+}
+
+std::string rank_folder(const ir::Graph& g, int64_t rank) {
+  return fmt::format("{}_rank{}", g.name, rank);
+}
+
+}  // namespace
+
+CompiledStep::CompiledStep(std::unique_ptr<Executor> executor, int micro_batches, size_t num_inputs)
+    : executor_(std::move(executor)), micro_batches_(micro_batches), num_inputs_(num_inputs) {}
+
+std::vector<Tensor> CompiledStep::run(const std::vector<Tensor>& inputs) {
+  CLEAVE_CHECK_ARG(inputs.size() == num_inputs_, "graph '{}': {} inputs given; expected {}",
+                   executor_->graph().name, inputs.size(), num_inputs_);
+  if (micro_batches_ == 1) return executor_->run(inputs);
+  // Micro-batch-major: (data_0, label_0, data_1, label_1, ...) (NOTE [Micro-batches]).
+  std::vector<Tensor> feed;
+  for (int k = 0; k < micro_batches_; ++k) {
+    for (const Tensor& t : inputs) {
+      CLEAVE_CHECK_ARG(t.defined() && t.rank() >= 1 && t.shape()[0] % micro_batches_ == 0,
+                       "graph '{}': an input of shape {} cannot be cut into {} micro-batches",
+                       executor_->graph().name,
+                       t.defined() ? t.shape().to_string() : std::string("(undefined)"),
+                       micro_batches_);
+      const int64_t rows = t.shape()[0] / micro_batches_;
+      feed.push_back(t.narrow_rows(k * rows, rows));
+    }
+  }
+  return executor_->run(feed);
+}
+
+std::vector<bool> CompiledStep::inputs_read() const {
+  std::vector<bool> read(num_inputs_, false);
+  const std::vector<bool>& per_input = executor_->inputs_read();
+  for (size_t k = 0; k < per_input.size(); ++k) {
+    read[k % num_inputs_] = read[k % num_inputs_] || per_input[k];
+  }
+  return read;
+}
+
+std::unique_ptr<CompiledStep> compile_step(const StepProgram& p) {
+  const bool training = p.update != nullptr;
+  const Setup s = resolve_setup(p.name, training);
+  const AutoParallelContext& apc = get_auto_parallel_context();
+  ir::Graph graph;
+  graph.name = fmt::format("{}_{}", p.name, g_graph_counter++);
+
+  // 01: the forward with global shapes.
+  const std::vector<ir::TensorMeta> metas = traced_inputs(p, s);
+  {
+    ir::Tracer tracer(graph);
+    std::vector<Tensor> inputs;
+    for (size_t k = 0; k < metas.size(); ++k) {
+      inputs.push_back(tracer.add_input(metas[k], p.inputs[k].name));
+    }
+    for (const auto& [name, t] : p.parameters) {
+      const std::optional<ParameterShard> shard = parameter_shard(t);
+      if (shard) {
+        tracer.add_parameter(t, name, shard->global);
+      } else {
+        tracer.add_parameter(t, name);
+      }
+    }
+    const std::vector<Tensor> outputs = p.forward(inputs);
+    if (training) {
+      CLEAVE_CHECK_ARG(!outputs.empty() && outputs[0].is_symbolic() && outputs[0].numel() == 1,
+                       "{}: the network returned {}; expected a one-element loss computed from its "
+                       "inputs",
+                       p.name,
+                       outputs.empty() ? std::string("nothing")
+                                       : fmt::format("{} {}", dtype_name(outputs[0].dtype()),
+                                                     outputs[0].shape().to_string()));
+    }
+    for (const Tensor& t : outputs) graph.outputs.push_back(tracer.value_of(t));
+  }
+  dump_stage(graph, 1, "trace");
+
+  // 02-03: the step-parallel rewrite.
+  double seed = 1.0;
+  std::map<const TensorImpl*, parallel::Layout> layouts;  // sharded tensors of this step
+  if (s.mode == SEMI_AUTO_PARALLEL) {
+    CLEAVE_CHECK_ARG(!parallel::has_placement(graph),
+                     "{}: the network has operators placed with Cell::place / Primitive::place, "
+                     "which cannot be combined with parallel_mode SEMI_AUTO_PARALLEL (as in "
+                     "MindSpore); use STAND_ALONE for a placed network",
+                     p.name);
+    const parallel::ParallelPlan plan = parallel::plan_step_parallel(graph, s.options);
+    dump_stage(graph, 2, "step_parallel_begin");
+    parallel::LocalStep local = parallel::materialize(graph, plan, s.rank);
+    for (const auto& [node, layout] : local.parameters) {
+      const ir::Node& n = local.graph.nodes[static_cast<size_t>(node)];
+      std::vector<Tensor> like;
+      for (size_t i = 0; i < p.wrt.size() && i < p.wrt_like.size(); ++i) {
+        if (p.wrt[i].impl() == n.value.impl()) like = p.wrt_like[i];
+      }
+      shard_parameter(n.value, n.name, layout, s.rank, like);
+      layouts.emplace(n.value.impl(), layout);
+    }
+    graph = std::move(local.graph);
+    graph.name = rank_folder(graph, s.rank);
+    seed = 1.0 / static_cast<double>(local.output_replicas);
+    dump_stage(graph, 3, "step_parallel_end");
+  } else if (s.mode == DATA_PARALLEL && apc.parameter_broadcast) {
+    std::shared_ptr<comm::ProcessGroup> world = comm::get_group(comm::kWorldGroup);
+    if (world != nullptr && world->size() > 1) {
+      for (const auto& [name, t] : p.parameters) world->broadcast(t, 0);
+    }
+  }
+
+  // 05-06: backward, gradient reduction, optimizer.
+  int step_begin = -1;
+  {
+    ir::Tracer tracer(graph);
+    if (training) {
+      const Tensor loss = tracer.symbolic(graph.outputs[0]);
+      std::vector<Tensor> grads = autodiff::graph_grad(loss, p.wrt, seed);
+      dump_stage(graph, 5, "autodiff");
+      const size_t mirrors = graph.nodes.size();
+      const bool mean = apc.gradients_mean || apc.mirror_mean;
+      for (size_t i = 0; i < grads.size(); ++i) {
+        if (!grads[i].defined()) continue;
+        if (s.mode == SEMI_AUTO_PARALLEL) {
+          auto it = layouts.find(p.wrt[i].impl());
+          if (it != layouts.end()) {
+            grads[i] =
+                parallel::all_reduce_over(grads[i], parallel::replica_ranks(it->second, s.rank));
+          }
+        } else if (s.mode == DATA_PARALLEL && s.device_num > 1) {
+          grads[i] = ops::all_reduce(grads[i],
+                                     {.op = mean ? comm::ReduceOp::kMean : comm::ReduceOp::kSum});
+        }
+      }
+      for (size_t j = mirrors; j < graph.nodes.size(); ++j) {
+        graph.nodes[j].name = "gradients/mirror_op";
+        graph.nodes[j].scope = "Default/gradients";
+      }
+      step_begin = static_cast<int>(graph.nodes.size());
+      p.update(grads);
+      dump_stage(graph, 6, "optimizer");
+    }
+    tracer.finish();
+  }
+  std::unique_ptr<Executor> executor = compile_distributed(
+      std::move(graph), {.step_begin = step_begin, .micro_batches = s.micro_batches});
+  return std::make_unique<CompiledStep>(std::move(executor), s.micro_batches, p.inputs.size());
+}
+
+}  // namespace cleave::runtime
