@@ -31,10 +31,17 @@ struct TrainResult {
   std::vector<Tensor> params;  // gathered
 };
 
+// The global generator is not thread-safe: thread ranks make their networks one at a time.
+std::mutex g_init_mutex;
+
 TrainResult train(const std::function<void(SeedNet&)>& configure, const Tensor& x, const Tensor& y,
                   int steps) {
-  set_seed(7);
-  auto net = std::make_shared<SeedNet>(32, 16, 16);
+  std::shared_ptr<SeedNet> net;
+  {
+    std::lock_guard<std::mutex> lock(g_init_mutex);
+    set_seed(7);
+    net = std::make_shared<SeedNet>(32, 16, 16);
+  }
   configure(*net);
   auto loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
   optim::Momentum opt(net->trainable_params(), 0.2, 0.1);
