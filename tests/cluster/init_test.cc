@@ -80,6 +80,7 @@ TEST(ClusterInit, StandaloneIsOneRank) {
   store->set("k", {1, 2, 3});
   EXPECT_EQ(store->get("k", std::chrono::milliseconds(10)), (std::vector<uint8_t>{1, 2, 3}));
   EXPECT_EQ(store->add("n", 5), 5);
+  EXPECT_EQ(store->get("n", std::chrono::milliseconds(10)), (std::vector<uint8_t>{'5'}));
   EXPECT_TRUE(store->check({"k", "n"}));
   EXPECT_FALSE(store->check({"missing"}));
   EXPECT_ERROR(store->get("missing", std::chrono::milliseconds(10)), "store key 'missing'",

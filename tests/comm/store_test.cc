@@ -49,6 +49,22 @@ TEST(MemoryStore, AddCountsAtomically) {
   EXPECT_EQ(store->add("m", -3), -3);
 }
 
+TEST(MemoryStore, AddKeepsTheCounterAsDecimalText) {
+  auto store = make_memory_store();
+  store->add("n", 40);
+  store->add("n", 2);
+  EXPECT_EQ(store->get("n", milliseconds(10)), bytes("42"));
+  store->set("m", bytes("-7"));
+  EXPECT_EQ(store->add("m", 10), 3);
+}
+
+TEST(MemoryStore, AddToAKeyThatIsNotACounterIsAnError) {
+  auto store = make_memory_store();
+  store->set("k", bytes("abc"));
+  EXPECT_ERROR(store->add("k", 1), "store key 'k' holds 'abc', which is not an integer counter");
+  EXPECT_EQ(store->get("k", milliseconds(10)), bytes("abc"));
+}
+
 TEST(MemoryStore, CheckDoesNotBlock) {
   auto store = make_memory_store();
   store->set("a", bytes("1"));
