@@ -50,6 +50,10 @@ struct Placement {
 // A sharding strategy: for each input of an op, how many slices each dimension is split into.
 using Strategy = std::vector<std::vector<int64_t>>;
 
+// The canonical text form of a strategy, as the IR dumps and error messages print it:
+// "((2, 4), (4, 1))"; "()" for an empty one.
+std::string strategy_to_string(const Strategy& strategy);
+
 enum class NodeKind { kInput, kParameter, kConstant, kOp };
 
 struct Node {

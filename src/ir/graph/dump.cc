@@ -1,4 +1,5 @@
-// Text and Graphviz forms of a graph (seed 003's IR dump style).
+// Text and Graphviz forms of a graph (seed 003's IR dump style), and the text form of a strategy
+// (cleave/ir/graph.h).
 #include "cleave/ir/dump.h"
 
 #include <fmt/format.h>
@@ -6,18 +7,21 @@
 #include "cleave/ir/passes.h"
 
 namespace cleave::ir {
-namespace {
 
-std::string strategy_to_string(const Strategy& s) {
+std::string strategy_to_string(const Strategy& strategy) {
   std::string out = "(";
-  for (size_t i = 0; i < s.size(); ++i) {
+  for (size_t i = 0; i < strategy.size(); ++i) {
     if (i > 0) out += ", ";
     out += "(";
-    for (size_t j = 0; j < s[i].size(); ++j) out += (j > 0 ? ", " : "") + std::to_string(s[i][j]);
+    for (size_t j = 0; j < strategy[i].size(); ++j) {
+      out += (j > 0 ? ", " : "") + std::to_string(strategy[i][j]);
+    }
     out += ")";
   }
   return out + ")";
 }
+
+namespace {
 
 std::string annotations(const Node& n) {
   std::string out;
