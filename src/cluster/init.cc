@@ -83,14 +83,16 @@ const std::vector<int>& group_ranks(const std::string& group, const char* what) 
 std::string choose_backend(const std::string& requested, JoinMode mode) {
   if (requested.empty()) return mode == JoinMode::kMpi ? "mpi" : "gloo";
   if (requested == "gloo" || requested == "mpi" || requested == "nccl") {
-    CLEAVE_CHECK_ARG(comm::backend_available(requested),
-                     "cleave::init: backend '{}' is not available in this build (gloo always is; "
-                     "mpi when built with OpenMPI, nccl when built with CUDA and NCCL)",
-                     requested);
+    if (!comm::backend_available(requested)) {
+      CLEAVE_UNIMPLEMENTED(
+          "cleave::init: backend '{}' is not available in this build (gloo always is; mpi when "
+          "built with OpenMPI, nccl when built with CUDA and NCCL)",
+          requested);
+    }
     return requested;
   }
   if (requested == "hccl") {
-    CLEAVE_FAIL(
+    CLEAVE_UNIMPLEMENTED(
         "cleave::init: backend 'hccl' (Huawei Ascend) is not available: cleave has no Ascend "
         "support; use 'gloo' (CPU, TCP), 'mpi' (under mpirun) or 'nccl' (NVIDIA GPUs)");
   }

@@ -16,8 +16,8 @@ class Store {
   virtual ~Store() = default;
   // Sets `key` to `value`, replacing an earlier value.
   virtual void set(const std::string& key, const std::vector<uint8_t>& value) = 0;
-  // The value of `key`, blocking until some process sets it. Throws cleave::Error naming the key
-  // and the timeout when `timeout` passes first.
+  // The value of `key`, blocking until some process sets it. Throws a kUnavailable cleave::Error
+  // naming the key and the timeout when `timeout` passes first.
   virtual std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) = 0;
   // Adds `delta` to the integer counter `key` (0 when unset) atomically and returns the result.
   // The counter is stored as its decimal text, so get() reads it as "42" in every store (the
