@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -16,6 +15,7 @@
 #include "cleave/cluster/cluster.h"
 #include "cleave/comm/group_registry.h"
 #include "cleave/comm/process_group.h"
+#include "cleave/comm/store.h"
 #include "cleave/core/error.h"
 #include "cluster/config.h"
 #include "cluster/rank_table.h"
@@ -26,42 +26,6 @@ namespace cleave {
 namespace {
 
 using cluster::env_value;
-
-// The store of a standalone process: the one rank shares it with itself.
-class LocalStore final : public comm::Store {
- public:
-  void set(const std::string& key, const std::vector<uint8_t>& value) override {
-    std::lock_guard lock(mu_);
-    values_[key] = value;
-    cv_.notify_all();
-  }
-  std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
-    std::unique_lock lock(mu_);
-    bool found = cv_.wait_for(lock, timeout, [&] { return values_.count(key) > 0; });
-    CLEAVE_CHECK_ARG(found, "store key '{}' was not set within {} ms", key, timeout.count());
-    return values_[key];
-  }
-  int64_t add(const std::string& key, int64_t delta) override {
-    std::lock_guard lock(mu_);
-    std::vector<uint8_t>& slot = values_[key];
-    int64_t value = slot.empty() ? 0 : std::stoll(std::string(slot.begin(), slot.end()));
-    value += delta;
-    std::string text = std::to_string(value);
-    slot.assign(text.begin(), text.end());
-    cv_.notify_all();
-    return value;
-  }
-  bool check(const std::vector<std::string>& keys) override {
-    std::lock_guard lock(mu_);
-    return std::all_of(keys.begin(), keys.end(),
-                       [&](const std::string& key) { return values_.count(key) > 0; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::vector<uint8_t>> values_;
-};
 
 struct ClusterState {
   bool initialized = false;
@@ -119,14 +83,16 @@ const std::vector<int>& group_ranks(const std::string& group, const char* what) 
 std::string choose_backend(const std::string& requested, JoinMode mode) {
   if (requested.empty()) return mode == JoinMode::kMpi ? "mpi" : "gloo";
   if (requested == "gloo" || requested == "mpi" || requested == "nccl") {
-    CLEAVE_CHECK_ARG(comm::backend_available(requested),
-                     "cleave::init: backend '{}' is not available in this build (gloo always is; "
-                     "mpi when built with OpenMPI, nccl when built with CUDA and NCCL)",
-                     requested);
+    if (!comm::backend_available(requested)) {
+      CLEAVE_UNIMPLEMENTED(
+          "cleave::init: backend '{}' is not available in this build (gloo always is; mpi when "
+          "built with OpenMPI, nccl when built with CUDA and NCCL)",
+          requested);
+    }
     return requested;
   }
   if (requested == "hccl") {
-    CLEAVE_FAIL(
+    CLEAVE_UNIMPLEMENTED(
         "cleave::init: backend 'hccl' (Huawei Ascend) is not available: cleave has no Ascend "
         "support; use 'gloo' (CPU, TCP), 'mpi' (under mpirun) or 'nccl' (NVIDIA GPUs)");
   }
@@ -356,7 +322,7 @@ void init(const std::string& backend) {
   } else {
     s.mode = JoinMode::kStandalone;
     s.backend = choose_backend(backend, s.mode);
-    s.store = std::make_shared<LocalStore>();
+    s.store = comm::make_memory_store();  // the one rank shares it with itself
   }
   connect_backend(s);
   s.initialized = true;

@@ -142,7 +142,10 @@ class Job final : public pb::Scheduler::Service {
           fmt::format("its MS_WORKER_NUM={} differs from the scheduler's MS_WORKER_NUM={}",
                       request->worker_num(), config_.worker_num));
     }
-    if (failure_) return refuse("the job has already failed: " + *failure_);
+    if (failure_) {
+      reply->mutable_status()->set_unavailable(true);
+      return refuse("the job has already failed: " + *failure_);
+    }
     if (formed_ || static_cast<int>(workers_.size()) >= config_.worker_num) {
       return refuse(
           fmt::format("the job already has MS_WORKER_NUM={} workers; this worker is one too many",
@@ -184,6 +187,7 @@ class Job final : public pb::Scheduler::Service {
                               [&] { return formed_ || failure_.has_value(); });
     if (failure_) return report_failure(*worker, reply->mutable_status());
     if (!ready) {
+      reply->mutable_status()->set_unavailable(true);
       reply->mutable_status()->set_error(fmt::format(
           "only {} of MS_WORKER_NUM={} workers registered within {} ms (MS_TOPO_TIMEOUT)",
           workers_.size(), config_.worker_num, request->timeout_ms()));
@@ -234,6 +238,7 @@ class Job final : public pb::Scheduler::Service {
     worker->in_get = false;
     if (failure_) return report_failure(*worker, reply->mutable_status());
     if (!found) {
+      reply->mutable_status()->set_unavailable(true);
       reply->mutable_status()->set_error(
           fmt::format("store key '{}' was not set by any worker within {} ms", request->key(),
                       request->timeout_ms()));
@@ -312,6 +317,7 @@ class Job final : public pb::Scheduler::Service {
         if (barrier.arrived.count(rank) == 0) missing.push_back(rank);
       }
       barrier.arrived.erase(worker->rank);
+      reply->set_unavailable(true);
       reply->set_error(fmt::format("barrier '{}' timed out after {} ms; ranks [{}] did not arrive",
                                    request->name(), request->timeout_ms(),
                                    fmt::join(missing, ", ")));
@@ -466,6 +472,7 @@ class Job final : public pb::Scheduler::Service {
     worker.told_failure = true;
     status->set_ok(false);
     status->set_job_failed(true);
+    status->set_unavailable(true);
     status->set_error(*failure_);
     return grpc::Status::OK;
   }

@@ -147,6 +147,11 @@ void set_deadline(grpc::ClientContext& context, milliseconds timeout) {
   context.set_deadline(std::chrono::system_clock::now() + timeout);
 }
 
+// The kind of the error a reply reports: the scheduler marks timeouts and lost workers.
+ErrorKind error_kind(const pb::Status& status) {
+  return status.unavailable() ? ErrorKind::kUnavailable : ErrorKind::kInvalidArgument;
+}
+
 // Turns the outcome of a call into this process's reaction: a lost scheduler or a failed job
 // stops the process (NOTE [Stopping on a failed job]); any other error is the caller's to see.
 void check_reply(const grpc::Status& transport, const pb::Status& status, const JobConfig& config,
@@ -160,7 +165,9 @@ void check_reply(const grpc::Status& transport, const pb::Status& status, const 
     stop_process(fmt::format("cleave: {} stops: the job failed: {}; this process was {}",
                              rank_text(rank), status.error(), doing_now()));
   }
-  CLEAVE_CHECK_ARG(status.ok(), "cleave: {}: {}", what, status.error());
+  if (!status.ok()) {
+    throw Error(error_kind(status), fmt::format("cleave: {}: {}", what, status.error()));
+  }
 }
 
 }  // namespace
@@ -179,15 +186,19 @@ Topology WorkerClient::join() {
     context.set_wait_for_ready(true);
     set_deadline(context, config_.topo_timeout);
     grpc::Status status = rpc_->stub->Register(&context, request, &reply);
-    CLEAVE_CHECK_ARG(
-        status.ok(),
-        "cleave::init: cannot reach the scheduler at {} (MS_SCHED_HOST:MS_SCHED_PORT) within "
-        "MS_TOPO_TIMEOUT={} s: {}; is a process with MS_ROLE=MS_SCHED running there?",
-        config_.address(),
-        std::chrono::duration_cast<std::chrono::seconds>(config_.topo_timeout).count(),
-        status.error_message());
+    if (!status.ok()) {
+      CLEAVE_UNAVAILABLE(
+          "cleave::init: cannot reach the scheduler at {} (MS_SCHED_HOST:MS_SCHED_PORT) within "
+          "MS_TOPO_TIMEOUT={} s: {}; is a process with MS_ROLE=MS_SCHED running there?",
+          config_.address(),
+          std::chrono::duration_cast<std::chrono::seconds>(config_.topo_timeout).count(),
+          status.error_message());
+    }
   }
-  CLEAVE_CHECK_ARG(reply.status().ok(), "cleave::init: {}", reply.status().error());
+  if (!reply.status().ok()) {
+    throw Error(error_kind(reply.status()),
+                fmt::format("cleave::init: {}", reply.status().error()));
+  }
   worker_id_ = reply.worker_id();
   heartbeat_thread_ = std::thread([this] { heartbeat_loop(); });
   verdict_margin_ms = (config_.heartbeat_timeout + config_.heartbeat_interval).count() + 500;

@@ -33,13 +33,21 @@ std::shared_ptr<ProcessGroup> create_process_group(const ProcessGroupOptions& op
 #ifdef CLEAVE_HAVE_NCCL
   if (options.backend == "nccl") return make_nccl_group(options);
 #endif
-  CLEAVE_CHECK_ARG(options.backend != "hccl",
-                   "create_process_group('{}'): backend \"hccl\" (Ascend) is not available in "
-                   "cleave; available backends: {}",
-                   options.name, available_list());
+  if (options.backend == "hccl") {
+    CLEAVE_UNIMPLEMENTED(
+        "create_process_group('{}'): backend \"hccl\" (Ascend) is not available in cleave; "
+        "available backends: {}",
+        options.name, available_list());
+  }
+  if (options.backend == "mpi" || options.backend == "nccl") {
+    CLEAVE_UNIMPLEMENTED(
+        "create_process_group('{}'): backend \"{}\" is not available in this build; "
+        "available backends: {}",
+        options.name, options.backend, available_list());
+  }
   CLEAVE_FAIL(
-      "create_process_group('{}'): backend \"{}\" is not available in this build; "
-      "available backends: {}",
+      "create_process_group('{}'): unknown backend \"{}\"; expected one of \"gloo\", \"mpi\", "
+      "\"nccl\" (available in this build: {})",
       options.name, options.backend, available_list());
 }
 

@@ -1,4 +1,6 @@
-// The in-memory store (ranks as threads) and the prefix view (one namespace per group).
+// The in-memory store (ranks as threads; the store of a standalone process) and the prefix view
+// (one namespace per group).
+#include <charconv>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -22,23 +24,32 @@ class MemoryStore final : public Store {
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
     std::unique_lock<std::mutex> lock(mutex_);
     const bool found = changed_.wait_for(lock, timeout, [&] { return values_.count(key) > 0; });
-    CLEAVE_CHECK_ARG(found,
-                     "Store: key '{}' was not set within the timeout of {} ms; the process that "
-                     "should set it has not arrived",
-                     key, timeout.count());
+    if (!found) {
+      CLEAVE_UNAVAILABLE(
+          "store key '{}' was not set within {} ms; the process that should set it has not "
+          "arrived",
+          key, timeout.count());
+    }
     return values_.at(key);
   }
 
   int64_t add(const std::string& key, int64_t delta) override {
-    int64_t result = 0;
+    int64_t value = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      result = counters_[key] += delta;
-      const auto* bytes = reinterpret_cast<const uint8_t*>(&result);
-      values_[key] = std::vector<uint8_t>(bytes, bytes + sizeof(result));
+      std::vector<uint8_t>& slot = values_[key];
+      const std::string text(slot.begin(), slot.end());
+      if (!text.empty()) {
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        CLEAVE_CHECK_ARG(error == std::errc() && end == text.data() + text.size(),
+                         "store key '{}' holds '{}', which is not an integer counter", key, text);
+      }
+      value += delta;
+      const std::string sum = std::to_string(value);
+      slot.assign(sum.begin(), sum.end());
     }
     changed_.notify_all();
-    return result;
+    return value;
   }
 
   bool check(const std::vector<std::string>& keys) override {
@@ -53,7 +64,6 @@ class MemoryStore final : public Store {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::map<std::string, std::vector<uint8_t>> values_;
-  std::map<std::string, int64_t> counters_;
 };
 
 class PrefixStore final : public Store {

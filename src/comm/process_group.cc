@@ -136,21 +136,27 @@ void scale_by_size(const Tensor& t, int size) {
 // ---- execution ----
 
 // NOTE [Communication errors]
-// A backend failure (a peer gone, a timeout, a transport error) becomes one cleave::Error:
+// A backend failure (a peer gone, a timeout, a transport error) becomes one cleave::Error of kind
+// ErrorKind::kUnavailable:
 //   "<Op> on group '<name>' (<backend>, rank <r> of <n>[, peer rank <p> = world rank <w>]) failed:
 //    <what the library said>. The group is now broken: later operations on it fail at once."
-// and the group stays broken, so a rank that lost a peer never waits on it again.
+// and the group stays broken, so a rank that lost a peer never waits on it again; those later
+// operations fail with kUnavailable too. A cleave::Error thrown inside the operation keeps its
+// kind (a check of the backend on its arguments stays kInvalidArgument).
 void ProcessGroup::check_usable(const OpInfo& info) const {
   std::lock_guard<std::mutex> lock(state_mutex_);
-  CLEAVE_CHECK_ARG(broken_reason_.empty(),
-                   "{} on group '{}' (rank {}): the group is broken by an earlier failure, so no "
-                   "operation can run on it; the first failure was: {}",
-                   info.op, name(), rank(), broken_reason_);
+  if (!broken_reason_.empty()) {
+    CLEAVE_UNAVAILABLE(
+        "{} on group '{}' (rank {}): the group is broken by an earlier failure, so no operation "
+        "can run on it; the first failure was: {}",
+        info.op, name(), rank(), broken_reason_);
+  }
 }
 
 void ProcessGroup::guarded(const OpInfo& info, const std::function<void()>& fn) {
   check_usable(info);
   std::string what;
+  ErrorKind kind = ErrorKind::kUnavailable;
   int peer = info.peer;
   InFlight in_flight(*this, info.op, info.peers);
   try {
@@ -159,6 +165,9 @@ void ProcessGroup::guarded(const OpInfo& info, const std::function<void()>& fn) 
   } catch (const BackendFailure& e) {
     what = e.what();
     if (e.peer >= 0) peer = e.peer;
+  } catch (const Error& e) {
+    what = e.what();
+    kind = e.kind();
   } catch (const std::exception& e) {
     what = e.what();
   }
@@ -175,7 +184,7 @@ void ProcessGroup::guarded(const OpInfo& info, const std::function<void()>& fn) 
     if (broken_reason_.empty()) broken_reason_ = message;
   }
   call_failure_hook(message);  // NOTE [Failure hook]
-  throw Error(message);
+  throw Error(kind, message);
 }
 
 // NOTE [Ordering of operations]

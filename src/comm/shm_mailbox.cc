@@ -240,7 +240,7 @@ bool ShmMailboxes::await(const Slot& s, bool sending) const {
 void ShmMailboxes::claim(int tag) {
   const Slot& s = slot(tag, true);
   if (!await(s, true)) {
-    CLEAVE_FAIL(
+    CLEAVE_UNAVAILABLE(
         "Send on group '{}' (shared memory, rank {}, peer rank {}) failed: rank {} has not "
         "read the previous message with tag {} within {} ms",
         group_name_, rank_, s.peer, s.peer, tag, timeout_.count());
@@ -258,7 +258,7 @@ void ShmMailboxes::send(int tag, const void* data, size_t bytes) {
 void ShmMailboxes::recv(int tag, void* data, size_t bytes) {
   const Slot& s = slot(tag, false, bytes);
   if (!await(s, false)) {
-    CLEAVE_FAIL(
+    CLEAVE_UNAVAILABLE(
         "Recv on group '{}' (shared memory, rank {}, peer rank {}) failed: no message "
         "with tag {} within {} ms",
         group_name_, rank_, s.peer, tag, timeout_.count());

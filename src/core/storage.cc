@@ -144,11 +144,12 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
     }
     return;
   }
-  CLEAVE_CHECK_ARG(
-      g_cuda_allocator.allocate != nullptr,
-      "cannot allocate on {}: this build of cleave has no CUDA support (configure with "
-      "-DCLEAVE_WITH_CUDA=ON on a machine with the CUDA toolkit)",
-      device.to_string());
+  if (g_cuda_allocator.allocate == nullptr) {
+    CLEAVE_UNIMPLEMENTED(
+        "cannot allocate on {}: this build of cleave has no CUDA support (configure with "
+        "-DCLEAVE_WITH_CUDA=ON on a machine with the CUDA toolkit)",
+        device.to_string());
+  }
   data_ = g_cuda_allocator.allocate(nbytes, device.index);
 }
 

@@ -111,8 +111,8 @@ std::string cuda_unavailable_reason() { return kNoCudaBuild; }
 Tensor to_device(const Tensor& t, Device device) {
   CLEAVE_CHECK_ARG(t.defined(), "to_device: the tensor is undefined");
   if (t.device() == device) return t;
-  CLEAVE_FAIL("to_device: cannot copy a tensor from {} to {}: {}", t.device().to_string(),
-              device.to_string(), kNoCudaBuild);
+  CLEAVE_UNIMPLEMENTED("to_device: cannot copy a tensor from {} to {}: {}", t.device().to_string(),
+                       device.to_string(), kNoCudaBuild);
 }
 
 #endif

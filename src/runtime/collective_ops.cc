@@ -91,7 +91,7 @@ GroupRef group_attr(const ir::Attrs& attrs, const std::string& op) {
   try {
     group = comm::get_group(name);
   } catch (const Error& e) {
-    CLEAVE_FAIL("{}: {}", op, e.what());
+    throw Error(e.kind(), fmt::format("{}: {}", op, e.what()));
   }
   if (!group && is_initialized() && get_group_size() > 1) {
     // A world of several ranks with no communication group: a collective must not act as an

@@ -18,13 +18,18 @@
 //   stuck_barrier R       like stuck, but the others wait at barrier 'after_compute' instead.
 //   slow R MS             like stuck, but rank R computes (busy CPU) for MS ms and then joins
 //                         the AllReduce; every rank checks the sum, releases and exits 0.
+//   kinds                 reads store key 'never_set' for 300 ms and adds to a key holding text
+//                         through the scheduler; prints the kind of each error ("store get:
+//                         unavailable", "store add: invalid argument"), releases, exits 0.
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 
 #include "cleave/cluster/activity.h"
 #include "cleave/cluster/cluster.h"
 #include "cleave/comm/group_registry.h"
+#include "cleave/core/error.h"
 #include "cleave/core/tensor.h"
 #include "cleave/runtime/collectives.h"
 
@@ -188,6 +193,29 @@ int stuck(int culprit, int compute_ms, bool barrier) {
   return 0;
 }
 
+// The kind of the cleave::Error `fn` throws, or "no error".
+std::string error_kind_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const cleave::Error& error) {
+    return cleave::error_kind_name(error.kind());
+  }
+  return "no error";
+}
+
+int error_kinds() {
+  cleave::init();
+  auto store = cleave::cluster::job_store();
+  const std::string get =
+      error_kind_of([&] { store->get("never_set", std::chrono::milliseconds(300)); });
+  store->set("text", bytes("abc"));
+  const std::string add = error_kind_of([&] { store->add("text", 1); });
+  std::printf("store get: %s\nstore add: %s\n", get.c_str(), add.c_str());
+  std::fflush(stdout);
+  cleave::release();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -200,6 +228,7 @@ int main(int argc, char** argv) {
     if (mode == "ranktable") return rank_table();
     if (mode == "stuck") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, false);
     if (mode == "stuck_barrier") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, true);
+    if (mode == "kinds") return error_kinds();
     if (mode == "slow") {
       return stuck(argc > 2 ? std::stoi(argv[2]) : 0, argc > 3 ? std::stoi(argv[3]) : 1000, false);
     }

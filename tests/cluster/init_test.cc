@@ -11,6 +11,7 @@
 #include "cleave/cluster/activity.h"
 #include "cleave/cluster/cluster.h"
 #include "cleave/comm/process_group.h"
+#include "cluster/processes.h"
 #include "testing/gradcheck.h"
 
 namespace cleave {
@@ -80,10 +81,11 @@ TEST(ClusterInit, StandaloneIsOneRank) {
   store->set("k", {1, 2, 3});
   EXPECT_EQ(store->get("k", std::chrono::milliseconds(10)), (std::vector<uint8_t>{1, 2, 3}));
   EXPECT_EQ(store->add("n", 5), 5);
+  EXPECT_EQ(store->get("n", std::chrono::milliseconds(10)), (std::vector<uint8_t>{'5'}));
   EXPECT_TRUE(store->check({"k", "n"}));
   EXPECT_FALSE(store->check({"missing"}));
-  EXPECT_ERROR(store->get("missing", std::chrono::milliseconds(10)), "store key 'missing'",
-               "10 ms");
+  EXPECT_ERROR_KIND(store->get("missing", std::chrono::milliseconds(10)), ErrorKind::kUnavailable,
+                    "store key 'missing'", "10 ms");
   cluster::barrier("standalone");
   init();  // a second call with the same backend does nothing
   EXPECT_ERROR(init("mpi"), "already initialized with backend 'gloo'; got 'mpi'");
@@ -111,11 +113,13 @@ TEST(ClusterInit, GroupsMapRanks) {
 
 TEST(ClusterInit, BackendsAreCheckedByName) {
   Env env({});
-  EXPECT_ERROR(init("hccl"), "backend 'hccl' (Huawei Ascend) is not available", "'gloo'", "'mpi'",
-               "'nccl'");
-  EXPECT_ERROR(init("tpu"), "unknown backend 'tpu'; expected one of gloo, mpi, nccl");
+  EXPECT_ERROR_KIND(init("hccl"), ErrorKind::kUnimplemented,
+                    "backend 'hccl' (Huawei Ascend) is not available", "'gloo'", "'mpi'", "'nccl'");
+  EXPECT_ERROR_KIND(init("tpu"), ErrorKind::kInvalidArgument,
+                    "unknown backend 'tpu'; expected one of gloo, mpi, nccl");
   if (!comm::backend_available("nccl")) {
-    EXPECT_ERROR(init("nccl"), "backend 'nccl' is not available in this build");
+    EXPECT_ERROR_KIND(init("nccl"), ErrorKind::kUnimplemented,
+                      "backend 'nccl' is not available in this build");
   }
   EXPECT_FALSE(is_initialized());
 }
@@ -152,6 +156,15 @@ TEST(ClusterInit, BadDynamicNetworkingVariablesAreNamed) {
     Env env(vars);
     EXPECT_ERROR(init(), "MS_ROLE=MS_WORKER needs MS_SCHED_HOST");
   }
+  EXPECT_FALSE(is_initialized());
+}
+
+TEST(ClusterInit, AnUnreachableSchedulerIsUnavailable) {
+  // Nothing listens on the port: the worker gives up after MS_TOPO_TIMEOUT=1 s.
+  const std::string port = std::to_string(testing::free_port());
+  Env env(worker_env({{"MS_SCHED_PORT", port}, {"MS_TOPO_TIMEOUT", "1"}}));
+  EXPECT_ERROR_KIND(init(), ErrorKind::kUnavailable,
+                    "cannot reach the scheduler at 127.0.0.1:" + port, "MS_TOPO_TIMEOUT=1 s");
   EXPECT_FALSE(is_initialized());
 }
 

@@ -114,6 +114,17 @@ TEST(ClusterJob, DuplicateNodeIdIsRefused) {
   EXPECT_NE(job.log("scheduler.log").find("already taken"), std::string::npos);
 }
 
+TEST(ClusterJob, SchedulerStoreErrorsKeepTheirKind) {
+  Job job("kinds", 1);
+  pid_t scheduler = job.scheduler();
+  pid_t worker = job.worker("0", {"kinds"});
+  EXPECT_EQ(job.wait(worker), 0) << job.log("worker_0.log");
+  EXPECT_EQ(job.wait(scheduler), 0) << job.log("scheduler.log");
+  const std::string log = job.log("worker_0.log");
+  EXPECT_NE(log.find("store get: unavailable"), std::string::npos) << log;
+  EXPECT_NE(log.find("store add: invalid argument"), std::string::npos) << log;
+}
+
 TEST(ClusterJob, BadEnvironmentValueIsNamed) {
   Job job("bad_env", 2);
   pid_t worker = job.worker("0", {"roundtrip"}, {{"MS_WORKER_NUM", "two"}});

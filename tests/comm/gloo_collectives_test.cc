@@ -194,7 +194,8 @@ TEST(GlooCollectives, BadArgumentsAreErrors) {
                  "input has Float32");
     EXPECT_ERROR(g.reduce_scatter(Tensor::zeros(Shape({2}), DType::kFloat32), in), "ReduceScatter",
                  "input has 3 elements");
-    EXPECT_ERROR(g.broadcast(in, 2), "Broadcast", "root rank 2 is out of range", "2 ranks");
+    EXPECT_ERROR_KIND(g.broadcast(in, 2), ErrorKind::kInvalidArgument, "Broadcast",
+                      "root rank 2 is out of range", "2 ranks");
     EXPECT_ERROR(g.send(in, -1), "Send", "destination rank -1 is out of range");
     EXPECT_ERROR(g.all_to_all(in, in), "AlltoAll", "3 elements, not divisible into 2");
     EXPECT_ERROR(g.all_reduce(Tensor::zeros(Shape({2}), DType::kInt32), ReduceOp::kMean),
@@ -209,8 +210,11 @@ TEST(ProcessGroupFactory, UnknownAndHcclBackendsAreErrors) {
   o.store = make_memory_store();
   o.backend = "hccl";
   EXPECT_ERROR(create_process_group(o), "\"hccl\" (Ascend) is not available", "\"gloo\"");
+  EXPECT_ERROR_KIND(create_process_group(o), ErrorKind::kUnimplemented);
   o.backend = "carrier-pigeon";
-  EXPECT_ERROR(create_process_group(o), "\"carrier-pigeon\" is not available");
+  EXPECT_ERROR(create_process_group(o), "unknown backend \"carrier-pigeon\"",
+               "expected one of \"gloo\", \"mpi\", \"nccl\"");
+  EXPECT_ERROR_KIND(create_process_group(o), ErrorKind::kInvalidArgument);
   EXPECT_TRUE(backend_available("gloo"));
 }
 

@@ -160,12 +160,12 @@ TEST(GlooTimeout, ARankThatDoesNotJoinACollectiveFailsTheOthers) {
     if (rank == 2) return;  // never calls the all-reduce
     const auto start = std::chrono::steady_clock::now();
     Tensor t = filled(100, 1);
-    EXPECT_ERROR(g->all_reduce(t), "AllReduce on group 'world'", fmt::format("rank {} of 3", rank),
-                 "The group is now broken");
+    EXPECT_ERROR_KIND(g->all_reduce(t), ErrorKind::kUnavailable, "AllReduce on group 'world'",
+                      fmt::format("rank {} of 3", rank), "The group is now broken");
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
     EXPECT_TRUE(g->broken());
-    EXPECT_ERROR(g->barrier(), "Barrier on group 'world'", "broken by an earlier failure",
-                 "AllReduce");
+    EXPECT_ERROR_KIND(g->barrier(), ErrorKind::kUnavailable, "Barrier on group 'world'",
+                      "broken by an earlier failure", "AllReduce");
     ++failures;
   });
   EXPECT_EQ(failures.load(), 2);
@@ -177,7 +177,8 @@ TEST(GlooTimeout, ARecvWithNoSenderNamesThePeer) {
       [&](ProcessGroup& g) {
         if (g.rank() == 0) {
           Tensor t = filled(3, 0);
-          EXPECT_ERROR(g.recv(t, 1, 4), "Recv on group 'world'", "peer rank 1 = world rank 1");
+          EXPECT_ERROR_KIND(g.recv(t, 1, 4), ErrorKind::kUnavailable, "Recv on group 'world'",
+                            "peer rank 1 = world rank 1");
         }
       },
       milliseconds(3000));
@@ -187,8 +188,9 @@ TEST(GlooTimeout, ARankThatNeverJoinsTheGroupIsNamed) {
   auto store = make_memory_store();
   run_threads(3, [&](int rank) {
     if (rank == 1) return;
-    EXPECT_ERROR(create_process_group(thread_world_options(store, rank, 3, milliseconds(300))),
-                 "create_process_group('world', gloo)", "did not join within the timeout");
+    EXPECT_ERROR_KIND(create_process_group(thread_world_options(store, rank, 3, milliseconds(300))),
+                      ErrorKind::kUnavailable, "create_process_group('world', gloo)",
+                      "did not join within the timeout");
   });
 }
 

@@ -33,7 +33,8 @@ TEST(MemoryStore, GetBlocksUntilAnotherThreadSets) {
 
 TEST(MemoryStore, GetTimesOutNamingTheKey) {
   auto store = make_memory_store();
-  EXPECT_ERROR(store->get("never", milliseconds(20)), "key 'never'", "20 ms");
+  EXPECT_ERROR_KIND(store->get("never", milliseconds(20)), ErrorKind::kUnavailable,
+                    "store key 'never' was not set within 20 ms");
 }
 
 TEST(MemoryStore, AddCountsAtomically) {
@@ -47,6 +48,23 @@ TEST(MemoryStore, AddCountsAtomically) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(store->add("n", 0), 400);
   EXPECT_EQ(store->add("m", -3), -3);
+}
+
+TEST(MemoryStore, AddKeepsTheCounterAsDecimalText) {
+  auto store = make_memory_store();
+  store->add("n", 40);
+  store->add("n", 2);
+  EXPECT_EQ(store->get("n", milliseconds(10)), bytes("42"));
+  store->set("m", bytes("-7"));
+  EXPECT_EQ(store->add("m", 10), 3);
+}
+
+TEST(MemoryStore, AddToAKeyThatIsNotACounterIsAnError) {
+  auto store = make_memory_store();
+  store->set("k", bytes("abc"));
+  EXPECT_ERROR_KIND(store->add("k", 1), ErrorKind::kInvalidArgument,
+                    "store key 'k' holds 'abc', which is not an integer counter");
+  EXPECT_EQ(store->get("k", milliseconds(10)), bytes("abc"));
 }
 
 TEST(MemoryStore, CheckDoesNotBlock) {

@@ -297,6 +297,13 @@ TEST(Primitive, ShardAndPlaceAreRecordedAndPrinted) {
   EXPECT_EQ(net(Tensor::ones({16, 32})).at({0, 0}), 32.0 * 16.0);
 }
 
+TEST(Strategy, TextFormIsTheOneOfTheDumps) {
+  EXPECT_EQ(strategy_to_string({{2, 4}, {4, 1}}), "((2, 4), (4, 1))");
+  EXPECT_EQ(strategy_to_string({{8}}), "((8))");
+  EXPECT_EQ(strategy_to_string({{}, {1}}), "((), (1))");
+  EXPECT_EQ(strategy_to_string({}), "()");
+}
+
 TEST(Primitive, BadStrategiesAreRejectedWithTheOpAndStrategy) {
   Primitive matmul("MatMul", {{"transpose_a", false}, {"transpose_b", false}});
   EXPECT_ERROR(matmul.shard({{2, 4}}), "MatMul: strategy ((2, 4)) has 1 entries",

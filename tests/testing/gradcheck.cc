@@ -1,6 +1,7 @@
 #include "testing/gradcheck.h"
 
 #include <cmath>
+#include <optional>
 #include <random>
 
 namespace cleave::testing {
@@ -125,6 +126,27 @@ double weighted_sum(const Tensor& out, const Tensor& w) {
     return ::testing::AssertionFailure() << "threw a non-cleave exception: " << e.what();
   }
   return ::testing::AssertionFailure() << "no error was thrown";
+}
+
+::testing::AssertionResult throws_error_of_kind(const std::function<void()>& fn, ErrorKind kind,
+                                                const std::vector<std::string>& fragments) {
+  std::optional<ErrorKind> thrown;
+  ::testing::AssertionResult message = throws_error(
+      [&] {
+        try {
+          fn();
+        } catch (const Error& e) {
+          thrown = e.kind();
+          throw;
+        }
+      },
+      fragments);
+  if (!message) return message;
+  if (*thrown != kind) {
+    return ::testing::AssertionFailure() << "the error is of kind " << error_kind_name(*thrown)
+                                         << "; expected " << error_kind_name(kind);
+  }
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace cleave::testing

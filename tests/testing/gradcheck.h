@@ -38,9 +38,19 @@ Tensor random_f64(const Shape& shape, double low = -1.0, double high = 1.0, uint
 ::testing::AssertionResult throws_error(const std::function<void()>& fn,
                                         const std::vector<std::string>& fragments);
 
+// Runs `fn`, expecting a cleave::Error of kind `kind` whose message contains every string of
+// `fragments`.
+::testing::AssertionResult throws_error_of_kind(const std::function<void()>& fn, ErrorKind kind,
+                                                const std::vector<std::string>& fragments);
+
 }  // namespace cleave::testing
 
 // EXPECT_ERROR(statement, "fragment", ...): statement throws cleave::Error containing each
 // fragment.
 #define EXPECT_ERROR(statement, ...) \
   EXPECT_TRUE(::cleave::testing::throws_error([&] { statement; }, {__VA_ARGS__}))
+
+// EXPECT_ERROR_KIND(statement, ErrorKind::kUnavailable, "fragment", ...): statement throws
+// cleave::Error of that kind containing each fragment (none: any message).
+#define EXPECT_ERROR_KIND(statement, kind, ...) \
+  EXPECT_TRUE(::cleave::testing::throws_error_of_kind([&] { statement; }, kind, {__VA_ARGS__}))

@@ -203,7 +203,8 @@ struct BackendFailure : std::runtime_error {
 };
 
 // Makes a group on `options.backend`; blocks until every rank of the group has joined (or throws
-// cleave::Error after options.timeout naming the ranks that did not arrive).
+// a kUnavailable cleave::Error after options.timeout naming the ranks that did not arrive). A
+// backend not in this build, or "hccl", is a kUnimplemented Error.
 std::shared_ptr<ProcessGroup> create_process_group(const ProcessGroupOptions& options);
 
 // Makes the sub-group of `parent` holding the parent ranks `ranks` (ascending: the group rank of

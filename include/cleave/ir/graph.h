@@ -52,6 +52,10 @@ using Strategy = std::vector<std::vector<int64_t>>;
 // "((2, 4), (4, 1))": the form of the IR dumps and of errors.
 std::string strategy_to_string(const Strategy& strategy);
 
+// The canonical text form of a strategy, as the IR dumps and error messages print it:
+// "((2, 4), (4, 1))"; "()" for an empty one.
+std::string strategy_to_string(const Strategy& strategy);
+
 enum class NodeKind { kInput, kParameter, kConstant, kOp };
 
 struct Node {

@@ -32,15 +32,15 @@
 //
 // NOTE [A deadlock-free order]
 // All ranks derive their order from one global schedule: a list-scheduling simulation over the
-// expanded graph (estimated op costs, a latency per cut edge) in which an idle rank starts the
-// ready op of the oldest micro-batch first — the 1F1B pattern: once the pipeline is full, a
-// rank alternates the backward of an old micro-batch with the forward of a new one. The per-step
-// part of a rank (optimizer updates) starts only after all its other work, in trace order, so no
-// update overwrites a parameter another op of that rank still reads; the sends of a parameter
-// happen at the start of the step, before any update. Each rank runs its ops in the order of
-// their simulated start times. Sends never block (RpcSend posts a copy) and a receive waits only
-// for a value produced earlier in the global order, so the lowest blocked receive in that order
-// would always have its sender past the send: no rank can wait forever on another.
+// expanded graph (op costs from cleave/parallel/cost_model.h, a latency per cut edge) in which an
+// idle rank starts the ready op of the oldest micro-batch first — the 1F1B pattern: once the
+// pipeline is full, a rank alternates the backward of an old micro-batch with the forward of a new
+// one. The per-step part of a rank (optimizer updates) starts only after all its other work, in
+// trace order, so no update overwrites a parameter another op of that rank still reads; the sends
+// of a parameter happen at the start of the step, before any update. Each rank runs its ops in the
+// order of their simulated start times. Sends never block (RpcSend posts a copy) and a receive
+// waits only for a value produced earlier in the global order, so the lowest blocked receive in
+// that order would always have its sender past the send: no rank can wait forever on another.
 #pragma once
 
 #include <cstdint>

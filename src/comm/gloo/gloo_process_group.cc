@@ -60,7 +60,7 @@ class StoreAdapter final : public gloo::rendezvous::Store {
         for (const std::string& k : keys) {
           if (!store_->check({k})) missing.push_back(k.rfind("rank_", 0) == 0 ? k.substr(5) : k);
         }
-        CLEAVE_FAIL(
+        CLEAVE_UNAVAILABLE(
             "group '{}': rank(s) {} did not join within the timeout of {} ms (their rendezvous "
             "keys are unset in the store); check that every rank of the group was started and "
             "creates the group",
@@ -132,7 +132,7 @@ class GlooProcessGroup final : public ProcessGroup {
       barrier.setTimeout(options.timeout);
       gloo::barrier(barrier);
     } catch (const std::exception& e) {
-      CLEAVE_FAIL(
+      CLEAVE_UNAVAILABLE(
           "create_process_group('{}', gloo): rank {} of {} could not connect to its peers: {}",
           options.name, options.rank, options.size, e.what());
     }

@@ -44,7 +44,7 @@ void ensure_mpi() {
     if (initialized) return;
     int provided = 0;
     const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-    CLEAVE_CHECK_ARG(rc == MPI_SUCCESS, "MPI backend: MPI_Init_thread failed (code {})", rc);
+    if (rc != MPI_SUCCESS) CLEAVE_UNAVAILABLE("MPI backend: MPI_Init_thread failed (code {})", rc);
     std::atexit([] {
       int finalized = 0;
       MPI_Finalized(&finalized);
@@ -185,8 +185,9 @@ class MpiProcessGroup final : public ProcessGroup {
     const int rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, 0, &comm_);
     MPI_Group_free(&group);
     MPI_Group_free(&world_group);
-    CLEAVE_CHECK_ARG(rc == MPI_SUCCESS, "create_process_group('{}', mpi): {}", options.name,
-                     mpi_error(rc));
+    if (rc != MPI_SUCCESS) {
+      CLEAVE_UNAVAILABLE("create_process_group('{}', mpi): {}", options.name, mpi_error(rc));
+    }
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   }
 

@@ -1,4 +1,5 @@
-// Text and Graphviz forms of a graph (seed 003's IR dump style).
+// Text and Graphviz forms of a graph (seed 003's IR dump style), and the text form of a strategy
+// (cleave/ir/graph.h).
 #include "cleave/ir/dump.h"
 
 #include <fmt/format.h>
@@ -7,12 +8,14 @@
 
 namespace cleave::ir {
 
-std::string strategy_to_string(const Strategy& s) {
+std::string strategy_to_string(const Strategy& strategy) {
   std::string out = "(";
-  for (size_t i = 0; i < s.size(); ++i) {
+  for (size_t i = 0; i < strategy.size(); ++i) {
     if (i > 0) out += ", ";
     out += "(";
-    for (size_t j = 0; j < s[i].size(); ++j) out += (j > 0 ? ", " : "") + std::to_string(s[i][j]);
+    for (size_t j = 0; j < strategy[i].size(); ++j) {
+      out += (j > 0 ? ", " : "") + std::to_string(strategy[i][j]);
+    }
     out += ")";
   }
   return out + ")";

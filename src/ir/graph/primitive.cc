@@ -6,25 +6,11 @@
 #include "cleave/ir/registry.h"
 
 namespace cleave::ir {
-namespace {
-
-std::string strategy_text(const Strategy& s) {
-  std::string out = "(";
-  for (size_t i = 0; i < s.size(); ++i) {
-    out += i > 0 ? ", (" : "(";
-    for (size_t j = 0; j < s[i].size(); ++j) out += (j > 0 ? ", " : "") + std::to_string(s[i][j]);
-    out += ")";
-  }
-  return out + ")";
-}
-
-}  // namespace
-
 Primitive::Primitive(const std::string& op_name, Attrs attrs)
     : op_(&Registry::global().get(op_name)), attrs_(std::move(attrs)) {}
 
 Primitive& Primitive::shard(Strategy in_strategy) {
-  const std::string text = strategy_text(in_strategy);
+  const std::string text = strategy_to_string(in_strategy);
   CLEAVE_CHECK_ARG(op_->num_inputs == OpDef::kVariadic ||
                        static_cast<int>(in_strategy.size()) == op_->num_inputs,
                    "{}: strategy {} has {} entries; expected one per input ({})", op_->name, text,
@@ -57,12 +43,12 @@ std::vector<Tensor> Primitive::operator()(std::vector<Tensor> inputs) const {
   if (!strategy_.empty()) {
     CLEAVE_CHECK_ARG(strategy_.size() == inputs.size(),
                      "{}: strategy {} has {} entries but the op was called with {} inputs",
-                     op_->name, strategy_text(strategy_), strategy_.size(), inputs.size());
+                     op_->name, strategy_to_string(strategy_), strategy_.size(), inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       CLEAVE_CHECK_ARG(static_cast<int64_t>(strategy_[i].size()) == inputs[i].rank(),
                        "{}: strategy {} gives input {} {} entries but the input has shape {} "
                        "(rank {}); expected one per dimension",
-                       op_->name, strategy_text(strategy_), i, strategy_[i].size(),
+                       op_->name, strategy_to_string(strategy_), i, strategy_[i].size(),
                        inputs[i].shape().to_string(), inputs[i].rank());
     }
   }
