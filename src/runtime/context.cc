@@ -68,7 +68,7 @@ void set_auto_parallel_context(const AutoParallelContext& context) {
                    "\"dynamic_programming\" or \"recursive_programming\"",
                    who, search);
   if (context.parallel_mode == AUTO_PARALLEL) {
-    CLEAVE_FAIL(
+    CLEAVE_UNIMPLEMENTED(
         "{}: parallel_mode AUTO_PARALLEL (search_mode \"{}\") is not built yet: cleave cannot "
         "search strategies; use SEMI_AUTO_PARALLEL and give the operators strategies with "
         "shard() (the others are data parallel)",

@@ -49,9 +49,6 @@ struct Placement {
 
 // A sharding strategy: for each input of an op, how many slices each dimension is split into.
 using Strategy = std::vector<std::vector<int64_t>>;
-// "((2, 4), (4, 1))": the form of the IR dumps and of errors.
-std::string strategy_to_string(const Strategy& strategy);
-
 // The canonical text form of a strategy, as the IR dumps and error messages print it:
 // "((2, 4), (4, 1))"; "()" for an empty one.
 std::string strategy_to_string(const Strategy& strategy);
