@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -11,6 +12,7 @@
 #include "cleave/ir/dispatch.h"
 #include "cleave/ir/passes.h"
 #include "cleave/ir/registry.h"
+#include "cleave/ops/elementwise.h"
 #include "cleave/ops/shape.h"
 #include "cleave/parallel/redistribution.h"
 
@@ -136,8 +138,14 @@ Tensor all_reduce_over(const Tensor& x, const std::vector<int64_t>& ranks, Parti
 
 Tensor redistribute(const Tensor& x, const Layout& from, const Layout& to, const Shape& global,
                     int64_t rank) {
-  const RedistributionPlan& plan = plan_redistribution(from, to, global, x.dtype());
-  Tensor t = x;
+  // No collective carries booleans: a Bool tensor moves as Int32 (its values are 0 and 1).
+  const bool boolean = x.dtype() == DType::kBool;
+  const RedistributionPlan& plan =
+      plan_redistribution(from, to, global, boolean ? DType::kInt32 : x.dtype());
+  const bool moves = std::any_of(plan.steps.begin(), plan.steps.end(), [](const auto& s) {
+    return s.kind != RedistributionStep::Kind::kSlice;
+  });
+  Tensor t = boolean && moves ? ops::cast(x, DType::kInt32) : x;
   for (const RedistributionStep& s : plan.steps) {
     const std::vector<int64_t> ranks = ranks_along(rank, s.dev, s.axes);
     const auto n = static_cast<int64_t>(ranks.size());
@@ -168,7 +176,7 @@ Tensor redistribute(const Tensor& x, const Layout& from, const Layout& to, const
       }
     }
   }
-  return t;
+  return boolean && moves ? ops::cast(t, DType::kBool) : t;
 }
 
 ParallelPlan plan_step_parallel(Graph& g, const StepParallelOptions& o) {
