@@ -8,8 +8,9 @@
 // Started by examples/manual_parallel/run.sh (cleave-run) or run_mpirun.sh (mpirun); started
 // alone, cleave::init() gives world size 1 and the slice is the whole batch.
 //
-// Training runs in PYNATIVE_MODE: collectives inside compiled graphs (GRAPH_MODE) are not
-// supported yet.
+// Training runs in GRAPH_MODE, as the seed's program (--mode pynative runs it eagerly): the
+// AllReduce of the loss is a node of the compiled training step, and its gradient (AllReduce) is
+// part of the compiled backward.
 //
 // Gradients: AllReduce(sum)'s gradient is AllReduce(sum) of the output gradient, so rank r's
 // local loss gets gradient N * (1/N) = 1 and its parameters the gradient of the mean loss over
@@ -18,7 +19,9 @@
 // reducer in this mode). So the training step here averages the gradients over the ranks
 // (AllReduce mean) before the update, as MindSpore's DistributedGradReducer does: every rank
 // then applies the gradient of the global mean loss, the parameters stay identical on every rank
-// and equal to a single process training on whole batches. --no-grad-mean turns that off.
+// and equal to a single process training on whole batches. In GRAPH_MODE that is
+// parallel_mode DATA_PARALLEL with gradients_mean (the compiled step all-reduces every gradient);
+// in PYNATIVE_MODE a training step of its own does it. --no-grad-mean turns that off.
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -156,6 +159,7 @@ int main(int argc, char** argv) {
   int64_t per_print_times = 20;
   uint64_t seed = 1;
   bool no_grad_mean = false;
+  std::string mode = "graph";
   app.add_option("--data-path", data_path, "MNIST_Data folder (default: $DATA_PATH)");
   app.add_option("--epochs", epochs, "epochs to train")->check(CLI::PositiveNumber);
   app.add_option("--num-samples", num_samples,
@@ -168,6 +172,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-grad-mean", no_grad_mean,
                "update each rank with its own gradient, as the seed's program literally does "
                "(the ranks' parameters then drift apart)");
+  app.add_option("--mode", mode,
+                 "graph (GRAPH_MODE, the seed's) or pynative (each op runs at once)")
+      ->check(CLI::IsMember({"graph", "pynative"}));
   CLI11_PARSE(app, argc, argv);
   if (data_path.empty()) {
     std::fprintf(stderr,
@@ -177,7 +184,8 @@ int main(int argc, char** argv) {
   }
 
   try {
-    runtime::set_context({.mode = runtime::PYNATIVE_MODE});
+    const bool graph = mode == "graph";
+    runtime::set_context({.mode = graph ? runtime::GRAPH_MODE : runtime::PYNATIVE_MODE});
     init();
     const int cur_rank = get_rank();
     const int64_t batch_size = 32;
@@ -192,8 +200,12 @@ int main(int argc, char** argv) {
     auto optimizer = std::make_shared<optim::SGD>(net->trainable_params(), 1e-2);
     auto data_set = create_dataset(data_path + "/train", batch_size, num_samples, seed);
 
+    if (graph && !no_grad_mean && device_num > 1) {
+      runtime::set_auto_parallel_context(
+          {.parallel_mode = runtime::DATA_PARALLEL, .gradients_mean = true});
+    }
     train::Model model(net_with_loss, /*loss_fn=*/nullptr, optimizer);
-    if (!no_grad_mean)
+    if (!graph && !no_grad_mean)
       model.set_train_step(std::make_shared<GradMeanTrainStep>(net_with_loss, optimizer));
     model.train(epochs, data_set, {std::make_shared<train::LossMonitor>(per_print_times)});
 

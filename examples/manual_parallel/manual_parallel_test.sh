@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs examples/manual_parallel on a small generated MNIST (320 images: 10 steps of 32) alone,
-# under cleave-run (run.sh) with 8 and 4 workers and under mpirun (run_mpirun.sh) with 8 ranks,
+# under cleave-run (run.sh) with 8 and 4 workers in GRAPH_MODE (the default) and with 8 workers
+# in PYNATIVE_MODE, and under mpirun (run_mpirun.sh) with 8 ranks,
 # and checks: every rank prints the same loss lines, equal (relative 1e-5) to the single process
 # computing the loss of whole batches, and every rank ends with the single process's parameters
 # (their sum and sum of squares, relative 1e-5). Also checks that --no-grad-mean (the seed's
@@ -64,6 +65,14 @@ for n in 8 4; do
   }
   check_ranks "cleave-run $n workers" "$n" "$work"/run$n/worker_*.log
 done
+
+# PYNATIVE_MODE gives the same losses and parameters as the compiled steps.
+(cd "$work" && WORKER_NUM=8 MASTER_PORT=$(free_port) LOG_DIR=$work/pynative \
+  timeout 60 "$here/run.sh" "${args[@]}" --mode pynative) > "$work/pynative.out" 2>&1 || {
+  cat "$work/pynative.out"
+  fail "run.sh --mode pynative failed"
+}
+check_ranks "cleave-run 8 workers, PYNATIVE_MODE" 8 "$work"/pynative/worker_*.log
 
 if command -v mpirun > /dev/null; then
   (cd "$work" && NP=8 LOG_DIR=$work/log_output timeout 60 "$here/run_mpirun.sh" "${args[@]}") \

@@ -74,8 +74,9 @@ Tensor Dense::construct(const Tensor& x) {
                    x.shape().to_string(), in_channels_);
   // Leading dims beyond the batch dim are folded into it for the 2-D MatMul.
   const Tensor x2 = x.rank() == 2 ? x : ops::reshape(x, {-1, in_channels_});
-  Tensor y = ops::matmul(x2, weight, {.transpose_b = true});
-  if (bias.defined()) y = ops::bias_add(y, bias);
+  Tensor y =
+      with_annotations(matmul, [&] { return ops::matmul(x2, weight, {.transpose_b = true}); });
+  if (bias.defined()) y = with_annotations(bias_add, [&] { return ops::bias_add(y, bias); });
   if (x.rank() != 2) {
     std::vector<int64_t> dims = x.shape().dims();
     dims.back() = out_channels_;
@@ -130,13 +131,15 @@ Tensor Conv2d::construct(const Tensor& x) {
                    "expected (N, {}, H, W)",
                    in_channels_, out_channels_, Shape(kernel_size_).to_string(),
                    x.shape().to_string(), in_channels_);
-  Tensor y = ops::conv2d(x, weight,
-                         {.stride = options_.stride,
-                          .dilation = options_.dilation,
-                          .pad_mode = options_.pad_mode,
-                          .pad = options_.padding,
-                          .group = options_.group});
-  if (bias.defined()) y = ops::bias_add(y, bias);
+  Tensor y = with_annotations(conv2d, [&] {
+    return ops::conv2d(x, weight,
+                       {.stride = options_.stride,
+                        .dilation = options_.dilation,
+                        .pad_mode = options_.pad_mode,
+                        .pad = options_.padding,
+                        .group = options_.group});
+  });
+  if (bias.defined()) y = with_annotations(bias_add, [&] { return ops::bias_add(y, bias); });
   return y;
 }
 
@@ -149,9 +152,11 @@ MaxPool2d::MaxPool2d(int64_t kernel_size, int64_t stride, std::string pad_mode)
       pad_mode_(pool_pad_mode("MaxPool2d", pad_mode, kernel_size, stride)) {}
 
 Tensor MaxPool2d::construct(const Tensor& x) {
-  return ops::max_pool2d(x, {.kernel_size = {kernel_size_, kernel_size_},
-                             .stride = {stride_, stride_},
-                             .pad_mode = pad_mode_});
+  return with_annotations(max_pool, [&] {
+    return ops::max_pool2d(x, {.kernel_size = {kernel_size_, kernel_size_},
+                               .stride = {stride_, stride_},
+                               .pad_mode = pad_mode_});
+  });
 }
 
 AvgPool2d::AvgPool2d(int64_t kernel_size, int64_t stride, std::string pad_mode)
@@ -161,30 +166,44 @@ AvgPool2d::AvgPool2d(int64_t kernel_size, int64_t stride, std::string pad_mode)
       pad_mode_(pool_pad_mode("AvgPool2d", pad_mode, kernel_size, stride)) {}
 
 Tensor AvgPool2d::construct(const Tensor& x) {
-  return ops::avg_pool2d(x, {.kernel_size = {kernel_size_, kernel_size_},
-                             .stride = {stride_, stride_},
-                             .pad_mode = pad_mode_});
+  return with_annotations(avg_pool, [&] {
+    return ops::avg_pool2d(x, {.kernel_size = {kernel_size_, kernel_size_},
+                               .stride = {stride_, stride_},
+                               .pad_mode = pad_mode_});
+  });
 }
 
 // ---- activations ----
 
 ReLU::ReLU() : Cell("ReLU") {}
-Tensor ReLU::construct(const Tensor& x) { return ops::relu(x); }
+Tensor ReLU::construct(const Tensor& x) {
+  return with_annotations(relu, [&] { return ops::relu(x); });
+}
 
 GELU::GELU() : Cell("GELU") {}
-Tensor GELU::construct(const Tensor& x) { return ops::gelu(x); }
+Tensor GELU::construct(const Tensor& x) {
+  return with_annotations(gelu, [&] { return ops::gelu(x); });
+}
 
 Sigmoid::Sigmoid() : Cell("Sigmoid") {}
-Tensor Sigmoid::construct(const Tensor& x) { return ops::sigmoid(x); }
+Tensor Sigmoid::construct(const Tensor& x) {
+  return with_annotations(sigmoid, [&] { return ops::sigmoid(x); });
+}
 
 Tanh::Tanh() : Cell("Tanh") {}
-Tensor Tanh::construct(const Tensor& x) { return ops::tanh(x); }
+Tensor Tanh::construct(const Tensor& x) {
+  return with_annotations(tanh, [&] { return ops::tanh(x); });
+}
 
 Softmax::Softmax(int64_t axis) : Cell("Softmax"), axis_(axis) {}
-Tensor Softmax::construct(const Tensor& x) { return ops::softmax(x, axis_); }
+Tensor Softmax::construct(const Tensor& x) {
+  return with_annotations(softmax, [&] { return ops::softmax(x, axis_); });
+}
 
 Flatten::Flatten() : Cell("Flatten") {}
-Tensor Flatten::construct(const Tensor& x) { return ops::flatten(x); }
+Tensor Flatten::construct(const Tensor& x) {
+  return with_annotations(flatten, [&] { return ops::flatten(x); });
+}
 
 // ---- Dropout ----
 
@@ -194,7 +213,7 @@ Dropout::Dropout(double p) : Cell("Dropout"), p_(p) {
 
 Tensor Dropout::construct(const Tensor& x) {
   if (!training() || p_ == 0) return x;
-  return ops::dropout(x, 1.0 - p_);
+  return with_annotations(dropout, [&] { return ops::dropout(x, 1.0 - p_); });
 }
 
 // ---- Embedding ----
@@ -213,7 +232,7 @@ Tensor Embedding::construct(const Tensor& ids) {
                    "Embedding(vocab_size={}, embedding_size={}): ids have dtype {}; expected "
                    "Int32 or Int64",
                    vocab_size_, embedding_size_, dtype_name(ids.dtype()));
-  return ops::gather(embedding_table, ids, 0);
+  return with_annotations(gather, [&] { return ops::gather(embedding_table, ids, 0); });
 }
 
 // ---- SequentialCell ----

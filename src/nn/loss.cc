@@ -18,15 +18,20 @@ LossBase::LossBase(std::string cls_name, std::string reduction)
 }
 
 Tensor LossBase::reduce(const Tensor& loss) const {
-  if (reduction_ == "mean") return ops::reduce_mean(loss);
-  if (reduction_ == "sum") return ops::reduce_sum(loss);
+  if (reduction_ == "mean")
+    return with_annotations(reduce_mean, [&] { return ops::reduce_mean(loss); });
+  if (reduction_ == "sum")
+    return with_annotations(reduce_sum, [&] { return ops::reduce_sum(loss); });
   return loss;
 }
 
 // ---- softmax cross entropy ----
 
 SoftmaxCrossEntropyWithLogits::SoftmaxCrossEntropyWithLogits(bool sparse, std::string reduction)
-    : LossBase("SoftmaxCrossEntropyWithLogits", std::move(reduction)), sparse_(sparse) {}
+    : LossBase("SoftmaxCrossEntropyWithLogits", std::move(reduction)),
+      softmax_cross_entropy(sparse ? "SparseSoftmaxCrossEntropyWithLogits"
+                                   : "SoftmaxCrossEntropyWithLogits"),
+      sparse_(sparse) {}
 
 Tensor SoftmaxCrossEntropyWithLogits::construct(const Tensor& logits, const Tensor& labels) {
   if (sparse_) {
@@ -34,13 +39,17 @@ Tensor SoftmaxCrossEntropyWithLogits::construct(const Tensor& logits, const Tens
                      "SoftmaxCrossEntropyWithLogits(sparse=true): labels have dtype {}; expected "
                      "class ids of Int32 or Int64 (use sparse=false for probabilities)",
                      dtype_name(labels.dtype()));
-    return reduce(ops::sparse_softmax_cross_entropy_with_logits(logits, labels));
+    return reduce(with_annotations(softmax_cross_entropy, [&] {
+      return ops::sparse_softmax_cross_entropy_with_logits(logits, labels);
+    }));
   }
   CLEAVE_CHECK_ARG(is_floating(labels.dtype()),
                    "SoftmaxCrossEntropyWithLogits(sparse=false): labels have dtype {}; expected "
                    "probabilities of the logits' shape (use sparse=true for class ids)",
                    dtype_name(labels.dtype()));
-  return reduce(ops::softmax_cross_entropy_with_logits(logits, labels));
+  return reduce(with_annotations(softmax_cross_entropy, [&] {
+    return ops::softmax_cross_entropy_with_logits(logits, labels);
+  }));
 }
 
 CrossEntropyLoss::CrossEntropyLoss(std::string reduction)
@@ -49,10 +58,11 @@ CrossEntropyLoss::CrossEntropyLoss(std::string reduction)
 // Integer labels are class ids; floating labels of the logits' shape are probabilities (as in
 // PyTorch's CrossEntropyLoss).
 Tensor CrossEntropyLoss::construct(const Tensor& logits, const Tensor& labels) {
-  if (is_floating(labels.dtype())) {
-    return reduce(ops::softmax_cross_entropy_with_logits(logits, labels));
-  }
-  return reduce(ops::sparse_softmax_cross_entropy_with_logits(logits, labels));
+  return reduce(with_annotations(softmax_cross_entropy, [&] {
+    return is_floating(labels.dtype())
+               ? ops::softmax_cross_entropy_with_logits(logits, labels)
+               : ops::sparse_softmax_cross_entropy_with_logits(logits, labels);
+  }));
 }
 
 // ---- regression losses ----
@@ -60,7 +70,7 @@ Tensor CrossEntropyLoss::construct(const Tensor& logits, const Tensor& labels) {
 MSELoss::MSELoss(std::string reduction) : LossBase("MSELoss", std::move(reduction)) {}
 
 Tensor MSELoss::construct(const Tensor& prediction, const Tensor& target) {
-  return reduce(ops::mse(prediction, target));
+  return reduce(with_annotations(mse, [&] { return ops::mse(prediction, target); }));
 }
 
 L1Loss::L1Loss(std::string reduction) : LossBase("L1Loss", std::move(reduction)) {}

@@ -34,12 +34,16 @@ Tensor BatchNorm2d::construct(const Tensor& x) {
                    "BatchNorm2d(num_features={}): input has shape {}; expected (N, {}, H, W)",
                    num_features_, x.shape().to_string(), num_features_);
   if (!training()) {
-    return ops::batch_norm(x, gamma, beta, moving_mean, moving_variance,
-                           {.is_training = false, .epsilon = eps_})
-        .y;
+    return with_annotations(batch_norm, [&] {
+      return ops::batch_norm(x, gamma, beta, moving_mean, moving_variance,
+                             {.is_training = false, .epsilon = eps_})
+          .y;
+    });
   }
-  ops::BatchNormResult r = ops::batch_norm(x, gamma, beta, moving_mean, moving_variance,
-                                           {.is_training = true, .epsilon = eps_});
+  ops::BatchNormResult r = with_annotations(batch_norm, [&] {
+    return ops::batch_norm(x, gamma, beta, moving_mean, moving_variance,
+                           {.is_training = true, .epsilon = eps_});
+  });
   // NOTE [BatchNorm moving statistics]
   // moving = momentum * moving + (1 - momentum) * batch, MindSpore's convention (PyTorch's
   // momentum is 1 - ours). The batch variance used for moving_variance is the unbiased one,
@@ -87,7 +91,8 @@ Tensor LayerNorm::construct(const Tensor& x) {
                    "dim(s) to be {}",
                    Shape(normalized_shape_).to_string(), x.shape().to_string(), k,
                    Shape(normalized_shape_).to_string());
-  return ops::layer_norm(x, gamma, beta, x.rank() - k, epsilon_);
+  return with_annotations(layer_norm,
+                          [&] { return ops::layer_norm(x, gamma, beta, x.rank() - k, epsilon_); });
 }
 
 }  // namespace cleave::nn

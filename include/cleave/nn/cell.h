@@ -11,8 +11,20 @@
 #include <vector>
 
 #include "cleave/core/tensor.h"
+#include "cleave/ir/graph.h"
+#include "cleave/ir/primitive.h"
 
 namespace cleave::nn {
+
+// Traces `fn` (one primitive call) with the strategy and placement given to `op`: how a layer's
+// inner operators are sharded or placed by name, as in MindSpore (net.fc1.matmul.shard(...)).
+// The layers hold such handles (Dense::matmul, Conv2d::conv2d, ReLU::relu, ...); eagerly and
+// without a strategy it just calls fn.
+template <typename F>
+auto with_annotations(const ir::Primitive& op, F&& fn) {
+  ir::AnnotationGuard guard(op.placement(), op.strategy());
+  return fn();
+}
 
 class Cell {
  public:

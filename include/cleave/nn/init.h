@@ -16,7 +16,7 @@ class Initializer {
   // By MindSpore's names: "normal" (= Normal(0.01)), "truncatednormal" (= TruncatedNormal(0.01)),
   // "uniform", "he_uniform", "he_normal", "xavier_uniform", "zeros", "ones". Throws Error listing
   // the accepted names for anything else.
-  Initializer(const char* name);  // NOLINT: implicit so that layers accept "normal"
+  Initializer(const char* name);         // NOLINT: implicit so that layers accept "normal"
   Initializer(const std::string& name);  // NOLINT
 
   Tensor operator()(const Shape& shape, DType dtype = DType::kFloat32) const;

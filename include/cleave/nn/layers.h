@@ -24,6 +24,8 @@ class Dense : public Cell {
  public:
   Dense(int64_t in_channels, int64_t out_channels, DenseOptions options = {});
   Tensor construct(const Tensor& x) override;
+  // Its operators, for shard() / place() (MindSpore's names).
+  ir::Primitive matmul{"MatMul", {{"transpose_b", true}}}, bias_add{"BiasAdd"};
   Tensor weight, bias;  // bias undefined when has_bias is false
 
  private:
@@ -33,7 +35,7 @@ class Dense : public Cell {
 
 struct Conv2dOptions {
   std::vector<int64_t> stride = {1, 1};
-  std::string pad_mode = "same";  // MindSpore's default; "valid" | "same" | "pad"
+  std::string pad_mode = "same";                // MindSpore's default; "valid" | "same" | "pad"
   std::vector<int64_t> padding = {0, 0, 0, 0};  // top, bottom, left, right (pad_mode "pad")
   std::vector<int64_t> dilation = {1, 1};
   int64_t group = 1;
@@ -45,10 +47,10 @@ class Conv2d : public Cell {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
          Conv2dOptions options = {});
-  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
-         Conv2dOptions options = {})
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv2dOptions options = {})
       : Conv2d(in_channels, out_channels, {kernel_size, kernel_size}, std::move(options)) {}
   Tensor construct(const Tensor& x) override;
+  ir::Primitive conv2d{"Conv2D"}, bias_add{"BiasAdd"};  // for shard() / place()
   Tensor weight, bias;
 
  private:
@@ -61,6 +63,7 @@ class MaxPool2d : public Cell {
  public:
   MaxPool2d(int64_t kernel_size = 1, int64_t stride = 1, std::string pad_mode = "valid");
   Tensor construct(const Tensor& x) override;
+  ir::Primitive max_pool{"MaxPool2D"};  // for shard() / place()
 
  private:
   int64_t kernel_size_, stride_;
@@ -70,6 +73,7 @@ class AvgPool2d : public Cell {
  public:
   AvgPool2d(int64_t kernel_size = 1, int64_t stride = 1, std::string pad_mode = "valid");
   Tensor construct(const Tensor& x) override;
+  ir::Primitive avg_pool{"AvgPool2D"};  // for shard() / place()
 
  private:
   int64_t kernel_size_, stride_;
@@ -80,26 +84,31 @@ class ReLU : public Cell {
  public:
   ReLU();
   Tensor construct(const Tensor& x) override;
+  ir::Primitive relu{"ReLU"};  // for shard() / place()
 };
 class GELU : public Cell {
  public:
   GELU();
   Tensor construct(const Tensor& x) override;
+  ir::Primitive gelu{"GeLU"};  // for shard() / place()
 };
 class Sigmoid : public Cell {
  public:
   Sigmoid();
   Tensor construct(const Tensor& x) override;
+  ir::Primitive sigmoid{"Sigmoid"};  // for shard() / place()
 };
 class Tanh : public Cell {
  public:
   Tanh();
   Tensor construct(const Tensor& x) override;
+  ir::Primitive tanh{"Tanh"};  // for shard() / place()
 };
 class Softmax : public Cell {
  public:
   explicit Softmax(int64_t axis = -1);
   Tensor construct(const Tensor& x) override;
+  ir::Primitive softmax{"Softmax"};  // for shard() / place()
 
  private:
   int64_t axis_;
@@ -109,6 +118,7 @@ class Flatten : public Cell {
  public:
   Flatten();
   Tensor construct(const Tensor& x) override;
+  ir::Primitive flatten{"Flatten"};  // for shard() / place()
 };
 
 // Normalises each channel of (N, C, H, W); in training it uses batch statistics and updates
@@ -124,6 +134,7 @@ class BatchNorm2d : public Cell {
  public:
   explicit BatchNorm2d(int64_t num_features, BatchNorm2dOptions options = {});
   Tensor construct(const Tensor& x) override;
+  ir::Primitive batch_norm{"BatchNorm"};             // for shard() / place()
   Tensor gamma, beta, moving_mean, moving_variance;  // the moving statistics are not trainable
 
  private:
@@ -136,6 +147,7 @@ class LayerNorm : public Cell {
  public:
   explicit LayerNorm(std::vector<int64_t> normalized_shape, double epsilon = 1e-5);
   Tensor construct(const Tensor& x) override;
+  ir::Primitive layer_norm{"LayerNorm"};  // for shard() / place()
   Tensor gamma, beta;
 
  private:
@@ -148,6 +160,7 @@ class Dropout : public Cell {
  public:
   explicit Dropout(double p = 0.5);
   Tensor construct(const Tensor& x) override;
+  ir::Primitive dropout{"Dropout"};  // for shard() / place()
 
  private:
   double p_;
@@ -156,8 +169,10 @@ class Dropout : public Cell {
 // Integer ids (any shape) -> vectors: out shape ids.shape + (embedding_size).
 class Embedding : public Cell {
  public:
-  Embedding(int64_t vocab_size, int64_t embedding_size, Initializer embedding_table_init = "normal");
+  Embedding(int64_t vocab_size, int64_t embedding_size,
+            Initializer embedding_table_init = "normal");
   Tensor construct(const Tensor& ids) override;
+  ir::Primitive gather{"Gather"};  // for shard() / place()
   Tensor embedding_table;
 
  private:

@@ -12,6 +12,8 @@ class LossBase : public Cell {
  public:
   LossBase(std::string cls_name, std::string reduction);
   const std::string& reduction() const { return reduction_; }
+  // The reduction's operators, for shard() / place() (MindSpore's names).
+  ir::Primitive reduce_mean{"ReduceMean"}, reduce_sum{"ReduceSum"};
 
  protected:
   // Applies the reduction to a per-element loss.
@@ -27,6 +29,8 @@ class SoftmaxCrossEntropyWithLogits : public LossBase {
  public:
   explicit SoftmaxCrossEntropyWithLogits(bool sparse = false, std::string reduction = "none");
   Tensor construct(const Tensor& logits, const Tensor& labels) override;
+  // SoftmaxCrossEntropyWithLogits, or SparseSoftmaxCrossEntropyWithLogits when sparse.
+  ir::Primitive softmax_cross_entropy;
 
  private:
   bool sparse_;
@@ -37,12 +41,14 @@ class CrossEntropyLoss : public LossBase {
  public:
   explicit CrossEntropyLoss(std::string reduction = "mean");
   Tensor construct(const Tensor& logits, const Tensor& labels) override;
+  ir::Primitive softmax_cross_entropy{"SparseSoftmaxCrossEntropyWithLogits"};
 };
 
 class MSELoss : public LossBase {
  public:
   explicit MSELoss(std::string reduction = "mean");
   Tensor construct(const Tensor& prediction, const Tensor& target) override;
+  ir::Primitive mse{"MSE"};
 };
 
 class L1Loss : public LossBase {
