@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks, side by side with a peer in one run.
-# Usage: bench/run.sh core|graph|comm|data|place [SECONDS_PER_ROW]
+# Usage: bench/run.sh core|graph|comm|data|place|shard [SECONDS_PER_ROW]
 #   core: training-step throughput against PyTorch (Debian python3-torch), same threads.
 #     Prints one line per row: BENCH <row> cleave=<samples/s> torch=<samples/s> ratio=<cleave/torch>
 #   graph: GRAPH_MODE against PYNATIVE_MODE (one thread). Prints per row
@@ -31,6 +31,12 @@
 #       ideal_ratio=<ideal time / measured time> bound_ratio=<lower bound / measured time>
 #       cores=<nproc> cpu_use=<CPU time / (wall x cores)>
 #     (bench/README.md "place" defines them). SECONDS_PER_ROW is unused.
+#   shard: the step-parallel rewrite's compile time without a cluster (bench/shard_bench.cc):
+#     BENCH <graph>_d<devices> plan_ms=.. materialize_ms=.. total_ms=.. ops=.. local_ops=..
+#     for the MLP on 8 devices and a generated 1000-op graph on 8 and 1024; then training the MLP
+#     (examples/semi_auto_parallel) on 8 workers under cleave-run:
+#     BENCH mlp_train_b32_np8 model=<samples/s> data=<samples/s> single=<samples/s> ...
+#     (SHARD_STEPS steps, default 100, compile included). SECONDS_PER_ROW is unused.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 suite=${1:-core}
@@ -150,8 +156,36 @@ case "$suite" in
         }'
     done
     ;;
+  shard)
+    bin=$build/bin
+    if [ ! -x "$build/bench/shard_bench" ] || [ ! -x "$bin/semi_auto_parallel" ] || [ ! -x "$bin/cleave-run" ]; then
+      "$root/scripts/build.sh" Release >/dev/null
+    fi
+    # The rewrite's compile time (plan + one rank's graph), no cluster.
+    for row in "mlp 8" "generated 8" "generated 1024"; do
+      # shellcheck disable=SC2086
+      echo "BENCH $("$build/bench/shard_bench" $row)"
+    done
+    # Training the MLP of examples/semi_auto_parallel (batch 32, SHARD_STEPS steps, compile
+    # included) on 8 workers under cleave-run (one thread each), model-parallel strategies
+    # against data parallel, and one process (one thread).
+    steps=${SHARD_STEPS:-100}
+    work=$(mktemp -d)
+    rate() {  # log file -> samples/s of rank 0
+      grep -h "rank 0 of .*samples/s" "$1" | awk '{print $5}'
+    }
+    single=$(OMP_NUM_THREADS=1 "$bin/semi_auto_parallel" --steps "$steps" --per-print-times 0 | grep "samples/s" | awk '{print $5}')
+    for strategy in model data; do
+      OMP_NUM_THREADS=1 "$bin/cleave-run" --worker_num 8 --log_dir "$work/$strategy" -- \
+        "$bin/semi_auto_parallel" --strategy "$strategy" --steps "$steps" --per-print-times 0 >/dev/null
+      eval "rate_$strategy=$(rate "$work/$strategy/worker_0.log")"
+    done
+    # shellcheck disable=SC2154
+    echo "BENCH mlp_train_b32_np8 model=$rate_model data=$rate_data single=$single model_vs_data=$(awk -v a="$rate_model" -v b="$rate_data" 'BEGIN { printf "%.2f", a / b }') model_vs_single=$(awk -v a="$rate_model" -v b="$single" 'BEGIN { printf "%.2f", a / b }')"
+    rm -rf "$work"
+    ;;
   *)
-    echo "bench/run.sh: unknown suite '$suite'; expected: core, graph, comm, data or place" >&2
+    echo "bench/run.sh: unknown suite '$suite'; expected: core, graph, comm, data, place or shard" >&2
     exit 2
     ;;
 esac

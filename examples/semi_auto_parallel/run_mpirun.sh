@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs examples/semi_auto_parallel under mpirun with NP (default 8) ranks; OpenMPI's
+# --output-filename writes each rank's output to $LOG_DIR/1/rank.<N>/stdout (default LOG_DIR:
+# log_output). Adds --oversubscribe (more ranks than cores) and --allow-run-as-root when root.
+# Arguments go to the program (--help).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bin=${CLEAVE_BIN_DIR:-$root/build/Release/bin}
+
+if [ ! -x "$bin/semi_auto_parallel" ]; then
+  "$root/scripts/build.sh" Release
+fi
+for arg in "$@"; do
+  case "$arg" in -h | --help) exec "$bin/semi_auto_parallel" --help ;; esac
+done
+mpi_args=(-n "${NP:-8}" --oversubscribe --bind-to none --output-filename "${LOG_DIR:-log_output}"
+  -x OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}")
+if [ "$(id -u)" = 0 ]; then mpi_args+=(--allow-run-as-root); fi
+exec mpirun "${mpi_args[@]}" "$bin/semi_auto_parallel" "$@"
