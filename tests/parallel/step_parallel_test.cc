@@ -1,5 +1,8 @@
 // SEMI_AUTO_PARALLEL training on thread ranks equals one device: losses on every rank and the
 // gathered parameters.
+#include "cleave/parallel/step_parallel.h"
+
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <mutex>
@@ -86,6 +89,112 @@ TEST(SemiAutoParallel, SeedNetOnEightThreadRanksEqualsOneDevice) {
           << "rank " << r << " parameter " << p;
     }
   }
+}
+
+}  // namespace
+}  // namespace cleave
+
+namespace cleave {
+namespace {
+
+// Seed 003's forward traced with global shapes, planned for 8 devices and materialized for one
+// rank, without any process: the ops, their local shapes and the groups of the inserted
+// communication.
+struct SeedPlan {
+  std::vector<std::string> ops;
+  std::vector<std::string> shapes;  // "(in) x (in) -> (out)"
+  std::vector<std::vector<int64_t>> groups;
+};
+
+SeedPlan plan_seed(int64_t rank, bool derived_by_hand) {
+  set_seed(7);
+  SeedNet net(32, 16, 16);
+  net.matmul.shard({{2, 4}, {4, 1}});
+  if (derived_by_hand) {
+    net.relu.shard({{2, 4}});
+    net.matmul2.shard({{2, 4}, {4, 1}});
+  }
+  ir::Graph g;
+  g.name = "seed";
+  {
+    ir::Tracer tracer(g);
+    const Tensor x = tracer.add_input({Shape{16, 32}, DType::kFloat32}, "data");
+    tracer.add_parameter(net.w, "w");
+    tracer.add_parameter(net.w2, "w2");
+    g.outputs = {tracer.value_of(net(x))};
+  }
+  const parallel::ParallelPlan plan = parallel::plan_step_parallel(g, {.device_num = 8});
+  const parallel::LocalStep local = parallel::materialize(g, plan, rank);
+  SeedPlan out;
+  for (const ir::Node& n : local.graph.nodes) {
+    if (!n.is_op()) continue;
+    out.ops.push_back(n.op->name);
+    std::vector<std::string> in;
+    for (const ir::ValueRef& v : n.inputs) in.push_back(local.graph.meta(v).shape.to_string());
+    out.shapes.push_back(
+        fmt::format("{} -> {}", fmt::join(in, " x "), n.outputs[0].shape.to_string()));
+    if (n.attrs.has("rank_list"))
+      out.groups.push_back(n.attrs.get<std::vector<int64_t>>("rank_list"));
+  }
+  return out;
+}
+
+TEST(StepParallelPlan, SeedThreeFiguresOnRankZeroWithoutACluster) {
+  const SeedPlan p = plan_seed(0, /*derived_by_hand=*/true);
+  // ... and the output, (8, 16) rows on [2, 4, 1]'s axis 0, gathered for the graph's result.
+  const std::vector<std::string> ops = {"AlltoAll", "MatMul", "AllReduce", "Slice",
+                                        "ReLU",     "MatMul", "AllReduce", "AllGather"};
+  EXPECT_EQ(p.ops, ops);
+  EXPECT_EQ(p.shapes[0], "(2, 32) -> (8, 8)");
+  EXPECT_EQ(p.shapes[1], "(8, 8) x (8, 16) -> (8, 16)");
+  EXPECT_EQ(p.shapes[3], "(8, 16) -> (8, 4)");
+  EXPECT_EQ(p.shapes[4], "(8, 4) -> (8, 4)");
+  EXPECT_EQ(p.shapes[5], "(8, 4) x (4, 16) -> (8, 16)");
+  const std::vector<std::vector<int64_t>> groups = {
+      {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 4}};
+  EXPECT_EQ(p.groups, groups);
+  // Rank 5 computes the same ops with its own groups.
+  const SeedPlan p5 = plan_seed(5, true);
+  EXPECT_EQ(p5.ops, ops);
+  const std::vector<std::vector<int64_t>> groups5 = {
+      {4, 5, 6, 7}, {4, 5, 6, 7}, {4, 5, 6, 7}, {1, 5}};
+  EXPECT_EQ(p5.groups, groups5);
+}
+
+TEST(StepParallelPlan, UnconfiguredOperatorsAreDataParallel) {
+  const SeedPlan p = plan_seed(0, /*derived_by_hand=*/false);
+  EXPECT_EQ(p.shapes[3], "(8, 16) -> (2, 16)");  // the ReLU's rows
+  EXPECT_EQ(p.shapes[5], "(2, 16) x (16, 16) -> (2, 16)");
+}
+
+TEST(StepParallelPlan, InvalidStrategyIsAnErrorBeforeAnyCommunication) {
+  set_seed(7);
+  SeedNet net(32, 16, 16);
+  net.matmul.shard({{2, 4}, {3, 1}});
+  ir::Graph g;
+  {
+    ir::Tracer tracer(g);
+    const Tensor x = tracer.add_input({Shape{16, 32}, DType::kFloat32}, "data");
+    tracer.add_parameter(net.w, "w");
+    tracer.add_parameter(net.w2, "w2");
+    g.outputs = {tracer.value_of(net(x))};
+  }
+  EXPECT_ERROR(
+      parallel::plan_step_parallel(g, {.device_num = 8}),
+      "MatMul 'network.matmul' (scope Default/network-Net): strategy ((2, 4), (3, 1)) for "
+      "inputs of shapes (16, 32), (32, 16) on 8 devices is invalid: input 1 dim 0 is split "
+      "3 ways but input 0 dim 1 is split 4 ways; they must match (the reduction "
+      "dimension)");
+  for (ir::Node& n : g.nodes) {
+    if (n.name == "network.matmul") n.strategy = {{2, 4}, {4, 1}};
+  }
+  EXPECT_ERROR(parallel::plan_step_parallel(
+                   g, {.device_num = 6, .dataset = parallel::DatasetSplit::kFullBatch}),
+               "on 6 devices is invalid",
+               "it uses 8 devices (2 x 4), which does not divide device_num 6");
+  EXPECT_ERROR(parallel::plan_step_parallel(g, {.device_num = 6}),
+               "input 0 ('data') of global shape (16, 32): with dataset_strategy \"data_parallel\" "
+               "its dim 0 is split over the 6 devices, but 16 is not divisible by 6");
 }
 
 }  // namespace
