@@ -6,8 +6,10 @@
 // DUMP is NN_<stage>.ir or NN_<stage>.dot; the other file of the pair is found next to it. The
 // summary (from the .ir) lists the op count by primitive, the parameters with their types, and
 // the memory plan's peak (the end of the highest buffer of the "# buffer:" notes, which only the
-// 09_execute stage carries). Rendering runs Graphviz's `dot` (Debian package graphviz) on the
-// .dot and writes FILE (default: the dump's name with .svg or .png).
+// 09_execute stage carries), and for a parallel step (SEMI_AUTO_PARALLEL) how many operators have
+// a given or derived strategy and the communication operators by group (their rank lists).
+// Rendering runs Graphviz's `dot` (Debian package graphviz) on the .dot and writes FILE (default:
+// the dump's name with .svg or .png).
 //
 // --ranks reads the per-rank dumps DIR/<stage>_rank<R>.ir of a partitioned graph (Cell::place;
 // NAME defaults to the only stage with per-rank dumps in DIR, e.g. 10_partition), prints each
@@ -37,6 +39,10 @@ namespace {
 struct Summary {
   std::string entry;
   std::map<std::string, int> ops;
+  // A parallel step's communication: "AllReduce over ranks (0, 1, 2, 3)" -> count; and how many
+  // ops carry a strategy given with shard() and a derived one.
+  std::map<std::string, int> comm;
+  int given = 0, derived = 0;
   std::vector<std::string> params;
   int inputs = 0, constants = 0, ops_total = 0;
   long long peak_bytes = -1;
@@ -47,6 +53,7 @@ Summary summarise(std::istream& in) {
   static const std::regex value_line(R"(^(%\S+): (<[^>]*>) : (input|parameter|constant))");
   static const std::regex buffer_note(R"(\[(\d+), \+(\d+)\))");
   static const std::regex entry_line(R"(^# IR entry: @(\S+))");
+  static const std::regex rank_list(R"(rank_list: (\([0-9, ]+\)))");
   Summary s;
   std::string line;
   std::smatch m;
@@ -56,6 +63,12 @@ Summary summarise(std::istream& in) {
     } else if (std::regex_search(line, m, op_line)) {
       ++s.ops[m[1]];
       ++s.ops_total;
+      std::smatch r;
+      if (std::regex_search(line, r, rank_list))
+        ++s.comm[std::string(m[1]) + " over ranks " + std::string(r[1])];
+      if (line.find("{in_strategy: ") != std::string::npos) {
+        ++(line.find("derived: true") != std::string::npos ? s.derived : s.given);
+      }
     } else if (std::regex_search(line, m, value_line)) {
       if (m[3] == "parameter") s.params.push_back(std::string(m[1]) + " " + std::string(m[2]));
       if (m[3] == "input") ++s.inputs;
@@ -75,6 +88,13 @@ void print(const Summary& s, const fs::path& path) {
   std::cout << "graph @" << (s.entry.empty() ? "?" : s.entry) << " (" << path.string() << ")\n";
   std::cout << "  ops: " << s.ops_total << "\n";
   for (const auto& [op, count] : s.ops) std::cout << "    " << op << ": " << count << "\n";
+  if (s.given + s.derived > 0) {
+    std::cout << "  strategies: " << s.given << " given (shard), " << s.derived << " derived\n";
+  }
+  if (!s.comm.empty()) {
+    std::cout << "  communication of the parallel rewrite:\n";
+    for (const auto& [what, count] : s.comm) std::cout << "    " << what << ": " << count << "\n";
+  }
   std::cout << "  inputs: " << s.inputs << ", constants: " << s.constants << "\n";
   std::cout << "  parameters: " << s.params.size() << "\n";
   for (const std::string& p : s.params) std::cout << "    " << p << "\n";
