@@ -161,18 +161,18 @@ std::vector<ir::Strategy> strategies_of(const OpCase& c, int64_t device_num) {
 std::string plan_error(const OpCase& c, const ir::Strategy& strategy, int64_t device_num) {
   ir::Graph g;
   g.name = "plan_check";
-  {
-    ir::Tracer tracer(g);
-    std::vector<Tensor> syms;
-    for (size_t k = 0; k < c.inputs.size(); ++k) {
-      syms.push_back(tracer.add_parameter(c.inputs[k], fmt::format("in{}", k)));
-    }
-    ir::Primitive prim(c.op, c.attrs);
-    if (!strategy.empty() || c.inputs.empty()) prim.shard(strategy);
-    const std::vector<Tensor> outs = prim(syms);
-    for (const Tensor& t : outs) g.outputs.push_back(tracer.value_of(t));
-  }
   try {
+    {
+      ir::Tracer tracer(g);
+      std::vector<Tensor> syms;
+      for (size_t k = 0; k < c.inputs.size(); ++k) {
+        syms.push_back(tracer.add_parameter(c.inputs[k], fmt::format("in{}", k)));
+      }
+      ir::Primitive prim(c.op, c.attrs);
+      if (!strategy.empty() || c.inputs.empty()) prim.shard(strategy);
+      const std::vector<Tensor> outs = prim(syms);
+      for (const Tensor& t : outs) g.outputs.push_back(tracer.value_of(t));
+    }
     parallel::plan_step_parallel(g, {.device_num = device_num});
   } catch (const Error& e) {
     return e.what();

@@ -46,7 +46,9 @@ std::vector<ShardFailure> check_sharded(const std::vector<OpCase>& cases,
 std::vector<ir::Strategy> strategies_of(const OpCase& c, int64_t device_num);
 
 // The planning error of `strategy` for `c` on `device_num` devices ("" when it is valid):
-// plan_step_parallel on the traced graph, no communication.
+// plan_step_parallel on the traced graph, no communication. An error tracing the call (a
+// strategy without one entry per input or one split per dimension, which Primitive rejects
+// before any rule sees it) is returned the same way.
 std::string plan_error(const OpCase& c, const ir::Strategy& strategy, int64_t device_num);
 
 // A Float64 tensor of `shape` with values in [low, high), seeded.
