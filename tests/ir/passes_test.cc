@@ -306,7 +306,7 @@ TEST(Strategy, TextFormIsTheOneOfTheDumps) {
 
 TEST(Primitive, BadStrategiesAreRejectedWithTheOpAndStrategy) {
   Primitive matmul("MatMul", {{"transpose_a", false}, {"transpose_b", false}});
-  EXPECT_ERROR(matmul.shard({{2, 4}}), "MatMul: strategy ((2, 4)) has 1 entries",
+  EXPECT_ERROR(matmul.shard({{2, 4}}), "MatMul: strategy ((2, 4)) has 1 entry",
                "one per input (2)");
   EXPECT_ERROR(matmul.shard({{2, 0}, {1, 1}}), "splits input 0 into 0 slices");
   EXPECT_ERROR(matmul.place("MS_WORKER", -2), "MatMul: place: rank_id is -2");
@@ -317,7 +317,7 @@ TEST(Primitive, BadStrategiesAreRejectedWithTheOpAndStrategy) {
   Tracer tracer(g);
   const Tensor x = tracer.add_input({Shape{16, 32}, DType::kFloat32}, "x");
   EXPECT_ERROR(matmul.call1({x, Tensor::ones({32, 16})}),
-               "strategy ((2, 4, 1), (4, 1)) gives input 0 3 entries", "(16, 32) (rank 2)");
+               "strategy ((2, 4, 1), (4, 1)) gives input 0 3 splits", "(16, 32) (rank 2)");
 }
 
 }  // namespace

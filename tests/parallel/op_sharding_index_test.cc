@@ -167,8 +167,8 @@ TEST(OpShardingErrors, ConcatNamesTheConcatAxis) {
                     {"Concat: strategy ((2, 1))", "but the op was called with 2 inputs"});
   expect_plan_error(c, {{2, 1}, {2}}, 2,
                     {"Concat: strategy ((2, 1), (2))",
-                     "gives input 1 1 entries but the input has "
-                     "shape (6, 4) (rank 2); expected one per dimension"});
+                     "gives input 1 1 split but the input has "
+                     "shape (6, 4) (rank 2); expected one split per dimension"});
 }
 
 TEST(OpShardingErrors, SliceNamesTheCutDimension) {
@@ -186,7 +186,7 @@ TEST(OpShardingErrors, SliceNamesTheCutDimension) {
   expect_plan_error(c, {{1, 2}, {1, 2}}, 2,
                     {"Slice: strategy ((1, 2), (1, 2)) has 2 entries; expected one per input (1)"});
   expect_plan_error(c, {{1, 2, 1}}, 2,
-                    {"Slice: strategy ((1, 2, 1)) gives input 0 3 entries but the input has shape "
+                    {"Slice: strategy ((1, 2, 1)) gives input 0 3 splits but the input has shape "
                      "(6, 4) (rank 2)"});
   const OpCase s{"StridedSlice",
                  {{"begin", V{0, 0}},
@@ -235,9 +235,9 @@ TEST(OpShardingErrors, GatherSplitsMustFitTheTable) {
   expect_plan_error(c, {{4, 1}, {2, 1}}, 4,
                     {op, "it uses 8 devices (4 x 2), which does not divide device_num 4"});
   expect_plan_error(c, {{4, 1}}, 4,
-                    {"Gather: strategy ((4, 1)) has 1 entries; expected one per input (2)"});
+                    {"Gather: strategy ((4, 1)) has 1 entry; expected one per input (2)"});
   expect_plan_error(c, {{4, 1}, {1}}, 4,
-                    {"Gather: strategy ((4, 1), (1)) gives input 1 1 entries but the input has "
+                    {"Gather: strategy ((4, 1), (1)) gives input 1 1 split but the input has "
                      "shape (2, 6) (rank 2)"});
   // The segment dimension UnsortedSegmentSum makes is not an input's: its ids must match data.
   const OpCase u{"UnsortedSegmentSum",
@@ -269,7 +269,7 @@ TEST(OpShardingErrors, CrossEntropyKeepsTheClassDimensionWhole) {
                      "expected one per input (2)"});
   expect_plan_error(c, {{2, 1}, {2}}, 2,
                     {"SoftmaxCrossEntropyWithLogits: strategy ((2, 1), (2)) gives input 1 1 "
-                     "entries but the input has shape (12, 4) (rank 2)"});
+                     "split but the input has shape (12, 4) (rank 2)"});
   const OpCase s{"SparseSoftmaxCrossEntropyWithLogits",
                  {},
                  {f64({12, 4}, 9), i32({3, 0, 1, 2, 2, 3, 0, 0, 1, 3, 2, 1}, {12})}};

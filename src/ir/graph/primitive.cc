@@ -13,8 +13,8 @@ Primitive& Primitive::shard(Strategy in_strategy) {
   const std::string text = strategy_to_string(in_strategy);
   CLEAVE_CHECK_ARG(op_->num_inputs == OpDef::kVariadic ||
                        static_cast<int>(in_strategy.size()) == op_->num_inputs,
-                   "{}: strategy {} has {} entries; expected one per input ({})", op_->name, text,
-                   in_strategy.size(), op_->num_inputs);
+                   "{}: strategy {} has {} entr{}; expected one per input ({})", op_->name, text,
+                   in_strategy.size(), in_strategy.size() == 1 ? "y" : "ies", op_->num_inputs);
   for (size_t i = 0; i < in_strategy.size(); ++i) {
     for (int64_t v : in_strategy[i]) {
       CLEAVE_CHECK_ARG(v >= 1, "{}: strategy {} splits input {} into {} slices; expected >= 1",
@@ -42,14 +42,18 @@ std::vector<Tensor> Primitive::operator()(std::vector<Tensor> inputs) const {
   }
   if (!strategy_.empty()) {
     CLEAVE_CHECK_ARG(strategy_.size() == inputs.size(),
-                     "{}: strategy {} has {} entries but the op was called with {} inputs",
-                     op_->name, strategy_to_string(strategy_), strategy_.size(), inputs.size());
+                     "{}: strategy {} has {} entr{} but the op was called with {} input{}; "
+                     "expected one entry per input",
+                     op_->name, strategy_to_string(strategy_), strategy_.size(),
+                     strategy_.size() == 1 ? "y" : "ies", inputs.size(),
+                     inputs.size() == 1 ? "" : "s");
     for (size_t i = 0; i < inputs.size(); ++i) {
       CLEAVE_CHECK_ARG(static_cast<int64_t>(strategy_[i].size()) == inputs[i].rank(),
-                       "{}: strategy {} gives input {} {} entries but the input has shape {} "
-                       "(rank {}); expected one per dimension",
+                       "{}: strategy {} gives input {} {} split{} but the input has shape {} "
+                       "(rank {}); expected one split per dimension",
                        op_->name, strategy_to_string(strategy_), i, strategy_[i].size(),
-                       inputs[i].shape().to_string(), inputs[i].rank());
+                       strategy_[i].size() == 1 ? "" : "s", inputs[i].shape().to_string(),
+                       inputs[i].rank());
     }
   }
   AnnotationGuard annotate(placement_, strategy_);
