@@ -32,6 +32,12 @@ void Registry::bind_cpu_kernel(std::string_view name, KernelFn kernel) {
   it->second->cpu_kernel = std::move(kernel);
 }
 
+void Registry::bind_async_kernel(std::string_view name, AsyncKernelFn kernel) {
+  auto it = ops_.find(std::string(name));
+  CLEAVE_ASSERT(it != ops_.end(), "bind_async_kernel: op '{}' is not registered", name);
+  it->second->async_kernel = std::move(kernel);
+}
+
 const OpDef* Registry::find(std::string_view name) const {
   auto it = ops_.find(std::string(name));
   return it == ops_.end() ? nullptr : it->second.get();

@@ -177,6 +177,65 @@ void kernel_all_to_all(const KernelContext& ctx) {
   }
 }
 
+// ---- asynchronous launches (OpDef::async_kernel) ----
+// The executor starts these collectives on their group's communication thread and waits where
+// their outputs are first needed (NOTE [Collectives in flight] in cleave/runtime/executor.h). Each
+// returns the waiter; the tensors it holds stay alive until it has run.
+
+std::function<void()> waiter(std::shared_ptr<comm::Work> work, std::string activity,
+                             std::function<void()> then = {}) {
+  return [work = std::move(work), activity = std::move(activity), then = std::move(then)] {
+    {
+      cluster::ActivityScope scope(activity);
+      work->wait();
+    }
+    if (then) then();
+  };
+}
+
+std::function<void()> launch_all_reduce(const KernelContext& ctx) {
+  ctx.outputs[0].copy_from(ctx.inputs[0]);
+  const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
+  return waiter(g.group->all_reduce_async(ctx.outputs[0], reduce_op_attr(ctx.attrs, ctx.op.name)),
+                collective_activity(ctx.op.name, g));
+}
+
+std::function<void()> launch_broadcast(const KernelContext& ctx) {
+  ctx.outputs[0].copy_from(ctx.inputs[0]);
+  const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
+  const int64_t root = ctx.attrs.get<int64_t>("root_rank", ctx.op.name);
+  return waiter(g.group->broadcast_async(ctx.outputs[0], static_cast<int>(root)),
+                collective_activity(ctx.op.name, g, fmt::format("from root rank {}", root)));
+}
+
+std::function<void()> launch_all_gather(const KernelContext& ctx) {
+  const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
+  const int64_t axis = axis_of(ctx.attrs, "axis", ctx.inputs[0].rank());
+  const std::string activity = collective_activity(ctx.op.name, g);
+  if (AxisView(ctx.inputs[0].shape(), axis).outer == 1) {
+    return waiter(g.group->all_gather_async(ctx.outputs[0], ctx.inputs[0]), activity);
+  }
+  Tensor packed = Tensor::empty(ctx.outputs[0].shape(), ctx.outputs[0].dtype());
+  const Tensor out = ctx.outputs[0];
+  const int64_t n = g.size();
+  return waiter(g.group->all_gather_async(packed, ctx.inputs[0]), activity,
+                [packed, out, n, axis] { unpack_blocks(packed, out, n, axis); });
+}
+
+std::function<void()> launch_reduce_scatter(const KernelContext& ctx) {
+  const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
+  const int64_t axis = axis_of(ctx.attrs, "axis", ctx.inputs[0].rank());
+  const comm::ReduceOp op = reduce_op_attr(ctx.attrs, ctx.op.name);
+  const std::string activity = collective_activity(ctx.op.name, g);
+  if (AxisView(ctx.inputs[0].shape(), axis).outer == 1) {
+    return waiter(g.group->reduce_scatter_async(ctx.outputs[0], ctx.inputs[0], op), activity);
+  }
+  Tensor packed = Tensor::empty(ctx.inputs[0].shape(), ctx.inputs[0].dtype());
+  pack_blocks(ctx.inputs[0], packed, g.size(), axis);
+  // The packed copy is what the thread reads: it lives in the waiter.
+  return waiter(g.group->reduce_scatter_async(ctx.outputs[0], packed, op), activity, [packed] {});
+}
+
 void kernel_neighbor_exchange(const KernelContext& ctx) {
   const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
   const auto& send_ids = ctx.attrs.get<std::vector<int64_t>>("send_rank_ids", ctx.op.name);
@@ -225,6 +284,10 @@ void bind_comm_kernels() {
     r.bind_cpu_kernel("Broadcast", kernel_broadcast);
     r.bind_cpu_kernel("Reduce", kernel_reduce);
     r.bind_cpu_kernel("AlltoAll", kernel_all_to_all);
+    r.bind_async_kernel("AllReduce", launch_all_reduce);
+    r.bind_async_kernel("AllGather", launch_all_gather);
+    r.bind_async_kernel("ReduceScatter", launch_reduce_scatter);
+    r.bind_async_kernel("Broadcast", launch_broadcast);
     r.bind_cpu_kernel("NeighborExchange", kernel_neighbor_exchange);
     r.bind_cpu_kernel("Send", kernel_send);
     r.bind_cpu_kernel("Recv", kernel_recv);

@@ -30,7 +30,8 @@ double thread_cpu_seconds() {
 
 }  // namespace
 
-MemoryPlan plan_memory(const ir::Graph& g, const std::function<bool(int, int)>& external) {
+MemoryPlan plan_memory(const ir::Graph& g, const std::function<bool(int, int)>& external,
+                       const std::vector<int>& read_until) {
   const int count = static_cast<int>(g.nodes.size());
   MemoryPlan plan;
   plan.offset.resize(count);
@@ -41,9 +42,10 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::function<bool(int, int)>& 
     plan.offset[i].assign(n.outputs.size(), -1);
     plan.buffer_of[i].assign(n.outputs.size(), -1);
     if (!n.is_op()) continue;
+    const int reads_until = read_until.empty() ? i : std::max(i, read_until[i]);
     for (const ir::ValueRef& v : n.inputs) {
       const int b = plan.buffer_of[v.node][v.output];
-      if (b >= 0) buffers[b].last = std::max(buffers[b].last, i);
+      if (b >= 0) buffers[b].last = std::max(buffers[b].last, reads_until);
     }
     if (n.op->output_is_view) {
       plan.buffer_of[i][0] = plan.buffer_of[n.inputs[0].node][n.inputs[0].output];
@@ -148,16 +150,48 @@ void Executor::bind_mailboxes() {
   }
 }
 
+namespace {
+
+// NOTE [Collectives in flight]: where each asynchronous op of `g` is waited for (-1: none).
+std::vector<int> collective_waits(const ir::Graph& g) {
+  const int count = static_cast<int>(g.nodes.size());
+  std::vector<int> wait_at(count, -1);
+  std::vector<int> first_reader(count, count);
+  for (int i = count - 1; i >= 0; --i) {
+    for (const ir::ValueRef& v : g.nodes[i].inputs) first_reader[v.node] = i;
+  }
+  for (const ir::ValueRef& v : g.outputs)
+    first_reader[v.node] = std::min(first_reader[v.node], count);
+  int next_mutation = count;
+  for (int i = count - 1; i >= 0; --i) {
+    const ir::Node& n = g.nodes[i];
+    if (n.is_op() && n.op->async_kernel) {
+      const int at = std::min(first_reader[i], next_mutation);
+      if (at > i + 1) wait_at[i] = at;
+    }
+    if (n.is_op() && n.op->mutates_inputs) next_mutation = i;
+  }
+  return wait_at;
+}
+
+}  // namespace
+
 Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
   ir::verify(graph_);
-  plan_ = plan_memory(graph_);
+  wait_at_ = collective_waits(graph_);
+  plan_ = plan_memory(graph_, {}, wait_at_);
   bind_mailboxes();
   if (zero_copy_buffers_ > 0) {  // the same buffers, numbered alike, placed without the bound ones
     const std::vector<std::vector<int>> buffer_of = plan_.buffer_of;
-    plan_ = plan_memory(graph_, [&](int node, int output) {
-      return mailbox_of_buffer_[buffer_of[node][output]].boxes != nullptr;
-    });
+    plan_ = plan_memory(
+        graph_,
+        [&](int node, int output) {
+          return mailbox_of_buffer_[buffer_of[node][output]].boxes != nullptr;
+        },
+        wait_at_);
   }
+  for (int at : wait_at_) async_ops_ += at >= 0 ? 1 : 0;
+  waiters_.assign(graph_.nodes.size() + 1, {});
   arena_ = Tensor::empty({static_cast<int64_t>(std::max<size_t>(plan_.peak_bytes, 1))},
                          DType::kBool);  // one byte per element
   const size_t count = graph_.nodes.size();
@@ -238,38 +272,71 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   const bool op_times = placed_ && placed_op_profiling();
   if (op_times) op_cpu_seconds_.assign(count, 0.0);
   if (placed_) post_receives(graph_);
-  for (size_t i = 0; i < count; ++i) {
-    const ir::Node& n = graph_.nodes[i];
-    if (!n.is_op()) continue;
-    std::vector<Tensor>& ins = node_inputs_[i];
-    for (size_t k = 0; k < n.inputs.size(); ++k) {
-      ins[k] = values_[slot_base_[n.inputs[k].node] + n.inputs[k].output];
+  // NOTE [Collectives in flight]: a failure leaves no collective working on the arena.
+  auto drain = [&] {
+    for (auto& list : waiters_) {
+      for (auto& w : list) {
+        try {
+          w();
+        } catch (...) {
+        }
+      }
+      list.clear();
     }
-    if (n.op->output_is_view) {
-      values_[slot_base_[i]] = ins[0].view(n.outputs[0].shape);
-      continue;
+  };
+  auto wait_for = [&](size_t i) {
+    std::vector<std::function<void()>>& list = waiters_[i];
+    for (size_t k = 0; k < list.size(); ++k) {
+      std::function<void()> w = std::move(list[k]);
+      list[k] = nullptr;
+      w();
     }
-    if (!profiling_ && !placed_) {
+    list.clear();
+  };
+  try {
+    for (size_t i = 0; i < count; ++i) {
+      const ir::Node& n = graph_.nodes[i];
+      if (async_ops_ > 0) wait_for(i);
+      if (!n.is_op()) continue;
+      std::vector<Tensor>& ins = node_inputs_[i];
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        ins[k] = values_[slot_base_[n.inputs[k].node] + n.inputs[k].output];
+      }
+      if (n.op->output_is_view) {
+        values_[slot_base_[i]] = ins[0].view(n.outputs[0].shape);
+        continue;
+      }
+      if (wait_at_[i] >= 0) {
+        waiters_[static_cast<size_t>(wait_at_[i])].push_back(
+            n.op->async_kernel(ir::KernelContext{*n.op, n.attrs, ins, node_outputs_[i]}));
+        continue;
+      }
+      if (!profiling_ && !placed_) {
+        n.op->cpu_kernel(ir::KernelContext{*n.op, n.attrs, ins, node_outputs_[i]});
+        continue;
+      }
+      auto start = std::chrono::steady_clock::now();
+      if (zero_copy_buffers_ > 0 && !claim_before_[i].empty()) {
+        for (const Mailbox& box : claim_before_[i]) box.boxes->claim(box.tag);
+        const auto now = std::chrono::steady_clock::now();
+        comm_seconds += std::chrono::duration<double>(now - start).count();
+        start = now;  // (not counted as the op's time)
+      }
+      const double cpu_start = op_times ? thread_cpu_seconds() : 0.0;
       n.op->cpu_kernel(ir::KernelContext{*n.op, n.attrs, ins, node_outputs_[i]});
-      continue;
+      if (op_times) op_cpu_seconds_[i] = thread_cpu_seconds() - cpu_start;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (profiling_) node_seconds_[i] += seconds;
+      (n.op->communicates ? comm_seconds : compute_seconds) += seconds;
+      if (zero_copy_buffers_ > 0) {
+        for (const Mailbox& box : release_after_[i]) box.boxes->release(box.tag);
+      }
     }
-    auto start = std::chrono::steady_clock::now();
-    if (zero_copy_buffers_ > 0 && !claim_before_[i].empty()) {
-      for (const Mailbox& box : claim_before_[i]) box.boxes->claim(box.tag);
-      const auto now = std::chrono::steady_clock::now();
-      comm_seconds += std::chrono::duration<double>(now - start).count();
-      start = now;  // (not counted as the op's time)
-    }
-    const double cpu_start = op_times ? thread_cpu_seconds() : 0.0;
-    n.op->cpu_kernel(ir::KernelContext{*n.op, n.attrs, ins, node_outputs_[i]});
-    if (op_times) op_cpu_seconds_[i] = thread_cpu_seconds() - cpu_start;
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (profiling_) node_seconds_[i] += seconds;
-    (n.op->communicates ? comm_seconds : compute_seconds) += seconds;
-    if (zero_copy_buffers_ > 0) {
-      for (const Mailbox& box : release_after_[i]) box.boxes->release(box.tag);
-    }
+    if (async_ops_ > 0) wait_for(count);
+  } catch (...) {
+    drain();
+    throw;
   }
   if (placed_) {
     const auto start = std::chrono::steady_clock::now();

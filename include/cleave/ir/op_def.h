@@ -54,6 +54,10 @@ struct GradContext {
 
 using InferFn = std::function<std::vector<TensorMeta>(const InferContext&)>;
 using KernelFn = std::function<void(const KernelContext&)>;
+// Starts the op and returns a function that waits for it to finish (and completes its outputs):
+// for ops whose work runs elsewhere, such as a collective on its group's communication thread.
+// Until the returned function has run, the inputs must stay unchanged and the outputs unread.
+using AsyncKernelFn = std::function<std::function<void()>(const KernelContext&)>;
 // Returns one gradient per input; an undefined Tensor where there is none.
 using GradFn = std::function<std::vector<Tensor>(const GradContext&)>;
 
@@ -77,6 +81,9 @@ struct OpDef {
   bool communicates = false;
   // Ops that draw random numbers (Dropout): never merged or folded.
   bool random = false;
+  // Optional: the op started asynchronously (the executor overlaps it with the ops that do not
+  // need its outputs). cpu_kernel is still required: eager calls run it.
+  AsyncKernelFn async_kernel;
 };
 
 // ---- helpers for infer functions: each throws Error naming the op and input ----

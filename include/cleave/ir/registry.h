@@ -27,6 +27,8 @@ class Registry {
   // communication primitives of cleave/ir/comm_ops.h). Call before the op runs; not thread-safe
   // against concurrent runs of that op.
   void bind_cpu_kernel(std::string_view name, KernelFn kernel);
+  // The same for OpDef::async_kernel.
+  void bind_async_kernel(std::string_view name, AsyncKernelFn kernel);
   std::vector<std::string> names() const;
 
  private:

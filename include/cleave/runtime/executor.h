@@ -40,9 +40,22 @@ struct MemoryPlan {
 };
 
 // external(node, output) says that the buffer of that op output lies outside the arena (the
-// executor binds it elsewhere): it keeps its lifetime but gets no offset.
+// executor binds it elsewhere): it keeps its lifetime but gets no offset. read_until[node], when
+// given, is the last node index at which `node` may still read its inputs (a collective in
+// flight, NOTE [Collectives in flight]); their buffers live at least that long.
 MemoryPlan plan_memory(const ir::Graph& graph,
-                       const std::function<bool(int node, int output)>& external = {});
+                       const std::function<bool(int node, int output)>& external = {},
+                       const std::vector<int>& read_until = {});
+
+// NOTE [Collectives in flight]
+// A communication primitive with an async_kernel (AllReduce, AllGather, ReduceScatter, Broadcast)
+// is started on its group's communication thread and waited for right before the first node that
+// reads one of its outputs, the first node that writes into its inputs' storage (any op mutating
+// its inputs), or the end of the run, whichever comes first; the ops in between run meanwhile
+// (a gradient AllReduce overlapping the rest of the backward pass). Its input buffers are kept by
+// the memory plan until that wait (read_until), its outputs from its start, so nothing reuses
+// them while the thread works. Collectives of one group still run in the order they were
+// started. When the wait would come right after the op, it runs synchronously.
 
 // NOTE [Zero-copy cut edges]
 // In a placed graph whose cut edges go through shared-memory mailboxes (NOTE [Messages in place]
@@ -105,6 +118,11 @@ class Executor {
   std::vector<bool> inputs_read_;
   std::vector<double> node_seconds_;
   std::vector<double> op_cpu_seconds_;  // per node, this run (runtime::placed_op_profiling())
+  // NOTE [Collectives in flight]: per node, where an asynchronous op is waited for (-1: it runs
+  // synchronously), and per node (+ the end) the waiters of this run to call before it.
+  std::vector<int> wait_at_;
+  std::vector<std::vector<std::function<void()>>> waiters_;
+  int async_ops_ = 0;
 
   // NOTE [Zero-copy cut edges]: buffers bound to a mailbox slot instead of the arena.
   struct Mailbox {
