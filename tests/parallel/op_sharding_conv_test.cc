@@ -1,7 +1,7 @@
-// The convolution, pooling and resizing rules: every valid strategy on 1, 2, 3, 4, 6 and 8
-// devices, run on thread ranks through the SEMI_AUTO_PARALLEL pipeline, equals one device (NOTE
-// [Sharded operator check] in tests/testing/op_sharding.h); invalid strategies give the planning
-// error. Every kernel here has a Float64 path, so the inputs are Float64.
+// The convolution, pooling, resizing and normalisation rules: every valid strategy on 1, 2, 3,
+// 4, 6 and 8 devices, run on thread ranks through the SEMI_AUTO_PARALLEL pipeline, equals one
+// device (NOTE [Sharded operator check] in tests/testing/op_sharding.h); invalid strategies give
+// the planning error. Every kernel here has a Float64 path, so the inputs are Float64.
 #include <gtest/gtest.h>
 
 #include "cleave/cleave.h"
@@ -103,10 +103,47 @@ std::vector<OpCase> pool_and_resize_cases() {
   return cases;
 }
 
+// BatchNorm's inputs for x of `shape`: x, gamma, beta, running_mean, running_var.
+std::vector<Tensor> batch_norm_inputs(const Shape& shape, uint64_t seed) {
+  const Shape c{shape[1]};
+  return {f64(shape, seed), positive(c, seed + 1), f64(c, seed + 2), f64(c, seed + 3),
+          positive(c, seed + 4)};
+}
+
+std::vector<OpCase> norm_cases() {
+  std::vector<OpCase> cases;
+  for (bool training : {true, false}) {
+    const ir::Attrs attrs{{"is_training", training}, {"epsilon", 1e-5}};
+    cases.push_back({"BatchNorm", attrs, batch_norm_inputs({6, 4, 2, 2}, 40)});
+    cases.push_back({"BatchNorm", attrs, batch_norm_inputs({12, 4}, 45)});
+    // BatchNormGrad(dy, x, gamma, mean, var).
+    cases.push_back({"BatchNormGrad",
+                     attrs,
+                     {f64({6, 4, 2, 2}, 50), f64({6, 4, 2, 2}, 51), positive({4}, 52), f64({4}, 53),
+                      positive({4}, 54)}});
+  }
+  // LayerNorm(x, gamma, beta): the last dimension, and the last two.
+  cases.push_back({"LayerNorm",
+                   {{"begin_norm_axis", int64_t{-1}}, {"epsilon", 1e-5}},
+                   {f64({6, 4, 3}, 60), positive({3}, 61), f64({3}, 62)}});
+  cases.push_back({"LayerNorm",
+                   {{"begin_norm_axis", int64_t{1}}, {"epsilon", 1e-5}},
+                   {f64({6, 4, 3}, 63), positive({4, 3}, 64), f64({4, 3}, 65)}});
+  // LayerNormGrad(dy, x, gamma, mean, var) with the statistics of x.
+  const ir::Attrs ln{{"begin_norm_axis", int64_t{2}}, {"epsilon", 1e-5}};
+  const Tensor x = f64({6, 2, 4}, 66);
+  const std::vector<Tensor> stats =
+      ir::call(ir::Registry::global().get("LayerNorm"), {x, positive({4}, 67), f64({4}, 68)}, ln);
+  cases.push_back(
+      {"LayerNormGrad", ln, {f64({6, 2, 4}, 69), x, positive({4}, 70), stats[1], stats[2]}});
+  return cases;
+}
+
 TEST(OpSharding, ConvolutionsEqualOneDevice) { expect_all_equal_one_device(conv_cases()); }
 TEST(OpSharding, PoolingAndResizingEqualOneDevice) {
   expect_all_equal_one_device(pool_and_resize_cases());
 }
+TEST(OpSharding, NormalisationsEqualOneDevice) { expect_all_equal_one_device(norm_cases()); }
 
 // The strategies of a case, as text, for the expectations below.
 std::vector<std::string> strategy_texts(const OpCase& c, int64_t device_num) {
@@ -205,6 +242,57 @@ TEST(OpSharding, InvalidPoolingStrategiesAreNamed) {
                     {"MaxPoolGrad '", "inputs of shapes (6, 4, 4, 4), (6, 4, 2, 2)",
                      "input 1 dim 1 is split 4 ways but input 0 dim 1 is split 2 ways; they must "
                      "match (the channel dimension)"});
+}
+
+TEST(OpSharding, InvalidBatchNormStrategiesAreNamed) {
+  const OpCase bn = norm_cases()[0];  // BatchNorm x (6, 4, 2, 2), training
+  const std::string shapes = "inputs of shapes (6, 4, 2, 2), (4), (4), (4), (4) on 8 devices";
+  const std::vector<int64_t> c1{1};
+  expect_plan_error(bn, {{1, 2, 1, 1}, {4}, {4}, {4}, {4}}, 8,
+                    {"BatchNorm '", "strategy ((1, 2, 1, 1), (4), (4), (4), (4))", shapes,
+                     "input 1 dim 0 is split 4 ways but input 0 dim 1 is split 2 ways; they must "
+                     "match (the channel dimension)"});
+  expect_plan_error(bn, {{4, 1, 1, 1}, c1, c1, c1, c1}, 8,
+                    {"input 0 dim 0 has size 6, which 4 ways do not divide"});
+  expect_plan_error(bn, {{3, 1, 1, 1}, c1, c1, c1, c1}, 8,
+                    {"it uses 3 devices (3), which does not divide device_num 8"});
+  expect_plan_error(bn, {{2, 1, 1, 1}, c1, c1, c1}, 8,
+                    {"BatchNorm: strategy ((2, 1, 1, 1), (1), (1), (1)) has 4 entries; expected "
+                     "one per input (5)"});
+  expect_plan_error(bn, {{2, 1, 1, 1}, {1, 1}, c1, c1, c1}, 8,
+                    {"gives input 1 2 entries but the input has shape (4) (rank 1)"});
+  // BatchNorm splits every dimension; its gradient only the channels.
+  const OpCase grad = norm_cases()[2];  // BatchNormGrad
+  expect_plan_error(grad, {{2, 1, 1, 1}, {2, 1, 1, 1}, c1, c1, c1}, 8,
+                    {"BatchNormGrad '",
+                     "input 0 dim 0 is split 2 ways, but it is the batch dimension "
+                     "(BatchNormGrad's dx needs sums over the whole batch), which cannot be "
+                     "split; expected 1"});
+}
+
+TEST(OpSharding, InvalidLayerNormStrategiesAreNamed) {
+  const OpCase ln = norm_cases()[6];  // LayerNorm x (6, 4, 3), begin_norm_axis -1
+  const std::string shapes = "inputs of shapes (6, 4, 3), (3), (3) on 8 devices";
+  expect_plan_error(ln, {{1, 1, 3}, {3}, {3}}, 8,
+                    {"LayerNorm '", "strategy ((1, 1, 3), (3), (3))", shapes,
+                     "input 0 dim 2 is split 3 ways, but it is a normalised dimension (from "
+                     "begin_norm_axis on; each row's statistics need all of it), which cannot be "
+                     "split; expected 1"});
+  expect_plan_error(ln, {{1, 1, 1}, {3}, {1}}, 8,
+                    {"input 1 dim 0 is split 3 ways, but it is a "
+                     "normalised dimension"});
+  expect_plan_error(ln, {{4, 1, 1}, {1}, {1}}, 8,
+                    {"input 0 dim 0 has size 6, which 4 ways do not divide"});
+  expect_plan_error(ln, {{3, 2, 1}, {1}, {1}}, 8,
+                    {"it uses 6 devices (3 x 2), which does not divide device_num 8"});
+  expect_plan_error(ln, {{2, 1, 1}}, 8,
+                    {"LayerNorm: strategy ((2, 1, 1)) has 1 entries; expected one per input (3)"});
+  // LayerNorm reads its batch dimensions from x alone; its gradient from dy and x.
+  const OpCase grad = norm_cases()[8];  // LayerNormGrad dy, x (6, 2, 4)
+  expect_plan_error(grad, {{2, 1, 1}, {1, 1, 1}, {1}, {2, 1, 1}, {2, 1, 1}}, 8,
+                    {"LayerNormGrad '",
+                     "input 1 dim 0 is split 1 ways but input 0 dim 0 is split 2 ways; they must "
+                     "match (a batch dimension (dgamma and dbeta sum over it))"});
 }
 
 }  // namespace
