@@ -1,10 +1,15 @@
-// The convolution, pooling, resizing and normalisation rules: every valid strategy on 1, 2, 3,
-// 4, 6 and 8 devices, run on thread ranks through the SEMI_AUTO_PARALLEL pipeline, equals one
-// device (NOTE [Sharded operator check] in tests/testing/op_sharding.h); invalid strategies give
-// the planning error. Every kernel here has a Float64 path, so the inputs are Float64.
+// The convolution, pooling, resizing, normalisation and optimizer-update rules: every valid
+// strategy on 1, 2, 3, 4, 6 and 8 devices, run on thread ranks through the SEMI_AUTO_PARALLEL
+// pipeline, equals one device (NOTE [Sharded operator check] in tests/testing/op_sharding.h);
+// invalid strategies give the planning error. Every kernel here has a Float64 path, so the
+// inputs are Float64.
 #include <gtest/gtest.h>
 
+#include <mutex>
+
 #include "cleave/cleave.h"
+#include "cleave/runtime/sharded_parameters.h"
+#include "comm/thread_world.h"
 #include "testing/gradcheck.h"
 #include "testing/op_sharding.h"
 
@@ -139,11 +144,49 @@ std::vector<OpCase> norm_cases() {
   return cases;
 }
 
+std::vector<OpCase> optimizer_cases() {
+  std::vector<OpCase> cases;
+  const Shape p{6, 4};
+  const Tensor lr = Tensor::full({1}, 0.1, DType::kFloat64);
+  for (bool nesterov : {false, true}) {
+    cases.push_back({"ApplyMomentum",
+                     {{"momentum", 0.9}, {"use_nesterov", nesterov}, {"weight_decay", 0.01}},
+                     {f64(p, 80), f64(p, 81), f64(p, 82), lr}});
+  }
+  cases.push_back({"ApplyMomentum",  // the learning rate as an attribute
+                   {{"lr", 0.05}, {"momentum", 0.9}, {"use_nesterov", false}},
+                   {f64({6, 4, 2}, 83), f64({6, 4, 2}, 84), f64({6, 4, 2}, 85)}});
+  for (double first : {1.0, 0.0}) {
+    cases.push_back(
+        {"SGD",
+         {{"momentum", 0.9},
+          {"dampening", 0.0},
+          {"weight_decay", 0.01},
+          {"nesterov", first == 0.0}},
+         {f64(p, 86), f64(p, 87), f64(p, 88), Tensor::full({1}, first, DType::kFloat64), lr}});
+  }
+  for (bool decoupled : {false, true}) {
+    cases.push_back({"Adam",
+                     {{"beta1", 0.9},
+                      {"beta2", 0.999},
+                      {"eps", 1e-8},
+                      {"weight_decay", 0.01},
+                      {"decoupled", decoupled}},
+                     {f64(p, 89), f64(p, 90), positive(p, 91), f64(p, 92), lr,
+                      Tensor::full({1}, 3.0, DType::kFloat64)}});
+  }
+  cases.push_back({"Assign", {}, {f64(p, 93), f64(p, 94)}});
+  return cases;
+}
+
 TEST(OpSharding, ConvolutionsEqualOneDevice) { expect_all_equal_one_device(conv_cases()); }
 TEST(OpSharding, PoolingAndResizingEqualOneDevice) {
   expect_all_equal_one_device(pool_and_resize_cases());
 }
 TEST(OpSharding, NormalisationsEqualOneDevice) { expect_all_equal_one_device(norm_cases()); }
+TEST(OpSharding, OptimizerUpdatesWriteTheirSlicesOfOneDevice) {
+  expect_all_equal_one_device(optimizer_cases());
+}
 
 // The strategies of a case, as text, for the expectations below.
 std::vector<std::string> strategy_texts(const OpCase& c, int64_t device_num) {
@@ -293,6 +336,84 @@ TEST(OpSharding, InvalidLayerNormStrategiesAreNamed) {
                     {"LayerNormGrad '",
                      "input 1 dim 0 is split 1 ways but input 0 dim 0 is split 2 ways; they must "
                      "match (a batch dimension (dgamma and dbeta sum over it))"});
+}
+
+// Conv2d -> BatchNorm2d -> ReLU: in training, BatchNorm2d writes its moving statistics with
+// Assign inside the forward graph.
+class ConvBnNet : public nn::Cell {
+ public:
+  ConvBnNet() : Cell("ConvBnNet") {
+    conv = register_module("conv", std::make_shared<nn::Conv2d>(3, 4, 3));
+    bn = register_module("bn", std::make_shared<nn::BatchNorm2d>(4));
+    relu = register_module("relu", std::make_shared<nn::ReLU>());
+  }
+  Tensor construct(const Tensor& x) override { return ops::flatten((*relu)((*bn)((*conv)(x)))); }
+  std::shared_ptr<nn::Conv2d> conv;
+  std::shared_ptr<nn::BatchNorm2d> bn;
+  std::shared_ptr<nn::ReLU> relu;
+};
+
+struct TrainResult {
+  std::vector<double> losses;
+  std::vector<Tensor> params;  // every parameter (the moving statistics too), gathered
+};
+
+// The global generator is not thread-safe: thread ranks make their networks one at a time.
+std::mutex g_init_mutex;
+
+TrainResult train_conv_bn(const Tensor& x, const Tensor& y, int steps) {
+  std::shared_ptr<ConvBnNet> net;
+  {
+    std::lock_guard<std::mutex> lock(g_init_mutex);
+    set_seed(3);
+    net = std::make_shared<ConvBnNet>();
+  }
+  net->set_train(true);  // BatchNorm2d uses and updates the batch statistics
+  auto loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
+  optim::Momentum opt(net->trainable_params(), 0.1, 0.9);
+  optim::TrainOneStep step(*loss, opt);
+  TrainResult run;
+  for (int s = 0; s < steps; ++s) run.losses.push_back(step(x, y).item());
+  for (const Tensor& p : net->get_parameters()) run.params.push_back(runtime::gather_parameter(p));
+  return run;
+}
+
+// Every op data parallel (the default strategies): BatchNorm's statistics are those of the whole
+// batch (NOTE [Synchronised batch statistics]) and the Assigns of the moving statistics keep
+// their layout, so losses, weights and moving statistics equal one device's.
+TEST(OpSharding, DataParallelBatchNormNetworkEqualsOneDevice) {
+  const int world = 4, steps = 3, batch = 8;
+  set_seed(11);
+  const Tensor x = Tensor::uniform({batch, 3, 4, 4});
+  const Tensor y = Tensor::uniform({batch, 4 * 4 * 4});
+  runtime::reset_auto_parallel_context();
+  const TrainResult single = train_conv_bn(x, y, steps);
+
+  runtime::set_auto_parallel_context({.parallel_mode = runtime::SEMI_AUTO_PARALLEL});
+  std::vector<TrainResult> runs(world);
+  auto store = comm::make_memory_store();
+  std::vector<std::shared_ptr<comm::ProcessGroup>> groups(world);
+  testing::run_threads(world, [&](int rank) {
+    comm::ProcessGroupOptions o = testing::thread_world_options(store, rank, world);
+    if (comm::backend_available("inproc")) o.backend = "inproc";
+    groups[rank] = comm::create_process_group(o);
+    comm::ThreadGroupScope scope("world", groups[rank]);
+    const int64_t rows = batch / world;
+    runs[rank] = train_conv_bn(x.narrow_rows(rank * rows, rows).clone(),
+                               y.narrow_rows(rank * rows, rows).clone(), steps);
+  });
+  runtime::reset_auto_parallel_context();
+  for (int r = 0; r < world; ++r) {
+    for (int s = 0; s < steps; ++s) {
+      EXPECT_NEAR(runs[r].losses[s], single.losses[s], 1e-5 * std::abs(single.losses[s]))
+          << "rank " << r << " step " << s;
+    }
+    ASSERT_EQ(runs[r].params.size(), single.params.size());
+    for (size_t p = 0; p < single.params.size(); ++p) {
+      EXPECT_TRUE(testing::all_close(runs[r].params[p], single.params[p], 1e-6, 1e-5))
+          << "rank " << r << " parameter " << p;
+    }
+  }
 }
 
 }  // namespace
