@@ -49,8 +49,11 @@ Tensor weighted_sum(const std::vector<Tensor>& outs) {
 
 struct Reference {
   std::vector<Tensor> outputs;
-  std::vector<Tensor> grads;  // per input; undefined where none is checked
+  std::vector<Tensor> grads;    // per input; undefined where none is checked
+  std::vector<Tensor> written;  // an op that mutates its inputs: every input after the call
 };
+
+bool mutates(const OpCase& c) { return ir::Registry::global().get(c.op).mutates_inputs; }
 
 Reference reference_of(const OpCase& c) {
   Reference r;
@@ -62,6 +65,9 @@ Reference reference_of(const OpCase& c) {
   }
   std::vector<Tensor> outs = ir::call(ir::Registry::global().get(c.op), inputs, c.attrs);
   for (const Tensor& t : outs) r.outputs.push_back(t.detach().clone());
+  if (mutates(c)) {
+    for (const Tensor& t : inputs) r.written.push_back(t.detach().clone());
+  }
   r.grads.resize(c.inputs.size());
   std::vector<Tensor> wrt;
   std::vector<size_t> which;
@@ -126,15 +132,20 @@ std::string run_sharded(const OpCase& c, const Reference& ref, const ir::Strateg
     const auto ok = all_close(outs[k + first_output], ref.outputs[k], 1e-9, 1e-5);
     if (!ok) why += fmt::format(" output {}: {};", k, ok.message());
   }
+  // This rank's slice of `whole` (a global value of input k's shape), as input k is laid out.
+  auto slice_of = [&](const Tensor& whole, size_t k) {
+    const std::optional<runtime::ParameterShard> shard = runtime::parameter_shard(params[k]);
+    if (!shard) return whole;
+    const Shape local = shard->layout.slice_shape(whole.shape());
+    return ops::slice(whole, shard->layout.slice_offset(whole.shape(), rank), local.dims());
+  };
+  for (size_t k = 0; k < ref.written.size(); ++k) {
+    const auto ok = all_close(params[k], slice_of(ref.written[k], k), 1e-9, 1e-5);
+    if (!ok) why += fmt::format(" input {} as written: {};", k, ok.message());
+  }
   for (size_t k = 0; k < params.size(); ++k) {
     if (!ref.grads[k].defined()) continue;
-    const std::optional<runtime::ParameterShard> shard = runtime::parameter_shard(params[k]);
-    Tensor expected = ref.grads[k];
-    if (shard) {
-      const Shape local = shard->layout.slice_shape(expected.shape());
-      expected =
-          ops::slice(expected, shard->layout.slice_offset(expected.shape(), rank), local.dims());
-    }
+    const Tensor expected = slice_of(ref.grads[k], k);
     const Tensor actual =
         sinks[k].defined() ? sinks[k] : Tensor::zeros(expected.shape(), expected.dtype());
     const auto ok = all_close(actual, expected, 1e-9, 1e-5);

@@ -10,8 +10,11 @@
 // returns L and the outputs (made replicated by the rewrite), and its "update" writes each
 // parameter's gradient — local, after the mirror AllReduce — into a tensor the test reads. Every
 // rank's outputs must equal the reference outputs, and its gradients its slices of the reference
-// gradients, within 1e-5 relative (Float64 inputs). All ranks of a world run the same cases in
-// the same order.
+// gradients, within 1e-5 relative (Float64 inputs). An op that writes into its inputs in place
+// (OpDef::mutates_inputs: the optimizer updates, Assign) is checked by what it wrote: after the
+// step, every input a rank holds (its slice, as the strategy lays it out, or the whole of a
+// scalar) must equal its slice of that input after the one-device call. All ranks of a world run
+// the same cases in the same order.
 #pragma once
 
 #include <functional>

@@ -1,7 +1,237 @@
+// Convolution (Conv2D and its backward primitives), pooling and resizing.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "parallel/rules/rules.h"
 
 namespace cleave::parallel::rules {
+namespace {
 
-void register_conv(RuleMap& rules) { (void)rules; }
+// NOTE [Convolution sharding]
+// Conv2D(x (N, C, H, W), w (O, C/group, kH, kW)) -> y (N, O, H', W') iterates over seven loops,
+// in this order (the device matrix's, MindSpore's [n, c, h, w, o] for Conv2D):
+//   n   the batch: parallel;
+//   c   the input channels: a reduction (each rank convolves its channels, y is a pending sum);
+//   h, w  the spatial dimensions (of x, y and dy alike): fixed, since a window straddling two
+//       slices would need its neighbour's rows (a halo exchange cleave does not insert);
+//   o   the output channels: parallel;
+//   kh, kw  the kernel window: fixed.
+// With group > 1 the channels form `group` groups, input group g feeding output group g only,
+// and a split of the output channels alone would hand a rank output channels whose inputs it
+// does not hold. Loop c is then the *channel groups*: it splits x's C and w's O (and y's O)
+// together, into whole groups (the split must divide group), and the local op is the same
+// convolution with group / split groups; loop o becomes the channels within one group (w's dim
+// 1), which is fixed. The backward primitives are the same loops with other operands:
+//   Conv2DBackpropInput(dy (N, O, H', W'), w) -> dx (N, C, H, W): o is the reduction, c parallel;
+//   Conv2DBackpropFilter(dy, x (N, C, H, W)) -> dw (O, C/group, kH, kW): n is the reduction
+//   (the filter gradient sums over the batch), c and o parallel.
+// Their shape attributes (input_shape, filter_shape) become the local shapes.
+enum class ConvKind { kForward, kBackpropInput, kBackpropFilter };
+
+constexpr int kN = 0, kC = 1, kH = 2, kW = 3, kO = 4, kKh = 5, kKw = 6;
+
+const char* const kHaloReason = "a spatial dimension (a split would need a halo exchange)";
+
+class ConvRule : public ShardingRule {
+ public:
+  explicit ConvRule(ConvKind kind) : kind_(kind) {}
+
+  std::string summary() const override {
+    switch (kind_) {
+      case ConvKind::kForward:
+        return "batch and output channels split; input channels split as a reduction (the "
+               "output a pending sum) with group 1, as whole groups (with the output channels) "
+               "with group > 1; spatial and kernel dimensions not split";
+      case ConvKind::kBackpropInput:
+        return "batch and input channels split; output channels split as a reduction (dx a "
+               "pending sum) with group 1, as whole groups with group > 1; spatial and kernel "
+               "dimensions not split";
+      case ConvKind::kBackpropFilter:
+        return "input and output channels split (as whole groups with group > 1); the batch "
+               "split as a reduction (dw a pending sum); spatial and kernel dimensions not split";
+    }
+    return "";
+  }
+
+  IterationSpace space(const RuleContext& ctx) const override {
+    const Geometry g = geometry(ctx);
+    const bool grouped = g.group > 1;
+    IterationSpace space;
+    space.loops.resize(7);
+    space.loops[kN] = {.size = g.n, .name = "the batch dimension"};
+    space.loops[kH] = {.size = g.h, .kind = LoopDim::Kind::kFixed, .name = kHaloReason};
+    space.loops[kW] = {.size = g.w, .kind = LoopDim::Kind::kFixed, .name = kHaloReason};
+    space.loops[kKh] = {.size = g.kh,
+                        .kind = LoopDim::Kind::kFixed,
+                        .name = "a kernel dimension (every rank applies the whole kernel)"};
+    space.loops[kKw] = space.loops[kKh];
+    space.loops[kKw].size = g.kw;
+    if (grouped) {
+      // The groups loop is sized by the first input dimension that indexes it (x's C, else
+      // dy's O), so that the generic divisibility message quotes that dimension's size.
+      space.loops[kC] = {.size = kind_ == ConvKind::kForward ? g.c : g.o,
+                         .name =
+                             "the channel groups (with group > 1 the input and output "
+                             "channels are split together, as whole groups)"};
+      space.loops[kO] = {.size = g.c / g.group,
+                         .kind = LoopDim::Kind::kFixed,
+                         .name =
+                             "the channels of one group (with group > 1 only whole groups "
+                             "are split)"};
+    } else {
+      space.loops[kC] = {.size = g.c, .name = "the input channels"};
+      space.loops[kO] = {.size = g.o, .name = "the output channels"};
+    }
+    const int c = kC;
+    const int o = grouped ? kC : kO;          // the loop of the O dimensions
+    const int per_group = grouped ? kO : kC;  // the loop of the weight's dim 1
+    const std::vector<int> x = {kN, c, kH, kW};
+    const std::vector<int> y = {kN, o, kH, kW};
+    const std::vector<int> w = {o, per_group, kKh, kKw};
+    switch (kind_) {
+      case ConvKind::kForward:
+        if (!grouped) reduce(space.loops[kC], "the input channels (a reduction)");
+        space.inputs = {x, w};
+        space.outputs = {y};
+        break;
+      case ConvKind::kBackpropInput:
+        if (!grouped) reduce(space.loops[kO], "the output channels (a reduction)");
+        space.inputs = {y, w};
+        space.outputs = {x};
+        break;
+      case ConvKind::kBackpropFilter:
+        reduce(space.loops[kN], "the batch dimension (a reduction: dw sums over it)");
+        space.inputs = {y, x};
+        space.outputs = {w};
+        space.batch_loop = kN;
+        break;
+    }
+    return space;
+  }
+
+  OpSharding infer(const RuleContext& ctx, const ir::Strategy& strategy) const override {
+    OpSharding s = ShardingRule::infer(ctx, strategy);
+    const Geometry g = geometry(ctx);
+    const int64_t split = s.split(kC);
+    if (g.group > 1 && g.group % split != 0) {
+      std::vector<int64_t> valid;
+      for (int64_t v = 1; v <= g.group; ++v) {
+        if (g.group % v == 0) valid.push_back(v);
+      }
+      // The first input dimension indexing the groups loop: x's C, else dy's O.
+      const int64_t size = kind_ == ConvKind::kForward ? g.c : g.o;
+      invalid_strategy(ctx, strategy,
+                       fmt::format("input 0 dim 1 (size {}) is split {} ways, but with group {} "
+                                   "each rank must hold whole groups of channels; a split of "
+                                   "it must divide the group count: one of {}",
+                                   size, split, g.group, fmt::join(valid, ", ")));
+    }
+    return s;
+  }
+
+  ir::Attrs local_attrs(const LowerContext& ctx) const override {
+    ir::Attrs attrs = ctx.rule.attrs;
+    const int64_t group = attrs.get_or<int64_t>("group", 1);
+    const int64_t split = ctx.sharding.split(kC);
+    if (group > 1 && split > 1) attrs.set("group", group / split);
+    const Shape local = ctx.sharding.outputs[0].slice_shape(ctx.rule.outputs[0].shape);
+    if (kind_ == ConvKind::kBackpropInput) attrs.set("input_shape", local.dims());
+    if (kind_ == ConvKind::kBackpropFilter) attrs.set("filter_shape", local.dims());
+    return attrs;
+  }
+
+  // 2 · N · O · H' · W' · C/group · kH · kW, whichever of the three primitives.
+  double flops(const RuleContext& ctx) const override {
+    const Geometry g = geometry(ctx);
+    return 2.0 * static_cast<double>(g.n * g.o) * static_cast<double>(g.oh * g.ow) *
+           static_cast<double>(g.c / g.group) * static_cast<double>(g.kh * g.kw);
+  }
+
+ private:
+  // The sizes of the convolution, read from whichever operands carry them.
+  struct Geometry {
+    int64_t n, c, h, w, o, oh, ow, kh, kw, group;
+  };
+
+  Geometry geometry(const RuleContext& ctx) const {
+    const Shape& x = kind_ == ConvKind::kForward         ? ctx.inputs[0].shape
+                     : kind_ == ConvKind::kBackpropInput ? ctx.outputs[0].shape
+                                                         : ctx.inputs[1].shape;
+    const Shape& w =
+        kind_ == ConvKind::kBackpropFilter ? ctx.outputs[0].shape : ctx.inputs[1].shape;
+    const Shape& y = kind_ == ConvKind::kForward ? ctx.outputs[0].shape : ctx.inputs[0].shape;
+    return {.n = x[0],
+            .c = x[1],
+            .h = x[2],
+            .w = x[3],
+            .o = w[0],
+            .oh = y[2],
+            .ow = y[3],
+            .kh = w[2],
+            .kw = w[3],
+            .group = ctx.attrs.get_or<int64_t>("group", 1)};
+  }
+
+  static void reduce(LoopDim& loop, const char* name) {
+    loop.kind = LoopDim::Kind::kReduce;
+    loop.name = name;
+  }
+
+  ConvKind kind_;
+};
+
+// Pooling and resizing: every operand is an image (N, C, H, W) (x, y, dy, dx alike); the batch
+// and the channels split, the spatial dimensions do not (`why`). The backward primitives that
+// take the input's shape as an attribute (`shape_attr`: AvgPoolGrad, Resize*Grad) get the local
+// one.
+class ImageRule : public ShardingRule {
+ public:
+  ImageRule(std::string why, std::string shape_attr = "")
+      : why_(std::move(why)), shape_attr_(std::move(shape_attr)) {}
+
+  std::string summary() const override {
+    return "batch and channels split; the spatial dimensions are not";
+  }
+
+  IterationSpace space(const RuleContext& ctx) const override {
+    IterationSpace space;
+    space.loops = loops_of(ctx.outputs[0].shape);
+    space.loops[0].name = "the batch dimension";
+    space.loops[1].name = "the channel dimension";
+    fix(space, 2, why_);
+    fix(space, 3, why_);
+    space.inputs.assign(ctx.inputs.size(), identity_dims(4));
+    space.outputs = {identity_dims(4)};
+    return space;
+  }
+
+  ir::Attrs local_attrs(const LowerContext& ctx) const override {
+    ir::Attrs attrs = ctx.rule.attrs;
+    if (!shape_attr_.empty()) {
+      attrs.set(shape_attr_, ctx.sharding.outputs[0].slice_shape(ctx.rule.outputs[0].shape).dims());
+    }
+    return attrs;
+  }
+
+ private:
+  std::string why_;
+  std::string shape_attr_;
+};
+
+}  // namespace
+
+void register_conv(RuleMap& rules) {
+  add(rules, {"Conv2D"}, std::make_shared<ConvRule>(ConvKind::kForward));
+  add(rules, {"Conv2DBackpropInput"}, std::make_shared<ConvRule>(ConvKind::kBackpropInput));
+  add(rules, {"Conv2DBackpropFilter"}, std::make_shared<ConvRule>(ConvKind::kBackpropFilter));
+  add(rules, {"MaxPool2D", "AvgPool2D", "MaxPoolGrad"}, std::make_shared<ImageRule>(kHaloReason));
+  add(rules, {"AvgPoolGrad"}, std::make_shared<ImageRule>(kHaloReason, "input_shape"));
+  const char* const resize_reason =
+      "a spatial dimension (an output pixel reads the input at rescaled coordinates, which may "
+      "lie in another rank's slice)";
+  add(rules, {"ResizeBilinear", "ResizeNearest"}, std::make_shared<ImageRule>(resize_reason));
+  add(rules, {"ResizeBilinearGrad", "ResizeNearestGrad"},
+      std::make_shared<ImageRule>(resize_reason, "input_shape"));
+}
 
 }  // namespace cleave::parallel::rules
