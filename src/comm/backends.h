@@ -9,6 +9,8 @@
 namespace cleave::comm {
 
 std::shared_ptr<ProcessGroup> make_gloo_group(const ProcessGroupOptions& options);
+// Ranks as threads of this process (src/comm/inproc).
+std::shared_ptr<ProcessGroup> make_inproc_group(const ProcessGroupOptions& options);
 #ifdef CLEAVE_HAVE_MPI
 std::shared_ptr<ProcessGroup> make_mpi_group(const ProcessGroupOptions& options);
 #endif

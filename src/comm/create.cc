@@ -7,7 +7,7 @@ namespace cleave::comm {
 
 namespace {
 std::string available_list() {
-  std::string list = "\"gloo\"";
+  std::string list = "\"gloo\", \"inproc\"";
   if (backend_available("mpi")) list += ", \"mpi\"";
   if (backend_available("nccl")) list += ", \"nccl\"";
   return list;
@@ -15,7 +15,7 @@ std::string available_list() {
 }  // namespace
 
 bool backend_available(const std::string& backend) {
-  if (backend == "gloo") return true;
+  if (backend == "gloo" || backend == "inproc") return true;
 #ifdef CLEAVE_HAVE_MPI
   if (backend == "mpi") return true;
 #endif
@@ -27,6 +27,7 @@ bool backend_available(const std::string& backend) {
 
 std::shared_ptr<ProcessGroup> create_process_group(const ProcessGroupOptions& options) {
   if (options.backend == "gloo") return make_gloo_group(options);
+  if (options.backend == "inproc") return make_inproc_group(options);
 #ifdef CLEAVE_HAVE_MPI
   if (options.backend == "mpi") return make_mpi_group(options);
 #endif
@@ -46,8 +47,8 @@ std::shared_ptr<ProcessGroup> create_process_group(const ProcessGroupOptions& op
         options.name, options.backend, available_list());
   }
   CLEAVE_FAIL(
-      "create_process_group('{}'): unknown backend \"{}\"; expected one of \"gloo\", \"mpi\", "
-      "\"nccl\" (available in this build: {})",
+      "create_process_group('{}'): unknown backend \"{}\"; expected one of \"gloo\", \"inproc\", "
+      "\"mpi\", \"nccl\" (available in this build: {})",
       options.name, options.backend, available_list());
 }
 

@@ -32,12 +32,14 @@ inline void run_threads(int size, const std::function<void(int)>& fn) {
   }
 }
 
-// Options of rank `rank` in a world of `size` over `store`.
+// Options of rank `rank` in a world of `size` over `store`, on `backend` ("gloo" over TCP
+// loopback, or "inproc": collectives as memory copies, far faster for many small collectives).
 inline comm::ProcessGroupOptions thread_world_options(
     const std::shared_ptr<comm::Store>& store, int rank, int size,
-    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    std::chrono::milliseconds timeout = std::chrono::seconds(20),
+    const std::string& backend = "gloo") {
   comm::ProcessGroupOptions o;
-  o.backend = "gloo";
+  o.backend = backend;
   o.store = store;
   o.rank = rank;
   o.size = size;
@@ -46,16 +48,18 @@ inline comm::ProcessGroupOptions thread_world_options(
   return o;
 }
 
-// Makes a gloo world of `size` thread ranks and runs fn(group) on each.
+// Makes a world of `size` thread ranks on `backend` and runs fn(group) on each; rethrows the
+// first exception of a rank once all have finished.
 inline void run_world(int size, const std::function<void(comm::ProcessGroup&)>& fn,
-                      std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+                      std::chrono::milliseconds timeout = std::chrono::seconds(20),
+                      const std::string& backend = "gloo") {
   auto store = comm::make_memory_store();
   // Groups are destroyed only after every rank has finished, as processes would keep theirs
   // until the job ends: a rank leaving early must not cut its peers' last messages.
   std::vector<std::shared_ptr<comm::ProcessGroup>> groups(static_cast<size_t>(size));
   run_threads(size, [&](int rank) {
     auto& group = groups[static_cast<size_t>(rank)];
-    group = comm::create_process_group(thread_world_options(store, rank, size, timeout));
+    group = comm::create_process_group(thread_world_options(store, rank, size, timeout, backend));
     fn(*group);
   });
 }

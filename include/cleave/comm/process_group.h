@@ -46,7 +46,7 @@ enum class ReduceOp { kSum, kMax, kMin, kProd, kMean };
 const char* reduce_op_name(ReduceOp op);
 
 struct ProcessGroupOptions {
-  std::string backend = "gloo";  // "gloo" | "mpi" | "nccl"
+  std::string backend = "gloo";  // "gloo" | "inproc" (ranks as threads) | "mpi" | "nccl"
   std::shared_ptr<Store> store;  // rendezvous (unused by "mpi")
   int rank = 0;                  // this process's rank in the group
   int size = 1;
@@ -216,7 +216,7 @@ std::shared_ptr<ProcessGroup> create_subgroup(const ProcessGroup& parent,
                                               const std::vector<int>& ranks,
                                               const std::string& name);
 
-// Whether this build has the backend ("gloo" always; "mpi", "nccl" when compiled in).
+// Whether this build has the backend ("gloo", "inproc" always; "mpi", "nccl" if compiled in).
 bool backend_available(const std::string& backend);
 
 }  // namespace cleave::comm

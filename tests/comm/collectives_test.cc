@@ -1,6 +1,6 @@
-// Gloo collectives with ranks as threads over the in-memory store: world sizes 1, 2, 3, 4, 8 and
-// element counts 0, 1, a prime, one not divisible by the world size. Integer data is checked
-// exactly, floating data to 1e-6.
+// Collectives on every backend that runs ranks as threads (gloo over TCP loopback, inproc), over
+// the in-memory store: world sizes 1, 2, 3, 4, 8 and element counts 0, 1, a prime, one not
+// divisible by the world size. Integer data is checked exactly, floating data to 1e-6.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +13,13 @@
 namespace cleave::comm {
 namespace {
 
-using testing::run_world;
+// Each test runs once per backend (the test name ends in /gloo or /inproc).
+class Collectives : public ::testing::TestWithParam<std::string> {
+ protected:
+  void run_world(int size, const std::function<void(ProcessGroup&)>& fn) {
+    testing::run_world(size, fn, std::chrono::seconds(20), GetParam());
+  }
+};
 
 const std::vector<int> kWorldSizes = {1, 2, 3, 4, 8};
 const std::vector<int64_t> kCounts = {0, 1, 7919, 10};  // 10 is not divisible by 3, 4 or 8
@@ -62,7 +68,7 @@ double reduce_over(int size, ReduceOp op, int64_t i) {
   return op == ReduceOp::kMean ? acc / size : acc;
 }
 
-TEST(GlooCollectives, AllReduceEveryOpSizeAndCount) {
+TEST_P(Collectives, AllReduceEveryOpSizeAndCount) {
   for (int size : kWorldSizes) {
     run_world(size, [&](ProcessGroup& g) {
       for (int64_t n : kCounts) {
@@ -87,7 +93,7 @@ TEST(GlooCollectives, AllReduceEveryOpSizeAndCount) {
   }
 }
 
-TEST(GlooCollectives, AllGatherConcatenatesInRankOrder) {
+TEST_P(Collectives, AllGatherConcatenatesInRankOrder) {
   for (int size : kWorldSizes) {
     run_world(size, [&](ProcessGroup& g) {
       for (int64_t n : kCounts) {
@@ -101,7 +107,7 @@ TEST(GlooCollectives, AllGatherConcatenatesInRankOrder) {
   }
 }
 
-TEST(GlooCollectives, ReduceScatterKeepsThisRanksChunk) {
+TEST_P(Collectives, ReduceScatterKeepsThisRanksChunk) {
   for (int size : kWorldSizes) {
     run_world(size, [&](ProcessGroup& g) {
       for (int64_t n : kCounts) {
@@ -121,7 +127,7 @@ TEST(GlooCollectives, ReduceScatterKeepsThisRanksChunk) {
   }
 }
 
-TEST(GlooCollectives, BroadcastFromEveryRoot) {
+TEST_P(Collectives, BroadcastFromEveryRoot) {
   for (int size : kWorldSizes) {
     run_world(size, [&](ProcessGroup& g) {
       for (int64_t n : kCounts) {
@@ -136,7 +142,7 @@ TEST(GlooCollectives, BroadcastFromEveryRoot) {
   }
 }
 
-TEST(GlooCollectives, AllToAllSendsChunkJToRankJ) {
+TEST_P(Collectives, AllToAllSendsChunkJToRankJ) {
   for (int size : kWorldSizes) {
     run_world(size, [&](ProcessGroup& g) {
       for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{13}}) {
@@ -158,7 +164,7 @@ TEST(GlooCollectives, AllToAllSendsChunkJToRankJ) {
   }
 }
 
-TEST(GlooCollectives, OneMillionElements) {
+TEST_P(Collectives, OneMillionElements) {
   for (int size : {2, 4}) {
     run_world(size, [&](ProcessGroup& g) {
       const int64_t n = 1 << 20;
@@ -174,7 +180,7 @@ TEST(GlooCollectives, OneMillionElements) {
   }
 }
 
-TEST(GlooCollectives, BarrierAndBoolAllReduce) {
+TEST_P(Collectives, BarrierAndBoolAllReduce) {
   run_world(3, [&](ProcessGroup& g) {
     g.barrier();
     Tensor b = make(4, DType::kBool, [&](int64_t i) { return (i == g.rank()) ? 1 : 0; });
@@ -185,7 +191,7 @@ TEST(GlooCollectives, BarrierAndBoolAllReduce) {
   });
 }
 
-TEST(GlooCollectives, BadArgumentsAreErrors) {
+TEST_P(Collectives, BadArgumentsAreErrors) {
   run_world(2, [&](ProcessGroup& g) {
     Tensor in = Tensor::zeros(Shape({3}), DType::kFloat32);
     EXPECT_ERROR(g.all_gather(Tensor::zeros(Shape({5}), DType::kFloat32), in), "AllGather",
@@ -205,17 +211,22 @@ TEST(GlooCollectives, BadArgumentsAreErrors) {
   });
 }
 
+INSTANTIATE_TEST_SUITE_P(Backends, Collectives, ::testing::Values("gloo", "inproc"),
+                         [](const auto& info) { return info.param; });
+
 TEST(ProcessGroupFactory, UnknownAndHcclBackendsAreErrors) {
   ProcessGroupOptions o;
   o.store = make_memory_store();
   o.backend = "hccl";
-  EXPECT_ERROR(create_process_group(o), "\"hccl\" (Ascend) is not available", "\"gloo\"");
+  EXPECT_ERROR(create_process_group(o), "\"hccl\" (Ascend) is not available",
+               "\"gloo\", \"inproc\"");
   EXPECT_ERROR_KIND(create_process_group(o), ErrorKind::kUnimplemented);
   o.backend = "carrier-pigeon";
   EXPECT_ERROR(create_process_group(o), "unknown backend \"carrier-pigeon\"",
-               "expected one of \"gloo\", \"mpi\", \"nccl\"");
+               "expected one of \"gloo\", \"inproc\", \"mpi\", \"nccl\"");
   EXPECT_ERROR_KIND(create_process_group(o), ErrorKind::kInvalidArgument);
   EXPECT_TRUE(backend_available("gloo"));
+  EXPECT_TRUE(backend_available("inproc"));
 }
 
 }  // namespace

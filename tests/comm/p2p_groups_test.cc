@@ -1,5 +1,5 @@
-// Point-to-point, asynchronous operations, sub-groups, timeouts and the group registry on the
-// gloo backend, ranks as threads.
+// Point-to-point, asynchronous operations, sub-groups and timeouts on every backend that runs
+// ranks as threads (gloo, inproc), and the group registry.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -14,14 +14,36 @@ namespace {
 
 using std::chrono::milliseconds;
 using testing::run_threads;
-using testing::run_world;
-using testing::thread_world_options;
+
+// The tests of each suite run once per backend (the test name ends in /gloo or /inproc).
+class BackendTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  const std::string& backend() const { return GetParam(); }
+  void run_world(int size, const std::function<void(ProcessGroup&)>& fn,
+                 milliseconds timeout = std::chrono::seconds(20)) {
+    testing::run_world(size, fn, timeout, backend());
+  }
+  ProcessGroupOptions thread_world_options(const std::shared_ptr<Store>& store, int rank, int size,
+                                           milliseconds timeout = std::chrono::seconds(20)) {
+    return testing::thread_world_options(store, rank, size, timeout, backend());
+  }
+  // A timeout the tests below wait out: gloo's also bounds connecting the ranks, which needs room
+  // on a loaded 2-core machine (300-500 ms made these tests flaky under parallel builds); inproc
+  // joins at once.
+  milliseconds wait_timeout() const {
+    return backend() == "gloo" ? milliseconds(3000) : milliseconds(500);
+  }
+};
+class P2P : public BackendTest {};
+class Async : public BackendTest {};
+class Subgroups : public BackendTest {};
+class Timeouts : public BackendTest {};
 
 Tensor filled(int64_t n, double v, DType dtype = DType::kFloat64) {
   return Tensor::full(Shape({n}), v, dtype);
 }
 
-TEST(GlooP2P, SendRecvInARingWithTags) {
+TEST_P(P2P, SendRecvInARingWithTags) {
   for (int size : {2, 3, 4}) {
     run_world(size, [&](ProcessGroup& g) {
       const int next = (g.rank() + 1) % g.size();
@@ -42,7 +64,7 @@ TEST(GlooP2P, SendRecvInARingWithTags) {
   }
 }
 
-TEST(GlooP2P, ExchangeWithNeighboursAndSelf) {
+TEST_P(P2P, ExchangeWithNeighboursAndSelf) {
   run_world(4, [&](ProcessGroup& g) {
     const int left = (g.rank() + 3) % 4, right = (g.rank() + 1) % 4;
     Tensor from_left = filled(5, 0, DType::kInt32), from_right = filled(3, 0, DType::kInt32);
@@ -57,7 +79,7 @@ TEST(GlooP2P, ExchangeWithNeighboursAndSelf) {
   });
 }
 
-TEST(GlooAsync, CollectivesRunInCallOrderAndOverlap) {
+TEST_P(Async, CollectivesRunInCallOrderAndOverlap) {
   run_world(3, [&](ProcessGroup& g) {
     std::vector<Tensor> ts;
     std::vector<std::shared_ptr<Work>> works;
@@ -92,7 +114,7 @@ TEST(GlooAsync, CollectivesRunInCallOrderAndOverlap) {
   });
 }
 
-TEST(GlooAsync, RecvPostedBeforeACollectiveDoesNotBlockIt) {
+TEST_P(Async, RecvPostedBeforeACollectiveDoesNotBlockIt) {
   run_world(2, [&](ProcessGroup& g) {
     Tensor in = filled(4, -1);
     std::shared_ptr<Work> r;
@@ -108,7 +130,7 @@ TEST(GlooAsync, RecvPostedBeforeACollectiveDoesNotBlockIt) {
   });
 }
 
-TEST(GlooSubgroups, EvenAndOddRanks) {
+TEST_P(Subgroups, EvenAndOddRanks) {
   auto store = make_memory_store();
   std::vector<std::vector<std::shared_ptr<ProcessGroup>>> keep(8);  // destroyed after all ranks
   run_threads(8, [&](int rank) {
@@ -142,7 +164,7 @@ TEST(GlooSubgroups, EvenAndOddRanks) {
   });
 }
 
-TEST(GlooSubgroups, BadRankListsAreErrors) {
+TEST_P(Subgroups, BadRankListsAreErrors) {
   run_world(2, [&](ProcessGroup& g) {
     EXPECT_ERROR(create_subgroup(g, {1, 0}, "x"), "ascending and distinct");
     EXPECT_ERROR(create_subgroup(g, {0, 5}, "x"), "rank 5 is not in the parent group 'world'");
@@ -150,13 +172,11 @@ TEST(GlooSubgroups, BadRankListsAreErrors) {
   });
 }
 
-// The timeouts below also bound the group's creation (connecting the ranks), so they leave room
-// for a loaded 2-core machine: 300-500 ms made these tests flaky under parallel builds.
-TEST(GlooTimeout, ARankThatDoesNotJoinACollectiveFailsTheOthers) {
+TEST_P(Timeouts, ARankThatDoesNotJoinACollectiveFailsTheOthers) {
   auto store = make_memory_store();
   std::atomic<int> failures{0};
   run_threads(3, [&](int rank) {
-    auto g = create_process_group(thread_world_options(store, rank, 3, milliseconds(3000)));
+    auto g = create_process_group(thread_world_options(store, rank, 3, wait_timeout()));
     if (rank == 2) return;  // never calls the all-reduce
     const auto start = std::chrono::steady_clock::now();
     Tensor t = filled(100, 1);
@@ -171,7 +191,7 @@ TEST(GlooTimeout, ARankThatDoesNotJoinACollectiveFailsTheOthers) {
   EXPECT_EQ(failures.load(), 2);
 }
 
-TEST(GlooTimeout, ARecvWithNoSenderNamesThePeer) {
+TEST_P(Timeouts, ARecvWithNoSenderNamesThePeer) {
   run_world(
       2,
       [&](ProcessGroup& g) {
@@ -181,25 +201,35 @@ TEST(GlooTimeout, ARecvWithNoSenderNamesThePeer) {
                             "peer rank 1 = world rank 1");
         }
       },
-      milliseconds(3000));
+      wait_timeout());
 }
 
-TEST(GlooTimeout, ARankThatNeverJoinsTheGroupIsNamed) {
+TEST_P(Timeouts, ARankThatNeverJoinsTheGroupIsNamed) {
   auto store = make_memory_store();
   run_threads(3, [&](int rank) {
     if (rank == 1) return;
     EXPECT_ERROR_KIND(create_process_group(thread_world_options(store, rank, 3, milliseconds(300))),
-                      ErrorKind::kUnavailable, "create_process_group('world', gloo)",
+                      ErrorKind::kUnavailable,
+                      fmt::format("create_process_group('world', {})", backend()),
                       "did not join within the timeout");
   });
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, P2P, ::testing::Values("gloo", "inproc"),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, Async, ::testing::Values("gloo", "inproc"),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, Subgroups, ::testing::Values("gloo", "inproc"),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, Timeouts, ::testing::Values("gloo", "inproc"),
+                         [](const auto& info) { return info.param; });
 
 TEST(GroupRegistry, WorldNamesAliasAndThreadScopesShadow) {
   EXPECT_EQ(world_size(), 1);
   EXPECT_EQ(world_rank(), 0);
   EXPECT_EQ(get_group("hccl_world_group"), nullptr);  // standalone
   EXPECT_ERROR(get_group("nope"), "group 'nope' is not registered");
-  run_world(2, [&](ProcessGroup& g) {
+  testing::run_world(2, [&](ProcessGroup& g) {
     std::shared_ptr<ProcessGroup> shared(&g, [](ProcessGroup*) {});
     ThreadGroupScope scope("hccl_world_group", shared);
     EXPECT_EQ(find_group("world").get(), &g);
@@ -209,7 +239,7 @@ TEST(GroupRegistry, WorldNamesAliasAndThreadScopesShadow) {
   });
   EXPECT_EQ(find_group("world"), nullptr);
   auto store = make_memory_store();
-  auto solo = create_process_group(thread_world_options(store, 0, 1));
+  auto solo = create_process_group(testing::thread_world_options(store, 0, 1));
   register_group("mine", solo);
   EXPECT_EQ(get_group("mine"), solo);
   EXPECT_ERROR(get_group("other"), "registered groups: [mine]");
