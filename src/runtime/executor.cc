@@ -56,7 +56,8 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::function<bool(int, int)>& 
           static_cast<size_t>(n.outputs[k].shape.numel()) * dtype_size(n.outputs[k].dtype);
       plan.buffer_of[i][k] = static_cast<int>(buffers.size());
       MemoryPlan::Buffer buf{.node = i, .output = static_cast<int>(k), .bytes = bytes};
-      buf.first = buf.last = i;
+      buf.first = i;
+      buf.last = reads_until;  // a collective in flight writes its outputs until its wait
       buffers.push_back(buf);
     }
   }

@@ -242,10 +242,10 @@ TEST(OpSharding, InvalidConvolutionStrategiesAreNamed) {
   // Entry counts are checked by Primitive::shard and the traced call, before any shapes meet the
   // rule.
   expect_plan_error(conv, {{2, 1, 1, 1}}, 8,
-                    {"Conv2D: strategy ((2, 1, 1, 1)) has 1 entries; expected one per input (2)"});
+                    {"Conv2D: strategy ((2, 1, 1, 1)) has 1 entry; expected one per input (2)"});
   expect_plan_error(conv, {{2, 1, 1}, {1, 1, 1, 1}}, 8,
-                    {"Conv2D: strategy ((2, 1, 1), (1, 1, 1, 1)) gives input 0 3 entries but the "
-                     "input has shape (6, 4, 5, 5) (rank 4); expected one per dimension"});
+                    {"Conv2D: strategy ((2, 1, 1), (1, 1, 1, 1)) gives input 0 3 splits but the "
+                     "input has shape (6, 4, 5, 5) (rank 4); expected one split per dimension"});
   // group 2: x's channels and w's output channels split together, into whole groups.
   const OpCase grouped = conv_cases()[3];  // x (6, 4, 4, 4), w (6, 2, 3, 3)
   expect_plan_error(grouped, {{1, 2, 1, 1}, {1, 1, 1, 1}}, 8,
@@ -303,7 +303,7 @@ TEST(OpSharding, InvalidBatchNormStrategiesAreNamed) {
                     {"BatchNorm: strategy ((2, 1, 1, 1), (1), (1), (1)) has 4 entries; expected "
                      "one per input (5)"});
   expect_plan_error(bn, {{2, 1, 1, 1}, {1, 1}, c1, c1, c1}, 8,
-                    {"gives input 1 2 entries but the input has shape (4) (rank 1)"});
+                    {"gives input 1 2 splits but the input has shape (4) (rank 1)"});
   // BatchNorm splits every dimension; its gradient only the channels.
   const OpCase grad = norm_cases()[2];  // BatchNormGrad
   expect_plan_error(grad, {{2, 1, 1, 1}, {2, 1, 1, 1}, c1, c1, c1}, 8,
@@ -329,7 +329,7 @@ TEST(OpSharding, InvalidLayerNormStrategiesAreNamed) {
   expect_plan_error(ln, {{3, 2, 1}, {1}, {1}}, 8,
                     {"it uses 6 devices (3 x 2), which does not divide device_num 8"});
   expect_plan_error(ln, {{2, 1, 1}}, 8,
-                    {"LayerNorm: strategy ((2, 1, 1)) has 1 entries; expected one per input (3)"});
+                    {"LayerNorm: strategy ((2, 1, 1)) has 1 entry; expected one per input (3)"});
   // LayerNorm reads its batch dimensions from x alone; its gradient from dy and x.
   const OpCase grad = norm_cases()[8];  // LayerNormGrad dy, x (6, 2, 4)
   expect_plan_error(grad, {{2, 1, 1}, {1, 1, 1}, {1}, {2, 1, 1}, {2, 1, 1}}, 8,

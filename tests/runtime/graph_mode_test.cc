@@ -250,5 +250,40 @@ TEST(MemoryPlan, ExternalBuffersKeepTheirLifetimeButTakeNoRoom) {
   EXPECT_EQ(outside.buffers[buffer].last, all.buffers[buffer].last);
 }
 
+TEST(MemoryPlan, AnOpInFlightKeepsItsInputsAndOutputsUntilItsWait) {
+  // x -> neg (node a) -> neg (node b, in flight until the end, its output read by nobody) ->
+  // four more negs of a: without read_until those would reuse b's input and output buffers.
+  ir::Graph g;
+  int a = -1, b = -1;
+  {
+    ir::Tracer tracer(g);
+    Tensor x = tracer.add_input({Shape{256}, DType::kFloat32}, "x");
+    Tensor y = ops::neg(x);
+    a = tracer.value_of(y).node;
+    b = tracer.value_of(ops::neg(y)).node;
+    for (int i = 0; i < 4; ++i) y = ops::neg(y);
+    g.outputs = {tracer.value_of(y)};
+  }
+  const int end = static_cast<int>(g.nodes.size());
+  const MemoryPlan eager = plan_memory(g);
+  EXPECT_EQ(eager.buffers[eager.buffer_of[b][0]].last, b);  // dead at once
+  std::vector<int> read_until(g.nodes.size(), -1);
+  read_until[b] = end;
+  const MemoryPlan plan = plan_memory(g, {}, read_until);
+  const MemoryPlan::Buffer& in = plan.buffers[plan.buffer_of[a][0]];
+  const MemoryPlan::Buffer& out = plan.buffers[plan.buffer_of[b][0]];
+  EXPECT_EQ(in.last, end);
+  EXPECT_EQ(out.last, end);
+  for (const MemoryPlan::Buffer& other : plan.buffers) {
+    if (&other == &in || &other == &out || other.node <= b) continue;
+    for (const MemoryPlan::Buffer* kept : {&in, &out}) {
+      const bool apart = other.offset + static_cast<int64_t>(other.bytes) <= kept->offset ||
+                         kept->offset + static_cast<int64_t>(kept->bytes) <= other.offset;
+      EXPECT_TRUE(apart) << "node " << other.node << " reuses the buffer of node " << kept->node;
+    }
+  }
+  EXPECT_EQ(plan.peak_bytes, 4u * 1024);  // a's, b's and the two alternating buffers
+}
+
 }  // namespace
 }  // namespace cleave::runtime

@@ -41,8 +41,9 @@ struct MemoryPlan {
 
 // external(node, output) says that the buffer of that op output lies outside the arena (the
 // executor binds it elsewhere): it keeps its lifetime but gets no offset. read_until[node], when
-// given, is the last node index at which `node` may still read its inputs (a collective in
-// flight, NOTE [Collectives in flight]); their buffers live at least that long.
+// given, is the last node index at which `node` may still read its inputs and write its outputs
+// (a collective in flight, NOTE [Collectives in flight]); their buffers live at least that long,
+// read or not.
 MemoryPlan plan_memory(const ir::Graph& graph,
                        const std::function<bool(int node, int output)>& external = {},
                        const std::vector<int>& read_until = {});
@@ -53,8 +54,8 @@ MemoryPlan plan_memory(const ir::Graph& graph,
 // reads one of its outputs, the first node that writes into its inputs' storage (any op mutating
 // its inputs), or the end of the run, whichever comes first; the ops in between run meanwhile
 // (a gradient AllReduce overlapping the rest of the backward pass). Its input buffers are kept by
-// the memory plan until that wait (read_until), its outputs from its start, so nothing reuses
-// them while the thread works. Collectives of one group still run in the order they were
+// the memory plan until that wait (read_until), its outputs from its start to that wait or their
+// last reader (an output nobody reads included), so nothing reuses them while the thread works. Collectives of one group still run in the order they were
 // started. When the wait would come right after the op, it runs synchronously.
 
 // NOTE [Zero-copy cut edges]
