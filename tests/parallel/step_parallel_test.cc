@@ -233,6 +233,60 @@ class ShardedMlp : public nn::Cell {
   std::shared_ptr<nn::ReLU> relu1, relu2;
 };
 
+// Seed 000's LeNet-5 (32x32 images) with a strategy on every operator for 8 devices: each ReLU and
+// pooling its own instance so that each has one strategy. conv1 splits the batch 4 ways and its
+// output channels 2 ways; conv2 its input channels 2 ways (a reduction: a pending sum,
+// AllReduce'd); the dense layers as ShardedMlp's.
+class ShardedLeNet : public nn::Cell {
+ public:
+  explicit ShardedLeNet(bool shard) : Cell("LeNet5") {
+    const nn::Conv2dOptions conv{
+        .pad_mode = "valid", .has_bias = false, .weight_init = nn::TruncatedNormal(0.02)};
+    const nn::DenseOptions dense{.weight_init = nn::TruncatedNormal(0.02),
+                                 .bias_init = nn::TruncatedNormal(0.02)};
+    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(1, 6, 5, conv));
+    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(6, 16, 5, conv));
+    fc1 = register_module("fc1", std::make_shared<nn::Dense>(16 * 5 * 5, 120, dense));
+    fc2 = register_module("fc2", std::make_shared<nn::Dense>(120, 84, dense));
+    fc3 = register_module("fc3", std::make_shared<nn::Dense>(84, 10, dense));
+    for (int i = 0; i < 4; ++i) {
+      relu[i] = register_module(fmt::format("relu{}", i + 1), std::make_shared<nn::ReLU>());
+    }
+    for (int i = 0; i < 2; ++i) {
+      pool[i] =
+          register_module(fmt::format("pool{}", i + 1), std::make_shared<nn::MaxPool2d>(2, 2));
+    }
+    flatten = register_module("flatten", std::make_shared<nn::Flatten>());
+    if (!shard) return;
+    conv1->conv2d.shard({{4, 1, 1, 1}, {2, 1, 1, 1}});
+    relu[0]->relu.shard({{4, 2, 1, 1}});
+    pool[0]->max_pool.shard({{4, 2, 1, 1}});
+    conv2->conv2d.shard({{4, 2, 1, 1}, {1, 2, 1, 1}});
+    relu[1]->relu.shard({{8, 1, 1, 1}});
+    pool[1]->max_pool.shard({{8, 1, 1, 1}});
+    flatten->flatten.shard({{8, 1, 1, 1}});
+    fc1->matmul.shard({{2, 1}, {4, 1}});
+    fc1->bias_add.shard({{2, 4}, {4}});
+    relu[2]->relu.shard({{2, 4}});
+    fc2->matmul.shard({{2, 4}, {1, 4}});
+    fc2->bias_add.shard({{8, 1}, {1}});
+    relu[3]->relu.shard({{8, 1}});
+    fc3->matmul.shard({{8, 1}, {1, 1}});
+    fc3->bias_add.shard({{8, 1}, {1}});
+  }
+  Tensor construct(const Tensor& x) override {
+    Tensor h = (*pool[0])((*relu[0])((*conv1)(x)));
+    h = (*flatten)((*pool[1])((*relu[1])((*conv2)(h))));
+    h = (*relu[2])((*fc1)(h));
+    return (*fc3)((*relu[3])((*fc2)(h)));
+  }
+  std::shared_ptr<nn::Conv2d> conv1, conv2;
+  std::shared_ptr<nn::Dense> fc1, fc2, fc3;
+  std::shared_ptr<nn::ReLU> relu[4];
+  std::shared_ptr<nn::MaxPool2d> pool[2];
+  std::shared_ptr<nn::Flatten> flatten;
+};
+
 // Trains `make(sharded)` with Momentum on `batches` (global); returns losses and the gathered
 // parameters. Each thread rank feeds its slice of every batch (dataset_strategy data_parallel).
 TrainResult train_batches(const std::function<std::shared_ptr<nn::Cell>()>& make,
@@ -305,6 +359,11 @@ void expect_equal_to_one_device(const std::function<std::shared_ptr<nn::Cell>(bo
 TEST(SemiAutoParallel, MlpWithAStrategyOnEveryOpTrains20StepsOnEightThreadRanks) {
   expect_equal_to_one_device([](bool shard) { return std::make_shared<ShardedMlp>(shard); },
                              Shape{32, 1, 28, 28}, 20);
+}
+
+TEST(SemiAutoParallel, LeNetWithAStrategyOnEveryOpTrains20StepsOnEightThreadRanks) {
+  expect_equal_to_one_device([](bool shard) { return std::make_shared<ShardedLeNet>(shard); },
+                             Shape{16, 1, 32, 32}, 20);
 }
 
 }  // namespace
