@@ -34,9 +34,9 @@
 #   shard: the step-parallel rewrite's compile time without a cluster (bench/shard_bench.cc):
 #     BENCH <graph>_d<devices> plan_ms=.. materialize_ms=.. total_ms=.. ops=.. local_ops=..
 #     for the MLP on 8 devices and a generated 1000-op graph on 8 and 1024; then training the MLP
-#     (examples/semi_auto_parallel) on 8 workers under cleave-run:
-#     BENCH mlp_train_b32_np8 model=<samples/s> data=<samples/s> single=<samples/s> ...
-#     (SHARD_STEPS steps, default 100, compile included). SECONDS_PER_ROW is unused.
+#     (examples/semi_auto_parallel) on 2 and 8 workers under cleave-run (gloo) and mpirun (mpi):
+#     BENCH mlp_train_b32_np<N>_<gloo|mpi> model=<samples/s> data=<samples/s> single=<samples/s> ...
+#     (SHARD_STEPS steps, default 300, compile included). SECONDS_PER_ROW is unused.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 suite=${1:-core}
@@ -167,21 +167,34 @@ case "$suite" in
       echo "BENCH $("$build/bench/shard_bench" $row)"
     done
     # Training the MLP of examples/semi_auto_parallel (batch 32, SHARD_STEPS steps, compile
-    # included) on 8 workers under cleave-run (one thread each), model-parallel strategies
-    # against data parallel, and one process (one thread).
-    steps=${SHARD_STEPS:-100}
+    # included) on 2 and 8 workers (one thread each), under cleave-run (gloo) and under mpirun
+    # (the mpi backend): model-parallel strategies against data parallel, and one process.
+    steps=${SHARD_STEPS:-300}
     work=$(mktemp -d)
-    rate() {  # log file -> samples/s of rank 0
-      grep -h "rank 0 of .*samples/s" "$1" | awk '{print $5}'
+    rate() {  # log files -> samples/s of rank 0
+      grep -h "rank 0 of .*samples/s" "$@" | awk '{print $5}'
     }
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
     single=$(OMP_NUM_THREADS=1 "$bin/semi_auto_parallel" --steps "$steps" --per-print-times 0 | grep "samples/s" | awk '{print $5}')
-    for strategy in model data; do
-      OMP_NUM_THREADS=1 "$bin/cleave-run" --worker_num 8 --log_dir "$work/$strategy" -- \
-        "$bin/semi_auto_parallel" --strategy "$strategy" --steps "$steps" --per-print-times 0 >/dev/null
-      eval "rate_$strategy=$(rate "$work/$strategy/worker_0.log")"
+    mpi_args=(--oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
+    if [ "$(id -u)" = 0 ]; then mpi_args+=(--allow-run-as-root); fi
+    for np in 2 8; do
+      for launcher in gloo mpi; do
+        for strategy in model data; do
+          log=$work/$launcher$np$strategy
+          args=("$bin/semi_auto_parallel" --strategy "$strategy" --steps "$steps" --per-print-times 0)
+          if [ "$launcher" = gloo ]; then
+            OMP_NUM_THREADS=1 "$bin/cleave-run" --worker_num "$np" --log_dir "$log" -- "${args[@]}" >/dev/null
+            eval "rate_$strategy=$(rate "$log/worker_0.log")"
+          else
+            mpirun -n "$np" "${mpi_args[@]}" --output-filename "$log" "${args[@]}" >/dev/null
+            eval "rate_$strategy=$(rate -r "$log")"
+          fi
+        done
+        # shellcheck disable=SC2154
+        echo "BENCH mlp_train_b32_np${np}_$launcher model=$rate_model data=$rate_data single=$single model_vs_data=$(ratio "$rate_model" "$rate_data") model_vs_single=$(ratio "$rate_model" "$single")"
+      done
     done
-    # shellcheck disable=SC2154
-    echo "BENCH mlp_train_b32_np8 model=$rate_model data=$rate_data single=$single model_vs_data=$(awk -v a="$rate_model" -v b="$rate_data" 'BEGIN { printf "%.2f", a / b }') model_vs_single=$(awk -v a="$rate_model" -v b="$single" 'BEGIN { printf "%.2f", a / b }')"
     rm -rf "$work"
     ;;
   *)
