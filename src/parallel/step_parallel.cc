@@ -31,11 +31,6 @@ RuleContext context_of(const Graph& g, const Node& n, std::vector<ir::TensorMeta
   return RuleContext{*n.op, n.attrs, inputs, n.outputs, n.name, n.scope, device_num};
 }
 
-// A layout with its pending reductions completed (the partial axes become replica axes).
-Layout completed(const Layout& l) {
-  return l.is_partial() ? Layout(l.device_matrix(), l.tensor_map()) : l;
-}
-
 Layout layout_from_entry(const std::vector<int64_t>& entry, int64_t device_num) {
   DeviceMatrix dev = entry;
   int64_t used = 1;
@@ -47,48 +42,6 @@ Layout layout_from_entry(const std::vector<int64_t>& entry, int64_t device_num) 
     map.push_back(entry[d] > 1 ? Layout::DimAxes{static_cast<int>(d)} : Layout::DimAxes{});
   }
   return Layout(std::move(dev), std::move(map));
-}
-
-// The layouts of the graph's inputs (the dataset strategy).
-void plan_inputs(const Graph& g, const StepParallelOptions& o, ParallelPlan& plan) {
-  const int64_t n = o.device_num;
-  if (o.dataset == DatasetSplit::kStrategy) {
-    CLEAVE_CHECK_ARG(o.dataset_strategy.size() == g.inputs.size(),
-                     "dataset_strategy {} has {} entries, but the step has {} inputs; expected "
-                     "one strategy per input",
-                     ir::strategy_to_string(o.dataset_strategy), o.dataset_strategy.size(),
-                     g.inputs.size());
-  }
-  for (size_t k = 0; k < g.inputs.size(); ++k) {
-    const Node& in = g.nodes[static_cast<size_t>(g.inputs[k])];
-    const Shape& shape = in.outputs[0].shape;
-    Layout layout = Layout::replicated({n}, shape.rank());
-    if (o.dataset == DatasetSplit::kDataParallel && shape.rank() > 0 && n > 1) {
-      CLEAVE_CHECK_ARG(shape[0] % n == 0,
-                       "input {} ('{}') of global shape {}: with dataset_strategy "
-                       "\"data_parallel\" its dim 0 is split over the {} devices, but {} is not "
-                       "divisible by {}",
-                       k, in.name, shape.to_string(), n, shape[0], n);
-      std::vector<Layout::DimAxes> map(static_cast<size_t>(shape.rank()));
-      map[0] = {0};
-      layout = Layout({n}, std::move(map));
-    } else if (o.dataset == DatasetSplit::kStrategy) {
-      const std::vector<int64_t>& entry = o.dataset_strategy[k];
-      int64_t used = 1;
-      bool ok = static_cast<int64_t>(entry.size()) == shape.rank();
-      for (size_t d = 0; ok && d < entry.size(); ++d) {
-        ok = entry[d] >= 1 && shape[static_cast<int64_t>(d)] % entry[d] == 0;
-        used *= entry[d];
-      }
-      CLEAVE_CHECK_ARG(ok && n % used == 0,
-                       "dataset_strategy entry {} ({}) does not fit input {} ('{}') of global "
-                       "shape {} on {} devices: expected one split per dimension, each dividing "
-                       "its dimension, their product dividing the device count",
-                       k, Shape(entry).to_string(), k, in.name, shape.to_string(), n);
-      layout = layout_from_entry(entry, n);
-    }
-    plan.layouts[static_cast<size_t>(g.inputs[k])] = {layout};
-  }
 }
 
 // A mutating op (Assign of a moving statistic) writes into its parameter in place: its
@@ -125,6 +78,49 @@ Tensor call_on(const char* op, const Tensor& x, const std::vector<int64_t>& rank
 }
 
 }  // namespace
+
+std::vector<Layout> dataset_layouts(const Graph& g, const StepParallelOptions& o) {
+  const int64_t n = o.device_num;
+  std::vector<Layout> out;
+  if (o.dataset == DatasetSplit::kStrategy) {
+    CLEAVE_CHECK_ARG(o.dataset_strategy.size() == g.inputs.size(),
+                     "dataset_strategy {} has {} entries, but the step has {} inputs; expected "
+                     "one strategy per input",
+                     ir::strategy_to_string(o.dataset_strategy), o.dataset_strategy.size(),
+                     g.inputs.size());
+  }
+  for (size_t k = 0; k < g.inputs.size(); ++k) {
+    const Node& in = g.nodes[static_cast<size_t>(g.inputs[k])];
+    const Shape& shape = in.outputs[0].shape;
+    Layout layout = Layout::replicated({n}, shape.rank());
+    if (o.dataset == DatasetSplit::kDataParallel && shape.rank() > 0 && n > 1) {
+      CLEAVE_CHECK_ARG(shape[0] % n == 0,
+                       "input {} ('{}') of global shape {}: with dataset_strategy "
+                       "\"data_parallel\" its dim 0 is split over the {} devices, but {} is not "
+                       "divisible by {}",
+                       k, in.name, shape.to_string(), n, shape[0], n);
+      std::vector<Layout::DimAxes> map(static_cast<size_t>(shape.rank()));
+      map[0] = {0};
+      layout = Layout({n}, std::move(map));
+    } else if (o.dataset == DatasetSplit::kStrategy) {
+      const std::vector<int64_t>& entry = o.dataset_strategy[k];
+      int64_t used = 1;
+      bool ok = static_cast<int64_t>(entry.size()) == shape.rank();
+      for (size_t d = 0; ok && d < entry.size(); ++d) {
+        ok = entry[d] >= 1 && shape[static_cast<int64_t>(d)] % entry[d] == 0;
+        used *= entry[d];
+      }
+      CLEAVE_CHECK_ARG(ok && n % used == 0,
+                       "dataset_strategy entry {} ({}) does not fit input {} ('{}') of global "
+                       "shape {} on {} devices: expected one split per dimension, each dividing "
+                       "its dimension, their product dividing the device count",
+                       k, Shape(entry).to_string(), k, in.name, shape.to_string(), n);
+      layout = layout_from_entry(entry, n);
+    }
+    out.push_back(std::move(layout));
+  }
+  return out;
+}
 
 std::vector<int64_t> replica_ranks(const Layout& layout, int64_t rank) {
   const std::vector<int> axes = layout.replica_axes();
@@ -186,7 +182,10 @@ ParallelPlan plan_step_parallel(Graph& g, const StepParallelOptions& o) {
   plan.device_num = o.device_num;
   plan.ops.resize(g.nodes.size());
   plan.layouts.resize(g.nodes.size());
-  plan_inputs(g, o, plan);
+  const std::vector<Layout> inputs = dataset_layouts(g, o);
+  for (size_t k = 0; k < g.inputs.size(); ++k) {
+    plan.layouts[static_cast<size_t>(g.inputs[k])] = {inputs[k]};
+  }
   std::vector<ir::TensorMeta> metas;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
@@ -224,8 +223,8 @@ ParallelPlan plan_step_parallel(Graph& g, const StepParallelOptions& o) {
       }
     }
     n.strategy = strategy;
-    n.strategy_derived = !given;
-    for (const Layout& l : sharding.outputs) plan.layouts[i].push_back(completed(l));
+    n.strategy_derived = !given || n.strategy_derived;  // propagation marks its own
+    for (const Layout& l : sharding.outputs) plan.layouts[i].push_back(l.completed());
     plan.ops[i] = std::move(sharding);
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {

@@ -67,11 +67,11 @@ void set_auto_parallel_context(const AutoParallelContext& context) {
                    "{}: search_mode is \"{}\"; expected \"sharding_propagation\", "
                    "\"dynamic_programming\" or \"recursive_programming\"",
                    who, search);
-  if (context.parallel_mode == AUTO_PARALLEL) {
+  if (context.parallel_mode == AUTO_PARALLEL && search != "sharding_propagation") {
     CLEAVE_UNIMPLEMENTED(
-        "{}: parallel_mode AUTO_PARALLEL (search_mode \"{}\") is not built yet: cleave cannot "
-        "search strategies; use SEMI_AUTO_PARALLEL and give the operators strategies with "
-        "shard() (the others are data parallel)",
+        "{}: search_mode \"{}\" is not built yet; AUTO_PARALLEL supports "
+        "\"sharding_propagation\" (give a few operators a strategy with shard(), the others "
+        "follow)",
         who, search);
   }
   CLEAVE_CHECK_ARG(context.device_num >= 0,
@@ -115,11 +115,14 @@ void set_auto_parallel_context(const AutoParallelContext& context) {
                    "{}: pipeline_micro_batches = {} is for placed networks (Cell::place) in "
                    "STAND_ALONE mode; with parallel_mode {} it is not supported yet",
                    who, context.pipeline_micro_batches, parallel_mode_name(context.parallel_mode));
+  const bool sharded =
+      context.parallel_mode == SEMI_AUTO_PARALLEL || context.parallel_mode == AUTO_PARALLEL;
   CLEAVE_CHECK_ARG(
-      context.strategy_ckpt_save_file.empty() && context.strategy_ckpt_load_file.empty(),
-      "{}: strategy_ckpt_save_file / strategy_ckpt_load_file are not supported yet "
-      "(the strategy search that writes them is not built)",
-      who);
+      sharded ||
+          (context.strategy_ckpt_save_file.empty() && context.strategy_ckpt_load_file.empty()),
+      "{}: strategy_ckpt_save_file / strategy_ckpt_load_file hold operator strategies, which "
+      "only SEMI_AUTO_PARALLEL and AUTO_PARALLEL have; parallel_mode is {}",
+      who, parallel_mode_name(context.parallel_mode));
   global_auto_parallel_context() = context;
 }
 

@@ -4,13 +4,16 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cstdio>
 #include <map>
 
 #include "cleave/autodiff/graph_grad.h"
 #include "cleave/comm/group_registry.h"
 #include "cleave/ir/graph.h"
 #include "cleave/parallel/partition.h"
+#include "cleave/parallel/propagation.h"
 #include "cleave/parallel/step_parallel.h"
+#include "cleave/parallel/strategy_file.h"
 #include "cleave/runtime/collectives.h"
 #include "cleave/runtime/compile.h"
 #include "cleave/runtime/context.h"
@@ -29,6 +32,8 @@ struct Setup {
   int64_t rank = 0;
   int micro_batches = 1;
   parallel::StepParallelOptions options;
+  // SEMI_AUTO_PARALLEL or AUTO_PARALLEL: the step-parallel rewrite runs.
+  bool sharded() const { return mode == SEMI_AUTO_PARALLEL || mode == AUTO_PARALLEL; }
 };
 
 Setup resolve_setup(const std::string& step, bool training) {
@@ -76,13 +81,24 @@ std::vector<ir::TensorMeta> traced_inputs(const StepProgram& p, const Setup& s) 
                        p.name, in.name, m.shape.to_string(), s.micro_batches, s.micro_batches);
       m.shape[0] /= s.micro_batches;
     }
-    if (s.mode == SEMI_AUTO_PARALLEL &&
-        s.options.dataset == parallel::DatasetSplit::kDataParallel && m.shape.rank() >= 1) {
+    if (s.sharded() && s.options.dataset == parallel::DatasetSplit::kDataParallel &&
+        m.shape.rank() >= 1) {
       m.shape[0] *= s.device_num;  // this rank's batch is one slice of the global batch
     }
     metas.push_back(m);
   }
   return metas;
+}
+
+// Rank 0 says where propagation left layouts that disagree (NOTE [Sharding propagation]).
+void report_propagation(const parallel::PropagationReport& r, int64_t rank) {
+  if (rank != 0 || r.inconsistencies.empty()) return;
+  std::string lines;
+  for (const std::string& line : r.inconsistencies) lines += "\n  " + line;
+  std::fprintf(stderr,
+               "cleave: sharding propagation: %zu edge%s between operators need a "
+               "redistribution (inserted; see the step_parallel_begin dump):%s\n",
+               r.inconsistencies.size(), r.inconsistencies.size() == 1 ? "" : "s", lines.c_str());
 }
 
 std::string rank_folder(const ir::Graph& g, int64_t rank) {
@@ -163,14 +179,22 @@ std::unique_ptr<CompiledStep> compile_step(const StepProgram& p) {
   // 02-03: the step-parallel rewrite.
   double seed = 1.0;
   std::map<const TensorImpl*, parallel::Layout> layouts;  // sharded tensors of this step
-  if (s.mode == SEMI_AUTO_PARALLEL) {
+  if (s.sharded()) {
     CLEAVE_CHECK_ARG(!parallel::has_placement(graph),
                      "{}: the network has operators placed with Cell::place / Primitive::place, "
-                     "which cannot be combined with parallel_mode SEMI_AUTO_PARALLEL (as in "
-                     "MindSpore); use STAND_ALONE for a placed network",
-                     p.name);
+                     "which cannot be combined with parallel_mode {} (as in MindSpore); use "
+                     "STAND_ALONE for a placed network",
+                     p.name, parallel_mode_name(s.mode));
+    if (!apc.strategy_ckpt_load_file.empty()) {
+      parallel::load_strategy_file(apc.strategy_ckpt_load_file, graph, s.device_num);
+    }
+    if (s.mode == AUTO_PARALLEL)
+      report_propagation(parallel::propagate_strategies(graph, s.options), s.rank);
     const parallel::ParallelPlan plan = parallel::plan_step_parallel(graph, s.options);
-    dump_stage(graph, 2, "step_parallel_begin");
+    dump_stage(graph, 2, "step_parallel_begin", parallel::redistribution_notes(graph, plan));
+    if (!apc.strategy_ckpt_save_file.empty()) {
+      parallel::save_strategy_file(apc.strategy_ckpt_save_file, graph, plan);
+    }
     parallel::LocalStep local = parallel::materialize(graph, plan, s.rank);
     for (const auto& [node, layout] : local.parameters) {
       const ir::Node& n = local.graph.nodes[static_cast<size_t>(node)];
@@ -204,7 +228,7 @@ std::unique_ptr<CompiledStep> compile_step(const StepProgram& p) {
       const bool mean = apc.gradients_mean || apc.mirror_mean;
       for (size_t i = 0; i < grads.size(); ++i) {
         if (!grads[i].defined()) continue;
-        if (s.mode == SEMI_AUTO_PARALLEL) {
+        if (s.sharded()) {
           auto it = layouts.find(p.wrt[i].impl());
           if (it != layouts.end()) {
             grads[i] =

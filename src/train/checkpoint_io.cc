@@ -4,9 +4,9 @@
 #include <set>
 
 #include "checkpoint.pb.h"
+#include "cleave/core/atomic_file.h"
 #include "cleave/core/error.h"
 #include "cleave/train/checkpoint.h"
-#include "train/atomic_file.h"
 
 namespace cleave::train {
 namespace {

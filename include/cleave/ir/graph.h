@@ -164,10 +164,11 @@ class ScopeGuard {
 };
 
 // While alive, ops traced on this thread get `placement` and/or `strategy` (the Primitive-level
-// place/shard of the seeds: the innermost setting wins over a Cell's placement).
+// place/shard of the seeds: the innermost setting wins over a Cell's placement) and, when `name`
+// is not empty, the instance name stem `name` instead of their op's (Primitive::set_name).
 class AnnotationGuard {
  public:
-  AnnotationGuard(Placement placement, Strategy strategy = {});
+  AnnotationGuard(Placement placement, Strategy strategy = {}, std::string name = {});
   ~AnnotationGuard();
   AnnotationGuard(const AnnotationGuard&) = delete;
   AnnotationGuard& operator=(const AnnotationGuard&) = delete;

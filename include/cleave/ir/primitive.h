@@ -25,6 +25,11 @@ class Primitive {
   Primitive& shard(Strategy in_strategy);
   // Returns *this. rank_id must be >= 0.
   Primitive& place(const std::string& role, int64_t rank_id);
+  // The instance name of the nodes it adds ("matmul2", as MindSpore names a primitive after the
+  // attribute holding it) instead of its op's ("matmul"), prefixed by the calling cell as usual;
+  // in dumps, errors and strategy files. Must be a non-empty identifier. Returns *this.
+  Primitive& set_name(std::string name);
+  const std::string& name() const { return name_; }
 
   std::vector<Tensor> operator()(std::vector<Tensor> inputs) const;
   // For single-output ops.
@@ -39,6 +44,7 @@ class Primitive {
   Attrs attrs_;
   Strategy strategy_;
   Placement placement_;
+  std::string name_;
 };
 
 }  // namespace cleave::ir

@@ -22,7 +22,7 @@ namespace cleave::nn {
 // without a strategy it just calls fn.
 template <typename F>
 auto with_annotations(const ir::Primitive& op, F&& fn) {
-  ir::AnnotationGuard guard(op.placement(), op.strategy());
+  ir::AnnotationGuard guard(op.placement(), op.strategy(), op.name());
   return fn();
 }
 

@@ -72,6 +72,8 @@ class Layout {
   bool is_partial() const { return !partial_.empty(); }
   // Not split on any dimension and not partial.
   bool is_replicated() const;
+  // The layout once its pending reduction is done: the partial axes become replica axes.
+  Layout completed() const { return is_partial() ? Layout(dev_, map_) : *this; }
 
   // Number of slices of dimension `dim`.
   int64_t splits(int64_t dim) const;

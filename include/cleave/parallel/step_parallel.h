@@ -78,6 +78,10 @@ struct LocalStep {
 // when a rule's lowering rejects its local inputs (a bug report, not a user error, in practice).
 LocalStep materialize(const ir::Graph& global, const ParallelPlan& plan, int64_t rank);
 
+// The layout of each of the graph's inputs (g.inputs order) under the dataset strategy. Throws
+// Error when an input does not fit it.
+std::vector<Layout> dataset_layouts(const ir::Graph& g, const StepParallelOptions& options);
+
 // ---- pieces the runtime also uses while tracing a rank's graph ----
 
 // The ranks holding the same slice of `layout` as `rank` (differing only on its replica axes),

@@ -34,7 +34,10 @@ const Context& get_context();
 //                       parallel when their batch allows, else replicated): the step-parallel
 //                       rewrite (cleave/parallel/step_parallel.h) slices parameters and inserts
 //                       the communication; training equals one device's;
-//   AUTO_PARALLEL       the compiler searches the strategies (search_mode): not built yet.
+//   AUTO_PARALLEL       as SEMI_AUTO_PARALLEL, but the operators without a strategy get one
+//                       from the search (search_mode): "sharding_propagation" spreads the
+//                       shard() strategies to their neighbours (cleave/parallel/propagation.h);
+//                       the other two searches are not built yet.
 enum ParallelMode { STAND_ALONE = 0, DATA_PARALLEL = 1, SEMI_AUTO_PARALLEL = 2, AUTO_PARALLEL = 3 };
 // "STAND_ALONE", "DATA_PARALLEL", ...
 const char* parallel_mode_name(ParallelMode mode);
@@ -66,7 +69,10 @@ struct AutoParallelContext {
   std::variant<std::string, ir::Strategy> dataset_strategy = std::string();
   // The deprecated form of dataset_strategy = "full_batch".
   bool full_batch = false;
-  // Strategy checkpoint files (written / read by the strategy search; not built yet).
+  // Strategy files (SEMI_AUTO_PARALLEL, AUTO_PARALLEL): every compiled step writes its
+  // operators' strategies and its parameters' layouts to strategy_ckpt_save_file, and takes the
+  // strategies strategy_ckpt_load_file names instead of shard()'s or propagation's
+  // (cleave/parallel/strategy_file.h, NOTE [Strategy file]).
   std::string strategy_ckpt_save_file;
   std::string strategy_ckpt_load_file;
   // For a placed network (Cell::place / Primitive::place after cleave::init()): > 1 splits each

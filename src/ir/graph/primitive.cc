@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include "cleave/ir/dispatch.h"
 #include "cleave/ir/registry.h"
 
@@ -37,7 +40,7 @@ Primitive& Primitive::place(const std::string& role, int64_t rank_id) {
 }
 
 std::vector<Tensor> Primitive::operator()(std::vector<Tensor> inputs) const {
-  if (!tracing() || (strategy_.empty() && placement_.empty())) {
+  if (!tracing() || (strategy_.empty() && placement_.empty() && name_.empty())) {
     return call(*op_, std::move(inputs), attrs_);
   }
   if (!strategy_.empty()) {
@@ -56,8 +59,20 @@ std::vector<Tensor> Primitive::operator()(std::vector<Tensor> inputs) const {
                        inputs[i].rank());
     }
   }
-  AnnotationGuard annotate(placement_, strategy_);
+  AnnotationGuard annotate(placement_, strategy_, name_);
   return call(*op_, std::move(inputs), attrs_);
+}
+
+Primitive& Primitive::set_name(std::string name) {
+  const bool identifier = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  });
+  CLEAVE_CHECK_ARG(identifier,
+                   "{}: set_name(\"{}\"): an instance name must be a non-empty identifier "
+                   "(letters, digits, '_')",
+                   op_->name, name);
+  name_ = std::move(name);
+  return *this;
 }
 
 Tensor Primitive::call1(std::vector<Tensor> inputs) const {

@@ -17,6 +17,7 @@ struct ScopeFrame {
 struct Annotation {
   Placement placement;
   Strategy strategy;
+  std::string name;  // the instance name stem; empty: the op's
 };
 thread_local std::vector<ScopeFrame> t_scopes;
 thread_local std::vector<Annotation> t_annotations;
@@ -161,6 +162,9 @@ std::vector<Tensor> Tracer::record(const OpDef& op, const std::vector<Tensor>& i
   n.outputs = op.infer(InferContext{op, attrs, in_metas});
   n.scope = scope_path();
   std::string stem = instance_stem(op.name);
+  if (!t_annotations.empty() && !t_annotations.back().name.empty()) {
+    stem = t_annotations.back().name;
+  }
   if (!t_scopes.empty()) stem = t_scopes.back().name + "." + stem;
   const std::string key = n.scope + "|" + stem;
   auto it = std::find_if(name_counts_.begin(), name_counts_.end(),
@@ -196,8 +200,8 @@ ScopeGuard::ScopeGuard(std::string name, std::string cls_name, Placement placeme
 }
 ScopeGuard::~ScopeGuard() { t_scopes.pop_back(); }
 
-AnnotationGuard::AnnotationGuard(Placement placement, Strategy strategy) {
-  t_annotations.push_back({std::move(placement), std::move(strategy)});
+AnnotationGuard::AnnotationGuard(Placement placement, Strategy strategy, std::string name) {
+  t_annotations.push_back({std::move(placement), std::move(strategy), std::move(name)});
 }
 AnnotationGuard::~AnnotationGuard() { t_annotations.pop_back(); }
 

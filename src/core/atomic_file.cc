@@ -1,6 +1,7 @@
-#include "train/atomic_file.h"
+#include "cleave/core/atomic_file.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,7 +12,7 @@
 
 #include "cleave/core/error.h"
 
-namespace cleave::train {
+namespace cleave {
 namespace {
 
 std::string system_error() { return std::strerror(errno); }
@@ -98,4 +99,4 @@ std::string read_whole_file(const std::string& path, const char* what) {
   return out;
 }
 
-}  // namespace cleave::train
+}  // namespace cleave

@@ -1,0 +1,44 @@
+// Strategy files (set_auto_parallel_context's strategy_ckpt_save_file / strategy_ckpt_load_file):
+// every operator's strategy and every parameter's layout, as JSON.
+//
+// NOTE [Strategy file]
+// The JSON form of MindSpore's strategy checkpoint, with cleave's layouts:
+//   {
+//     "format": "cleave-strategy", "version": 1, "device_num": 8, "current_stage": 0,
+//     "parallel_strategy_item": {
+//       "Default/network-WithLossCell/_backbone-Net/MatMul-matmul":
+//           {"stage": 0, "parallel_strategy": [[2, 4], [4, 1]], "derived": false}, ...},
+//     "parallel_layout_item": {
+//       "w": {"dev_matrix": [2, 4, 1], "tensor_map": [[1], []], "tensor_shape": [32, 16],
+//             "layout": "layout(dev=(2, 4, 1), map=(1, -1))"}, ...}
+//   }
+// An operator's key is "<scope>/<primitive>-<instance name>" (instance names are unique within
+// a network, the scope says where it sits); "derived" says whether propagation or the default
+// chose it rather than shard(). A tensor map has, per dimension, the device axes splitting it
+// (none: not split). Loading sets the strategy of every operator the file names (over one given
+// with shard(): the file is what the user asked to reuse); operators it does not name are left
+// as they are (propagated or data parallel). A file for another device count, a strategy
+// another network's operator would need, or a file naming none of this network's operators is
+// an error naming the file.
+#pragma once
+
+#include <string>
+
+#include "cleave/ir/graph.h"
+#include "cleave/parallel/step_parallel.h"
+
+namespace cleave::parallel {
+
+// Writes the strategies and parameter layouts of `plan` (of `global`, as planned) to `path`
+// atomically. Throws Error naming the path when it cannot be written.
+void save_strategy_file(const std::string& path, const ir::Graph& global, const ParallelPlan& plan);
+
+// Sets Node::strategy (and strategy_derived) of the operators of `global` named in the file at
+// `path` (NOTE [Strategy file]); returns how many. Throws Error naming the path and what is
+// wrong.
+int load_strategy_file(const std::string& path, ir::Graph& global, int64_t device_num);
+
+// The key of operator `n` in a strategy file: "<scope>/<primitive>-<instance name>".
+std::string strategy_key(const ir::Node& n);
+
+}  // namespace cleave::parallel

@@ -1,0 +1,123 @@
+// Strategy files (NOTE [Strategy file] in cleave/parallel/strategy_file.h).
+#include "cleave/parallel/strategy_file.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cleave/core/atomic_file.h"
+#include "cleave/core/error.h"
+
+namespace cleave::parallel {
+namespace {
+
+using nlohmann::json;
+constexpr const char* kWhat = "strategy file";
+constexpr const char* kFormat = "cleave-strategy";
+
+json layout_json(const Layout& l, const Shape& shape) {
+  json map = json::array();
+  for (const Layout::DimAxes& axes : l.tensor_map()) map.push_back(axes);
+  return {{"dev_matrix", l.device_matrix()},
+          {"tensor_map", map},
+          {"tensor_shape", shape.dims()},
+          {"layout", l.to_string()}};
+}
+
+// The strategy of `item` (a JSON array of arrays of positive integers); throws naming `key`.
+ir::Strategy strategy_of(const json& item, const std::string& path, const std::string& key) {
+  const json* s = item.is_object() && item.contains("parallel_strategy")
+                      ? &item.at("parallel_strategy")
+                      : nullptr;
+  bool ok = s != nullptr && s->is_array();
+  ir::Strategy out;
+  for (size_t i = 0; ok && i < s->size(); ++i) {
+    const json& entry = (*s)[i];
+    ok = entry.is_array();
+    std::vector<int64_t> splits;
+    for (size_t d = 0; ok && d < entry.size(); ++d) {
+      ok = entry[d].is_number_integer() && entry[d].get<int64_t>() >= 1;
+      if (ok) splits.push_back(entry[d].get<int64_t>());
+    }
+    out.push_back(std::move(splits));
+  }
+  CLEAVE_CHECK_ARG(ok,
+                   "{} '{}': operator '{}' has no valid \"parallel_strategy\" (expected an array "
+                   "with one array of positive splits per input, e.g. [[2, 4], [4, 1]])",
+                   kWhat, path, key);
+  return out;
+}
+
+}  // namespace
+
+std::string strategy_key(const ir::Node& n) {
+  return fmt::format("{}/{}-{}", n.scope, n.op->name, n.name);
+}
+
+void save_strategy_file(const std::string& path, const ir::Graph& g, const ParallelPlan& plan) {
+  json ops = json::object();
+  json params = json::object();
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (n.is_op()) {
+      ops[strategy_key(n)] = {
+          {"stage", 0}, {"parallel_strategy", n.strategy}, {"derived", n.strategy_derived}};
+    } else if (n.kind == ir::NodeKind::kParameter && !plan.layouts[i].empty()) {
+      params[n.name] = layout_json(plan.layouts[i][0], n.outputs[0].shape);
+    }
+  }
+  const json file = {{"format", kFormat},
+                     {"version", 1},
+                     {"device_num", plan.device_num},
+                     {"current_stage", 0},
+                     {"parallel_strategy_item", ops},
+                     {"parallel_layout_item", params}};
+  write_file_atomically(path, file.dump(1) + "\n", kWhat);
+}
+
+int load_strategy_file(const std::string& path, ir::Graph& g, int64_t device_num) {
+  const std::string text = read_whole_file(path, kWhat);
+  json file;
+  try {
+    file = json::parse(text);
+  } catch (const json::exception& e) {
+    CLEAVE_FAIL(
+        "{} '{}' is not valid JSON ({}); expected a file written by "
+        "strategy_ckpt_save_file",
+        kWhat, path, e.what());
+  }
+  CLEAVE_CHECK_ARG(file.is_object() && file.value("format", "") == kFormat,
+                   "{} '{}': no \"format\": \"{}\" field; expected a file written by "
+                   "strategy_ckpt_save_file",
+                   kWhat, path, kFormat);
+  CLEAVE_CHECK_ARG(file.value("version", 0) == 1,
+                   "{} '{}': version {} is not supported; expected 1", kWhat, path,
+                   file.value("version", 0));
+  const int64_t saved_devices = file.value("device_num", int64_t{0});
+  CLEAVE_CHECK_ARG(saved_devices == device_num,
+                   "{} '{}' was saved for device_num {}, but this job has {} devices; a strategy "
+                   "only fits the device count it was planned for",
+                   kWhat, path, saved_devices, device_num);
+  const json items = file.value("parallel_strategy_item", json::object());
+  CLEAVE_CHECK_ARG(items.is_object(), "{} '{}': \"parallel_strategy_item\" is not an object", kWhat,
+                   path);
+  int matched = 0;
+  for (ir::Node& n : g.nodes) {
+    if (!n.is_op()) continue;
+    const std::string key = strategy_key(n);
+    if (!items.contains(key)) continue;
+    const json& item = items.at(key);
+    n.strategy = strategy_of(item, path, key);
+    n.strategy_derived = item.value("derived", false);
+    ++matched;
+  }
+  CLEAVE_CHECK_ARG(matched > 0 || items.empty(),
+                   "{} '{}' names {} operators, none of them in graph '{}' (e.g. '{}'); it was "
+                   "saved for another network",
+                   kWhat, path, items.size(), g.name, items.begin().key());
+  return matched;
+}
+
+}  // namespace cleave::parallel
