@@ -138,9 +138,8 @@ TEST(Propagation, ADiamondGivesTheSameStrategiesInEitherTraceOrder) {
   EXPECT_EQ(a.at("softmax").substr(0, 15), "Softmax ((8, 1)");
 }
 
-TEST(Propagation, BackwardFromAConsumerAndThroughReshape) {
-  // relu -> reshape (16, 32) -> (16, 4, 8) -> matmul configured at the end: the strategies flow
-  // upstream from it.
+TEST(Propagation, BackwardFromAConsumer) {
+  // neg -> relu -> matmul configured at the end: the strategies flow upstream from it.
   ir::Graph g = trace({{16, 32}}, [](const std::vector<Tensor>& in) {
     ir::Primitive relu("ReLU"), matmul("MatMul");
     relu.set_name("relu");
@@ -154,6 +153,23 @@ TEST(Propagation, BackwardFromAConsumerAndThroughReshape) {
   EXPECT_EQ(s.at("relu"), "ReLU ((8, 1)) derived");
   EXPECT_EQ(s.at("neg"), "Neg ((8, 1)) derived");
   EXPECT_EQ(r.rounds, 2);
+}
+
+TEST(Propagation, ThroughReshapeAndTranspose) {
+  // relu (16, 32) configured on rows and columns -> reshape (16, 4, 8) -> transpose (16, 8, 4)
+  // -> exp: the split rows and columns follow the values through both.
+  ir::Graph g = trace({{16, 32}}, [](const std::vector<Tensor>& in) {
+    ir::Primitive relu("ReLU");
+    relu.set_name("relu").shard({{4, 2}});
+    const Tensor h = ops::reshape(relu.call1({in[0]}), {16, 4, 8});
+    return std::vector<Tensor>{ops::exp(ops::transpose(h, {0, 2, 1}))};
+  });
+  const PropagationReport r = propagate_strategies(g, {.device_num = 8});
+  const auto s = strategies(g);
+  EXPECT_EQ(s.at("reshape"), "Reshape ((4, 2)) derived");
+  EXPECT_EQ(s.at("transpose"), "Transpose ((4, 2, 1)) derived");
+  EXPECT_EQ(s.at("exp"), "Exp ((4, 1, 2)) derived");
+  EXPECT_TRUE(r.inconsistencies.empty()) << fmt::format("{}", fmt::join(r.inconsistencies, "\n"));
 }
 
 TEST(Propagation, ASharedParameterTakesOneLayout) {
@@ -271,6 +287,87 @@ TEST_F(StrategyFile, WrongFilesAreNamedErrors) {
   EXPECT_ERROR(load_strategy_file(path("s.json"), other, 8), "none of them in graph",
                "saved for another network");
   EXPECT_ERROR(save_strategy_file(path("no/such/folder/s.json"), g, plan), "does not exist");
+}
+
+// Seed 003's Net as a Cell, trained by AUTO_PARALLEL with sharding propagation on 8 thread ranks.
+class SeedNet : public nn::Cell {
+ public:
+  SeedNet() : Cell("Net") {
+    w = register_parameter("w", nn::Normal(0.5)(Shape{32, 16}));
+    w2 = register_parameter("w2", nn::Normal(0.5)(Shape{16, 16}));
+    matmul.set_name("matmul").shard({{2, 4}, {4, 1}});
+    relu.set_name("relu");
+    matmul2.set_name("matmul2");
+  }
+  Tensor construct(const Tensor& x) override {
+    return matmul2.call1({relu.call1({matmul.call1({x, w})}), w2});
+  }
+  Tensor w, w2;
+  ir::Primitive matmul{"MatMul"}, relu{"ReLU"}, matmul2{"MatMul"};
+};
+
+std::mutex g_init_mutex;  // the global generator is not thread-safe
+
+std::vector<double> train_seed(const Tensor& x, const Tensor& y, int steps) {
+  std::shared_ptr<SeedNet> net;
+  {
+    std::lock_guard<std::mutex> lock(g_init_mutex);
+    set_seed(7);
+    net = std::make_shared<SeedNet>();
+  }
+  auto loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
+  optim::Momentum opt(net->trainable_params(), 0.2, 0.1);
+  optim::TrainOneStep step(*loss, opt);
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s) losses.push_back(step(x, y).item());
+  return losses;
+}
+
+std::vector<std::vector<double>> train_on_threads(const runtime::AutoParallelContext& context,
+                                                  const Tensor& x, const Tensor& y, int steps) {
+  const int world = 8;
+  runtime::set_auto_parallel_context(context);
+  std::vector<std::vector<double>> runs(world);
+  auto store = comm::make_memory_store();
+  std::vector<std::shared_ptr<comm::ProcessGroup>> groups(world);
+  testing::run_threads(world, [&](int rank) {
+    comm::ProcessGroupOptions o = testing::thread_world_options(store, rank, world);
+    if (comm::backend_available("inproc")) o.backend = "inproc";
+    groups[rank] = comm::create_process_group(o);
+    comm::ThreadGroupScope scope("world", groups[rank]);
+    const int64_t rows = x.dim(0) / world;
+    runs[rank] = train_seed(x.narrow_rows(rank * rows, rows).clone(),
+                            y.narrow_rows(rank * rows, rows).clone(), steps);
+  });
+  runtime::reset_auto_parallel_context();
+  return runs;
+}
+
+TEST_F(StrategyFile, AutoParallelTrainsLikeOneDeviceAndItsStrategyFileReplays) {
+  const int steps = 5;
+  set_seed(1);
+  const Tensor x = Tensor::uniform({16, 32});
+  const Tensor y = Tensor::uniform({16, 16});
+  runtime::reset_auto_parallel_context();
+  const std::vector<double> single = train_seed(x, y, steps);
+  EXPECT_LT(single.back(), single.front());
+  const std::string file = path("seed.json");
+  const auto propagated = train_on_threads({.parallel_mode = runtime::AUTO_PARALLEL,
+                                            .search_mode = "sharding_propagation",
+                                            .strategy_ckpt_save_file = file},
+                                           x, y, steps);
+  ASSERT_TRUE(std::filesystem::exists(file));
+  const auto replayed = train_on_threads({.parallel_mode = runtime::AUTO_PARALLEL,
+                                          .search_mode = "sharding_propagation",
+                                          .strategy_ckpt_load_file = file},
+                                         x, y, steps);
+  for (int r = 0; r < 8; ++r) {
+    for (int s = 0; s < steps; ++s) {
+      EXPECT_NEAR(propagated[r][s], single[s], 1e-5 * std::abs(single[s]))
+          << "rank " << r << " step " << s;
+      EXPECT_EQ(replayed[r][s], propagated[r][s]) << "rank " << r << " step " << s;
+    }
+  }
 }
 
 }  // namespace
