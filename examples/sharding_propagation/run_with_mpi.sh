@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Seed 003's run_with_mpi.sh: `mpirun -n 8` in the folder device/ (made afresh), the ranks' output
+# in device/train.log, checkpoints in device/<rank id>/, graphs in device/saved_graph/rank_<R>/.
+# Arguments go to the program.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bin=${CLEAVE_BIN_DIR:-$root/build/Release/bin}
+
+if [ ! -x "$bin/sharding_propagation" ]; then
+  "$root/scripts/build.sh" Release
+fi
+command -v mpirun > /dev/null || { echo "run_with_mpi.sh: mpirun not found (apt-get install openmpi-bin)" >&2; exit 1; }
+rm -rf device
+mkdir device
+cd device
+mpi_args=(-n "${NP:-8}" --oversubscribe --bind-to none -x OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}")
+if [ "$(id -u)" = 0 ]; then mpi_args+=(--allow-run-as-root); fi
+echo "run_with_mpi.sh: training in $(pwd); output in device/train.log"
+mpirun "${mpi_args[@]}" "$bin/sharding_propagation" "$@" > train.log 2>&1
