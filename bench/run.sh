@@ -33,7 +33,9 @@
 #     (bench/README.md "place" defines them). SECONDS_PER_ROW is unused.
 #   shard: the step-parallel rewrite's compile time without a cluster (bench/shard_bench.cc):
 #     BENCH <graph>_d<devices> plan_ms=.. materialize_ms=.. total_ms=.. ops=.. local_ops=..
-#     for the MLP on 8 devices and a generated 1000-op graph on 8 and 1024; then training the MLP
+#     for the MLP on 8 devices and a generated 1000-op graph on 8 and 1024; sharding propagation
+#     on generated graphs of 1000 and 10000 ops from one configured MatMul:
+#     BENCH propagate_<ops>_d8 propagate_ms=.. ops=.. derived=.. rounds=..; then training the MLP
 #     (examples/semi_auto_parallel) on 2 and 8 workers under cleave-run (gloo) and mpirun (mpi):
 #     BENCH mlp_train_b32_np<N>_<gloo|mpi> model=<samples/s> data=<samples/s> single=<samples/s> ...
 #     (SHARD_STEPS steps, default 300, compile included). SECONDS_PER_ROW is unused.
@@ -162,7 +164,7 @@ case "$suite" in
       "$root/scripts/build.sh" Release >/dev/null
     fi
     # The rewrite's compile time (plan + one rank's graph), no cluster.
-    for row in "mlp 8" "generated 8" "generated 1024"; do
+    for row in "mlp 8" "generated 8" "generated 1024" "propagate 8 1000" "propagate 8 10000"; do
       # shellcheck disable=SC2086
       echo "BENCH $("$build/bench/shard_bench" $row)"
     done

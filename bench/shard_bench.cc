@@ -4,6 +4,10 @@
 //   shard_bench mlp DEVICES        seed 002's MLP (784-512-512-10, batch 32), the model-parallel
 //                                  strategies of examples/semi_auto_parallel (8 devices) or data
 //                                  parallel ones (other counts)
+//   shard_bench propagate DEVICES OPS  sharding propagation (AUTO_PARALLEL) on the generated
+//                                  graph of OPS operators (OPS / 4 blocks) where only the first
+//                                  MatMul keeps its strategy: "ROW propagate_ms=<ms> ops=<ops>
+//                                  derived=<ops given one> rounds=<rounds>"
 //   shard_bench generated DEVICES  a generated graph of 1000 operators: 250 blocks of
 //                                  MatMul -> BiasAdd -> ReLU -> Add (a residual), hidden size
 //                                  4096, alternating column- and row-split MatMuls (Megatron's
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "cleave/cleave.h"
+#include "cleave/parallel/propagation.h"
 #include "cleave/parallel/step_parallel.h"
 
 namespace {
@@ -86,14 +91,14 @@ Graph mlp(int64_t devices) {
   return std::move(b.g);
 }
 
-Graph generated(int64_t devices) {
+Graph generated(int64_t devices, int blocks = 250) {
   Builder b;
   int64_t d = 1;
   while (d * d < devices) d *= 2;
   const int64_t r = devices / d;  // [d, r]: d splits the batch, r the model
   const int64_t h = 4096, batch = 4096;
   ValueRef x = b.input({batch, h}, "data");
-  for (int block = 0; block < 250; ++block) {
+  for (int block = 0; block < blocks; ++block) {
     const ValueRef w = b.input({h, h}, fmt::format("w{}", block), NodeKind::kParameter);
     const ValueRef bias = b.input({h}, fmt::format("b{}", block), NodeKind::kParameter);
     const bool column = block % 2 == 0;
@@ -116,9 +121,44 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+int propagate(int64_t devices, int64_t ops) {
+  std::vector<double> ms;
+  parallel::PropagationReport report;
+  int64_t count = 0;
+  for (int run = 0; run < 6; ++run) {
+    Graph g = generated(devices, static_cast<int>(ops / 4));
+    count = g.num_ops();
+    bool first = true;
+    for (ir::Node& n : g.nodes) {
+      if (!n.is_op()) continue;
+      if (!first || n.op->name != "MatMul") n.strategy.clear();
+      if (n.op->name == "MatMul") first = false;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    report = parallel::propagate_strategies(
+        g, {.device_num = devices, .dataset = parallel::DatasetSplit::kFullBatch});
+    const auto t1 = std::chrono::steady_clock::now();
+    if (run == 0) continue;  // warm-up (the redistribution cache fills)
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::printf("propagate_%lld_d%lld propagate_ms=%.2f ops=%lld derived=%d rounds=%d\n",
+              static_cast<long long>(ops), static_cast<long long>(devices), median(ms),
+              static_cast<long long>(count), report.derived, report.rounds);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "propagate" && std::atoll(argv[2]) >= 1 &&
+      std::atoll(argv[3]) >= 4) {
+    try {
+      return propagate(std::atoll(argv[2]), std::atoll(argv[3]));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "shard_bench: %s\n", e.what());
+      return 1;
+    }
+  }
   if (argc != 3) {
-    std::fprintf(stderr, "usage: shard_bench mlp|generated DEVICES\n");
+    std::fprintf(stderr, "usage: shard_bench mlp|generated DEVICES | propagate DEVICES OPS\n");
     return 2;
   }
   const std::string which = argv[1];
