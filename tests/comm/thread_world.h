@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "cleave/comm/group_registry.h"
 #include "cleave/comm/process_group.h"
 
 namespace cleave::testing {
@@ -61,6 +62,20 @@ inline void run_world(int size, const std::function<void(comm::ProcessGroup&)>& 
     auto& group = groups[static_cast<size_t>(rank)];
     group = comm::create_process_group(thread_world_options(store, rank, size, timeout, backend));
     fn(*group);
+  });
+}
+
+// A job of `size` thread ranks as the runtime sees one: each thread's "world" group installed
+// (ThreadGroupScope) on the inproc backend (gloo where it is not built), then fn(rank).
+inline void run_thread_job(int size, const std::function<void(int rank)>& fn) {
+  auto store = comm::make_memory_store();
+  std::vector<std::shared_ptr<comm::ProcessGroup>> groups(static_cast<size_t>(size));
+  run_threads(size, [&](int rank) {
+    comm::ProcessGroupOptions o = thread_world_options(store, rank, size);
+    if (comm::backend_available("inproc")) o.backend = "inproc";
+    groups[static_cast<size_t>(rank)] = comm::create_process_group(o);
+    comm::ThreadGroupScope scope("world", groups[static_cast<size_t>(rank)]);
+    fn(rank);
   });
 }
 

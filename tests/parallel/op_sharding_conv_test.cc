@@ -20,18 +20,7 @@ using testing::f64;
 using testing::OpCase;
 using Dims = std::vector<int64_t>;
 
-const std::vector<int> kDeviceCounts = {1, 2, 3, 4, 6, 8};
-
 Tensor positive(const Shape& shape, uint64_t seed) { return f64(shape, seed, 0.5, 2.0); }
-
-void expect_all_equal_one_device(const std::vector<OpCase>& cases) {
-  int runs = 0;
-  const std::vector<testing::ShardFailure> failures =
-      testing::check_sharded(cases, kDeviceCounts, &runs);
-  for (size_t i = 0; i < failures.size() && i < 20; ++i) ADD_FAILURE() << failures[i].what;
-  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << runs << " runs failed";
-  EXPECT_GT(runs, static_cast<int>(cases.size()));
-}
 
 ir::Attrs conv_attrs(Dims stride, std::string pad_mode, Dims pad = {0, 0, 0, 0},
                      Dims dilation = {1, 1}, int64_t group = 1) {
@@ -179,13 +168,15 @@ std::vector<OpCase> optimizer_cases() {
   return cases;
 }
 
-TEST(OpSharding, ConvolutionsEqualOneDevice) { expect_all_equal_one_device(conv_cases()); }
+TEST(OpSharding, ConvolutionsEqualOneDevice) { testing::expect_all_equal_one_device(conv_cases()); }
 TEST(OpSharding, PoolingAndResizingEqualOneDevice) {
-  expect_all_equal_one_device(pool_and_resize_cases());
+  testing::expect_all_equal_one_device(pool_and_resize_cases());
 }
-TEST(OpSharding, NormalisationsEqualOneDevice) { expect_all_equal_one_device(norm_cases()); }
+TEST(OpSharding, NormalisationsEqualOneDevice) {
+  testing::expect_all_equal_one_device(norm_cases());
+}
 TEST(OpSharding, OptimizerUpdatesWriteTheirSlicesOfOneDevice) {
-  expect_all_equal_one_device(optimizer_cases());
+  testing::expect_all_equal_one_device(optimizer_cases());
 }
 
 // The strategies of a case, as text, for the expectations below.
@@ -391,13 +382,7 @@ TEST(OpSharding, DataParallelBatchNormNetworkEqualsOneDevice) {
 
   runtime::set_auto_parallel_context({.parallel_mode = runtime::SEMI_AUTO_PARALLEL});
   std::vector<TrainResult> runs(world);
-  auto store = comm::make_memory_store();
-  std::vector<std::shared_ptr<comm::ProcessGroup>> groups(world);
-  testing::run_threads(world, [&](int rank) {
-    comm::ProcessGroupOptions o = testing::thread_world_options(store, rank, world);
-    if (comm::backend_available("inproc")) o.backend = "inproc";
-    groups[rank] = comm::create_process_group(o);
-    comm::ThreadGroupScope scope("world", groups[rank]);
+  testing::run_thread_job(world, [&](int rank) {
     const int64_t rows = batch / world;
     runs[rank] = train_conv_bn(x.narrow_rows(rank * rows, rows).clone(),
                                y.narrow_rows(rank * rows, rows).clone(), steps);

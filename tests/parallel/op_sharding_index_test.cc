@@ -15,22 +15,11 @@ using testing::OpCase;
 using testing::plan_error;
 using V = std::vector<int64_t>;
 
-const std::vector<int> kDeviceCounts = {1, 2, 3, 4, 6, 8};
-
 Tensor i32(const std::vector<int32_t>& values, const Shape& shape) {
   return Tensor::from_vector(values, shape);
 }
 Tensor i64(const std::vector<int64_t>& values, const Shape& shape) {
   return Tensor::from_vector(values, shape);
-}
-
-void expect_all_equal_one_device(const std::vector<OpCase>& cases) {
-  int runs = 0;
-  const std::vector<testing::ShardFailure> failures =
-      testing::check_sharded(cases, kDeviceCounts, &runs);
-  for (size_t i = 0; i < failures.size() && i < 20; ++i) ADD_FAILURE() << failures[i].what;
-  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << runs << " runs failed";
-  EXPECT_GT(runs, static_cast<int>(cases.size()));
 }
 
 // EXPECT_ERROR-style: the planning error of `strategy` contains every fragment.
@@ -139,9 +128,9 @@ std::vector<OpCase> loss_cases() {
   return cases;
 }
 
-TEST(OpSharding, SliceOpsEqualOneDevice) { expect_all_equal_one_device(slice_cases()); }
-TEST(OpSharding, IndexOpsEqualOneDevice) { expect_all_equal_one_device(index_cases()); }
-TEST(OpSharding, LossesEqualOneDevice) { expect_all_equal_one_device(loss_cases()); }
+TEST(OpSharding, SliceOpsEqualOneDevice) { testing::expect_all_equal_one_device(slice_cases()); }
+TEST(OpSharding, IndexOpsEqualOneDevice) { testing::expect_all_equal_one_device(index_cases()); }
+TEST(OpSharding, LossesEqualOneDevice) { testing::expect_all_equal_one_device(loss_cases()); }
 
 // ---- invalid strategies ----
 

@@ -14,18 +14,7 @@ namespace {
 using testing::f64;
 using testing::OpCase;
 
-const std::vector<int> kDeviceCounts = {1, 2, 3, 4, 6, 8};
-
 Tensor positive(const Shape& shape, uint64_t seed) { return f64(shape, seed, 0.5, 2.0); }
-
-void expect_all_equal_one_device(const std::vector<OpCase>& cases) {
-  int runs = 0;
-  const std::vector<testing::ShardFailure> failures =
-      testing::check_sharded(cases, kDeviceCounts, &runs);
-  for (size_t i = 0; i < failures.size() && i < 20; ++i) ADD_FAILURE() << failures[i].what;
-  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << runs << " runs failed";
-  EXPECT_GT(runs, static_cast<int>(cases.size()));
-}
 
 std::vector<OpCase> elementwise_cases() {
   std::vector<OpCase> cases;
@@ -114,10 +103,12 @@ std::vector<OpCase> shape_cases() {
   return cases;
 }
 
-TEST(OpSharding, ElementwiseEqualsOneDevice) { expect_all_equal_one_device(elementwise_cases()); }
-TEST(OpSharding, MatMulEqualsOneDevice) { expect_all_equal_one_device(matmul_cases()); }
-TEST(OpSharding, ReductionsEqualOneDevice) { expect_all_equal_one_device(reduce_cases()); }
-TEST(OpSharding, ShapeOpsEqualOneDevice) { expect_all_equal_one_device(shape_cases()); }
+TEST(OpSharding, ElementwiseEqualsOneDevice) {
+  testing::expect_all_equal_one_device(elementwise_cases());
+}
+TEST(OpSharding, MatMulEqualsOneDevice) { testing::expect_all_equal_one_device(matmul_cases()); }
+TEST(OpSharding, ReductionsEqualOneDevice) { testing::expect_all_equal_one_device(reduce_cases()); }
+TEST(OpSharding, ShapeOpsEqualOneDevice) { testing::expect_all_equal_one_device(shape_cases()); }
 
 }  // namespace
 }  // namespace cleave

@@ -328,13 +328,7 @@ std::vector<std::vector<double>> train_on_threads(const runtime::AutoParallelCon
   const int world = 8;
   runtime::set_auto_parallel_context(context);
   std::vector<std::vector<double>> runs(world);
-  auto store = comm::make_memory_store();
-  std::vector<std::shared_ptr<comm::ProcessGroup>> groups(world);
-  testing::run_threads(world, [&](int rank) {
-    comm::ProcessGroupOptions o = testing::thread_world_options(store, rank, world);
-    if (comm::backend_available("inproc")) o.backend = "inproc";
-    groups[rank] = comm::create_process_group(o);
-    comm::ThreadGroupScope scope("world", groups[rank]);
+  testing::run_thread_job(world, [&](int rank) {
     const int64_t rows = x.dim(0) / world;
     runs[rank] = train_seed(x.narrow_rows(rank * rows, rows).clone(),
                             y.narrow_rows(rank * rows, rows).clone(), steps);

@@ -1,14 +1,14 @@
 // Layouts and redistribution plans: every pair of layouts of 2-D and 3-D tensors on 1, 2, 3, 4, 6
 // and 8 devices, each plan simulated step by step over every rank's slice; known cheapest plans.
-#include <gtest/gtest.h>
+#include "cleave/parallel/redistribution.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <gtest/gtest.h>
 
 #include <functional>
 
 #include "cleave/cleave.h"
-#include "cleave/parallel/redistribution.h"
 #include "testing/gradcheck.h"
 
 namespace cleave {
@@ -127,8 +127,7 @@ Locals lay_out(const Tensor& global, const Layout& l) {
     if (l.is_partial()) {
       const std::vector<int64_t> group = parallel::ranks_along(r, l.device_matrix(), l.partial());
       const double weight = 1.0 / static_cast<double>(group.size()) +
-                            (r == group.front() ? 0.25 : 0.0) -
-                            (r == group.back() ? 0.25 : 0.0);
+                            (r == group.front() ? 0.25 : 0.0) - (r == group.back() ? 0.25 : 0.0);
       s = ops::mul(s, weight);
     }
     out.push_back(s);
@@ -228,8 +227,9 @@ TEST(Redistribution, KnownCheapestPlans) {
   EXPECT_EQ(kinds(slice), std::vector<Kind>{Kind::kSlice});
   EXPECT_EQ(slice.bytes, 0);
   // Split -> replicated: one AllGather.
-  EXPECT_EQ(kinds(parallel::plan_redistribution(Layout({8}, {{0}, {}}), Layout({8}, {{}, {}}), s, f)),
-            std::vector<Kind>{Kind::kAllGather});
+  EXPECT_EQ(
+      kinds(parallel::plan_redistribution(Layout({8}, {{0}, {}}), Layout({8}, {{}, {}}), s, f)),
+      std::vector<Kind>{Kind::kAllGather});
   // Pending sums -> replicated: one AllReduce; -> split on dim 0: one ReduceScatter (half the
   // bytes of an AllReduce).
   const Layout partial({8}, {{}, {}}, {0});
@@ -238,18 +238,19 @@ TEST(Redistribution, KnownCheapestPlans) {
   EXPECT_EQ(kinds(parallel::plan_redistribution(partial, Layout({8}, {{0}, {}}), s, f)),
             std::vector<Kind>{Kind::kReduceScatter});
   // Moving a split from dim 0 to dim 1 on the same devices: one AlltoAll.
-  EXPECT_EQ(kinds(parallel::plan_redistribution(Layout({4}, {{0}, {}}), Layout({4}, {{}, {0}}), s, f)),
-            std::vector<Kind>{Kind::kAllToAll});
+  EXPECT_EQ(
+      kinds(parallel::plan_redistribution(Layout({4}, {{0}, {}}), Layout({4}, {{}, {0}}), s, f)),
+      std::vector<Kind>{Kind::kAllToAll});
   // Seed 003: a data-parallel input ([8], dim 0) to MatMul's ((2, 4), ...) on [2, 4, 1]: the
   // minor part of dim 0's split moves to dim 1, one AlltoAll over 4 ranks.
-  const RedistributionPlan& seed = parallel::plan_redistribution(
-      Layout({8}, {{0}, {}}), Layout({2, 4, 1}, {{0}, {1}}), s, f);
+  const RedistributionPlan& seed =
+      parallel::plan_redistribution(Layout({8}, {{0}, {}}), Layout({2, 4, 1}, {{0}, {1}}), s, f);
   EXPECT_EQ(kinds(seed), std::vector<Kind>{Kind::kAllToAll});
   EXPECT_EQ(seed.steps[0].axes, std::vector<int>{1});
   // Slicing before gathering: dim 0 over 2 -> dim 1 over 4 on [2, 4]: slice dim 1 first, then
   // gather dim 0 on the smaller slice.
-  const RedistributionPlan& order = parallel::plan_redistribution(
-      Layout({2, 4}, {{0}, {}}), Layout({2, 4}, {{}, {1}}), s, f);
+  const RedistributionPlan& order =
+      parallel::plan_redistribution(Layout({2, 4}, {{0}, {}}), Layout({2, 4}, {{}, {1}}), s, f);
   EXPECT_EQ(kinds(order), (std::vector<Kind>{Kind::kSlice, Kind::kAllGather}));
   // No common device matrix ([2, 3] and [3, 2] on 6 devices): through the replicated tensor.
   const RedistributionPlan& fallback = parallel::plan_redistribution(

@@ -332,13 +332,7 @@ void expect_equal_to_one_device(const std::function<std::shared_ptr<nn::Cell>(bo
   const int world = 8;
   runtime::set_auto_parallel_context({.parallel_mode = runtime::SEMI_AUTO_PARALLEL});
   std::vector<TrainResult> runs(world);
-  auto store = comm::make_memory_store();
-  std::vector<std::shared_ptr<comm::ProcessGroup>> groups(world);
-  testing::run_threads(world, [&](int rank) {
-    comm::ProcessGroupOptions o = testing::thread_world_options(store, rank, world);
-    if (comm::backend_available("inproc")) o.backend = "inproc";
-    groups[rank] = comm::create_process_group(o);
-    comm::ThreadGroupScope scope("world", groups[rank]);
+  testing::run_thread_job(world, [&](int rank) {
     runs[rank] = train_batches([&] { return make(true); }, batches, rank, world);
   });
   runtime::reset_auto_parallel_context();

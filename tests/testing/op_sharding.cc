@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <gtest/gtest.h>
 
 #include <mutex>
 #include <random>
@@ -160,6 +161,14 @@ Tensor f64(const Shape& shape, uint64_t seed, double low, double high) {
   return random_f64(shape, low, high, seed);
 }
 
+void expect_all_equal_one_device(const std::vector<OpCase>& cases) {
+  int runs = 0;
+  const std::vector<ShardFailure> failures = check_sharded(cases, {1, 2, 3, 4, 6, 8}, &runs);
+  for (size_t i = 0; i < failures.size() && i < 20; ++i) ADD_FAILURE() << failures[i].what;
+  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << runs << " runs failed";
+  EXPECT_GT(runs, static_cast<int>(cases.size()));
+}
+
 std::vector<ir::Strategy> strategies_of(const OpCase& c, int64_t device_num) {
   const ir::OpDef& op = ir::Registry::global().get(c.op);
   std::vector<ir::TensorMeta> in, out;
@@ -209,13 +218,7 @@ std::vector<ShardFailure> check_sharded(const std::vector<OpCase>& cases,
       for (ir::Strategy& s : strategies_of(cases[i], n)) jobs.push_back({i, std::move(s)});
     }
     std::vector<std::vector<std::string>> results(jobs.size(), std::vector<std::string>(n));
-    auto store = comm::make_memory_store();
-    std::vector<std::shared_ptr<comm::ProcessGroup>> groups(static_cast<size_t>(n));
-    run_threads(n, [&](int rank) {
-      comm::ProcessGroupOptions o = thread_world_options(store, rank, n);
-      if (comm::backend_available("inproc")) o.backend = "inproc";
-      groups[static_cast<size_t>(rank)] = comm::create_process_group(o);
-      comm::ThreadGroupScope scope("world", groups[static_cast<size_t>(rank)]);
+    run_thread_job(n, [&](int rank) {
       for (size_t j = 0; j < jobs.size(); ++j) {
         try {
           results[j][static_cast<size_t>(rank)] =

@@ -45,6 +45,10 @@ struct ShardFailure {
 std::vector<ShardFailure> check_sharded(const std::vector<OpCase>& cases,
                                         const std::vector<int>& device_counts, int* runs);
 
+// check_sharded on 1, 2, 3, 4, 6 and 8 devices as gtest expectations: each failure (the first
+// 20) reported, none allowed, and more runs than cases (every case has several strategies).
+void expect_all_equal_one_device(const std::vector<OpCase>& cases);
+
 // The strategies check_sharded runs for `c` on `device_num` devices (the rule's strategies()).
 std::vector<ir::Strategy> strategies_of(const OpCase& c, int64_t device_num);
 
