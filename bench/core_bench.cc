@@ -77,15 +77,15 @@ int main(int argc, char** argv) {
       CLEAVE_FAIL("core_bench: unknown model '{}'; expected lenet5, mlp or twomatmul", row.model);
     }
     net->set_train(row.train);
-    optim::Momentum opt(net->trainable_params(), 0.01, 0.9);
+    auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
     // The context's mode (GRAPH_MODE by default; CLEAVE_MODE=pynative for PyNative).
     const char* mode = std::getenv("CLEAVE_MODE");
     if (mode != nullptr && std::string(mode) == "pynative") {
       runtime::set_context({.mode = runtime::PYNATIVE_MODE});
     }
-    nn::WithLossCell with_loss(net, loss_fn);
+    auto with_loss = std::make_shared<nn::WithLossCell>(net, loss_fn);
     optim::TrainOneStep train_step(with_loss, opt);
-    optim::Forward forward(*net);
+    optim::Forward forward(net);
 
     auto step = [&] {
       if (row.train) {

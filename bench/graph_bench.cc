@@ -159,8 +159,8 @@ int main(int argc, char** argv) {
       CLEAVE_FAIL("graph_bench: unknown model '{}'; expected lenet5, mlp or twomatmul", model);
     }
     net->set_train(true);
-    nn::WithLossCell with_loss(net, loss_fn);
-    optim::Momentum opt(net->trainable_params(), 0.01, 0.9);
+    auto with_loss = std::make_shared<nn::WithLossCell>(net, loss_fn);
+    auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
     optim::TrainOneStep step(with_loss, opt);
     if (mode == "profile") {
       profile(step, x, y, argc > 3 ? std::stoi(argv[3]) : 200);

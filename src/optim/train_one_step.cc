@@ -40,14 +40,21 @@ void check_not_placed_in_pynative(const nn::Cell& net, const char* what) {
 
 }  // namespace
 
-TrainOneStep::TrainOneStep(nn::Cell& net_with_loss, Optimizer& optimizer)
-    : net_(net_with_loss), optimizer_(optimizer) {}
+TrainOneStep::TrainOneStep(nn::CellPtr net_with_loss, std::shared_ptr<Optimizer> optimizer)
+    : net_(std::move(net_with_loss)), optimizer_(std::move(optimizer)) {
+  CLEAVE_CHECK_ARG(net_ != nullptr,
+                   "TrainOneStep: the network is null; expected a Cell that takes (data, label) "
+                   "and returns the loss, e.g. std::make_shared<nn::WithLossCell>(net, loss_fn)");
+  CLEAVE_CHECK_ARG(optimizer_ != nullptr,
+                   "TrainOneStep: the optimizer is null; expected an Optimizer, e.g. "
+                   "std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9)");
+}
 
 Tensor TrainOneStep::step_pynative(const Tensor& data, const Tensor& label) {
-  Tensor loss = net_(data, label);
-  optimizer_.zero_grad();
+  Tensor loss = (*net_)(data, label);
+  optimizer_->zero_grad();
   autodiff::backward(loss);
-  optimizer_.step();
+  optimizer_->step();
   return loss.detach();
 }
 
@@ -57,14 +64,14 @@ std::unique_ptr<runtime::CompiledStep> TrainOneStep::compile(const Tensor& data,
   program.name = "train_step";
   program.inputs = {{{data.shape(), data.dtype()}, "data"},
                     {{label.shape(), label.dtype()}, "label"}};
-  for (const auto& [name, p] : net_.parameters_and_names())
+  for (const auto& [name, p] : net_->parameters_and_names())
     program.parameters.emplace_back(name, p);
-  const std::vector<Tensor>& params = optimizer_.parameters();
+  const std::vector<Tensor>& params = optimizer_->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     program.parameters.emplace_back(fmt::format("param{}", i), params[i]);  // once per tensor
   }
   program.forward = [this](const std::vector<Tensor>& in) {
-    const Tensor loss = net_(in[0], in[1]);
+    const Tensor loss = (*net_)(in[0], in[1]);
     CLEAVE_CHECK_ARG(loss.is_symbolic() && loss.numel() == 1,
                      "TrainOneStep: the network returned {} {}; expected a one-element loss "
                      "computed from its inputs",
@@ -74,18 +81,18 @@ std::unique_ptr<runtime::CompiledStep> TrainOneStep::compile(const Tensor& data,
   program.wrt = params;
   // Optimizer state named "<state>.<parameter index>" is laid out like its parameter.
   program.wrt_like.resize(params.size());
-  for (const auto& [name, t] : optimizer_.state()) {
+  for (const auto& [name, t] : optimizer_->state()) {
     const size_t dot = name.rfind('.');
     const size_t i = dot == std::string::npos ? params.size() : std::stoul(name.substr(dot + 1));
     if (i < params.size()) program.wrt_like[i].push_back(t);
   }
   program.update = [this](const std::vector<Tensor>& grads) {
-    const int64_t step_before = optimizer_.step_count();
-    ir::ScopeGuard scope("optimizer", optimizer_.name());
+    const int64_t step_before = optimizer_->step_count();
+    ir::ScopeGuard scope("optimizer", optimizer_->name());
     // Traced: one in-place update per parameter, reading the optimizer's lr_input() and its
     // per-step state (SGD's first-update flags, Adam's step counts) when the graph runs.
-    optimizer_.apply(grads);
-    CLEAVE_ASSERT(optimizer_.step_count() == step_before + 1, "apply counts one step");
+    optimizer_->apply(grads);
+    CLEAVE_ASSERT(optimizer_->step_count() == step_before + 1, "apply counts one step");
   };
   return runtime::compile_step(program);
 }
@@ -94,12 +101,12 @@ Tensor TrainOneStep::operator()(const Tensor& data, const Tensor& label) {
   CLEAVE_CHECK_ARG(data.defined() && label.defined(),
                    "TrainOneStep: data and label must be defined tensors");
   if (runtime::get_context().mode == runtime::PYNATIVE_MODE) {
-    check_not_placed_in_pynative(net_, "TrainOneStep");
+    check_not_placed_in_pynative(*net_, "TrainOneStep");
     return step_pynative(data, label);
   }
 
   const runtime::AutoParallelContext& apc = runtime::get_auto_parallel_context();
-  const Key key{signature(data), signature(label), net_.training(), apc.pipeline_micro_batches,
+  const Key key{signature(data), signature(label), net_->training(), apc.pipeline_micro_batches,
                 static_cast<int>(apc.parallel_mode)};
   auto it = cache_.find(key);
   bool traced_now = false;
@@ -111,9 +118,9 @@ Tensor TrainOneStep::operator()(const Tensor& data, const Tensor& label) {
   last_step_ = it->second.get();
   // Tracing ran apply(), which wrote this step's learning rate and counted the step; for a
   // cached graph both happen here.
-  if (!traced_now) optimizer_.write_lr();
+  if (!traced_now) optimizer_->write_lr();
   std::vector<Tensor> out = last_step_->run({data, label});
-  if (!traced_now) optimizer_.advance_step();
+  if (!traced_now) optimizer_->advance_step();
   return out.empty() ? Tensor() : out[0];
 }
 
@@ -122,27 +129,29 @@ std::vector<bool> TrainOneStep::inputs_read() const {
   return last_step_->inputs_read();
 }
 
-Forward::Forward(nn::Cell& net) : net_(net) {}
+Forward::Forward(nn::CellPtr net) : net_(std::move(net)) {
+  CLEAVE_CHECK_ARG(net_ != nullptr, "Forward: the network is null; expected a Cell");
+}
 
 Tensor Forward::operator()(const Tensor& x) {
   if (runtime::get_context().mode == runtime::PYNATIVE_MODE) {
-    check_not_placed_in_pynative(net_, "Forward");
+    check_not_placed_in_pynative(*net_, "Forward");
     NoGradGuard no_grad;
-    return net_(x);
+    return (*net_)(x);
   }
   const std::tuple<std::string, bool, int> key{
-      signature(x), net_.training(),
+      signature(x), net_->training(),
       static_cast<int>(runtime::get_auto_parallel_context().parallel_mode)};
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     runtime::StepProgram program;
     program.name = "forward";
     program.inputs = {{{x.shape(), x.dtype()}, "x"}};
-    for (const auto& [name, p] : net_.parameters_and_names()) {
+    for (const auto& [name, p] : net_->parameters_and_names()) {
       program.parameters.emplace_back(name, p);
     }
     program.forward = [this](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{net_(in[0])};
+      return std::vector<Tensor>{(*net_)(in[0])};
     };
     it = cache_.emplace(key, runtime::compile_step(program)).first;
   }

@@ -74,11 +74,10 @@ Tensor EagerTrainStep::operator()(const Tensor& data, const Tensor& label) {
 
 ContextTrainStep::ContextTrainStep(nn::CellPtr network, nn::CellPtr loss_fn,
                                    std::shared_ptr<optim::Optimizer> optimizer)
-    : net_with_loss_(
+    : step_(std::make_unique<optim::TrainOneStep>(
           loss_fn ? std::make_shared<nn::WithLossCell>(std::move(network), std::move(loss_fn))
-                  : std::move(network)),
-      optimizer_(std::move(optimizer)),
-      step_(std::make_unique<optim::TrainOneStep>(*net_with_loss_, *optimizer_)) {}
+                  : std::move(network),
+          std::move(optimizer))) {}
 
 Tensor ContextTrainStep::operator()(const Tensor& data, const Tensor& label) {
   return (*step_)(data, label);
@@ -117,7 +116,7 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, std::shared_ptr<optim::Op
     CLEAVE_CHECK_ARG(metric != nullptr, "Model: metric '{}' is null; expected a Metric", name);
   }
   if (optimizer_) train_step_ = std::make_shared<ContextTrainStep>(network_, loss_fn_, optimizer_);
-  forward_ = std::make_unique<optim::Forward>(*network_);
+  forward_ = std::make_unique<optim::Forward>(network_);
 }
 
 void Model::set_train_step(std::shared_ptr<TrainStep> step) {

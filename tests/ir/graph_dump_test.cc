@@ -41,8 +41,8 @@ class GraphDump : public ::testing::Test {
     auto net = std::make_shared<TinyNet>();
     net_ = net;
     with_loss_ = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
-    opt_ = std::make_unique<optim::Momentum>(net->trainable_params(), 0.1, 0.9);
-    step_ = std::make_unique<optim::TrainOneStep>(*with_loss_, *opt_);
+    opt_ = std::make_shared<optim::Momentum>(net->trainable_params(), 0.1, 0.9);
+    step_ = std::make_unique<optim::TrainOneStep>(with_loss_, opt_);
     (*step_)(Tensor::ones({2, 4}), Tensor::zeros({2, 3}));
     graph_dir_ = dir_ / step_->last_executor()->graph().name;
   }
@@ -59,7 +59,7 @@ class GraphDump : public ::testing::Test {
   std::filesystem::path dir_, graph_dir_;
   runtime::Context saved_;
   std::shared_ptr<nn::Cell> net_, with_loss_;
-  std::unique_ptr<optim::Momentum> opt_;
+  std::shared_ptr<optim::Momentum> opt_;
   std::unique_ptr<optim::TrainOneStep> step_;
 };
 
@@ -101,7 +101,7 @@ TEST_F(GraphDump, DotFileIsAGraphvizDigraph) {
 TEST_F(GraphDump, NothingIsWrittenWithoutSaveGraphs) {
   runtime::set_context(
       {.mode = runtime::GRAPH_MODE, .save_graphs = 0, .save_graphs_path = (dir_ / "off").string()});
-  optim::TrainOneStep step(*with_loss_, *opt_);
+  optim::TrainOneStep step(with_loss_, opt_);
   step(Tensor::ones({2, 4}), Tensor::zeros({2, 3}));
   EXPECT_FALSE(std::filesystem::exists(dir_ / "off"));
 }

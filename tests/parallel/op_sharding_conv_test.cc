@@ -361,8 +361,8 @@ TrainResult train_conv_bn(const Tensor& x, const Tensor& y, int steps) {
   }
   net->set_train(true);  // BatchNorm2d uses and updates the batch statistics
   auto loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
-  optim::Momentum opt(net->trainable_params(), 0.1, 0.9);
-  optim::TrainOneStep step(*loss, opt);
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.1, 0.9);
+  optim::TrainOneStep step(loss, opt);
   TrainResult run;
   for (int s = 0; s < steps; ++s) run.losses.push_back(step(x, y).item());
   for (const Tensor& p : net->get_parameters()) run.params.push_back(runtime::gather_parameter(p));

@@ -106,8 +106,8 @@ TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>
     std::map<std::string, std::vector<double>> initial;
     for (const auto& [name, p] : with_loss->parameters_and_names())
       initial[name] = p.to_double_vector();
-    optim::Momentum opt(net.trainable_params(), 0.01, 0.9);
-    optim::TrainOneStep step(*with_loss, opt);
+    auto opt = std::make_shared<optim::Momentum>(net.trainable_params(), 0.01, 0.9);
+    optim::TrainOneStep step(with_loss, opt);
     for (const Batch& b : batches) {
       const Tensor loss = step(b.data, b.label);
       if (rank == 0) {
@@ -121,7 +121,7 @@ TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>
     run.inputs_read[rank] = step.inputs_read();
     run.bindings[rank] = runtime::core_binding();
     if (share_state) {
-      const train::NamedTensors state = train::train_state_tensors(*with_loss, &opt, {});
+      const train::NamedTensors state = train::train_state_tensors(*with_loss, opt.get(), {});
       std::vector<Tensor> values;
       for (const auto& [name, t] : state) values.push_back(t);
       step.share_placed_state(values);
@@ -476,8 +476,8 @@ std::vector<double> train_shared(int world, std::vector<double>* weight) {
   auto train = [&](int rank) {
     auto with_loss =
         std::make_shared<nn::WithLossCell>(nets[rank], std::make_shared<nn::MSELoss>());
-    optim::SGD opt({nets[rank]->w}, 0.1);
-    optim::TrainOneStep step(*with_loss, opt);
+    auto opt = std::make_shared<optim::SGD>(std::vector<Tensor>{nets[rank]->w}, 0.1);
+    optim::TrainOneStep step(with_loss, opt);
     for (int i = 0; i < 6; ++i) {
       const Tensor loss = step(x, y);
       if (rank == 0) losses.push_back(loss.item());
@@ -671,8 +671,8 @@ TEST(Partition, MicroBatchesMustDivideTheBatch) {
   set_seed(5);
   auto net = std::make_shared<TwoStage>();
   auto with_loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
-  optim::SGD opt(net->trainable_params(), 0.1);
-  optim::TrainOneStep step(*with_loss, opt);
+  auto opt = std::make_shared<optim::SGD>(net->trainable_params(), 0.1);
+  optim::TrainOneStep step(with_loss, opt);
   EXPECT_ERROR(step(Tensor::zeros({4, 4}), Tensor::zeros({4, 2})),
                "data has shape (4, 4); with pipeline_micro_batches = 3");
   runtime::set_auto_parallel_context({});
@@ -696,8 +696,8 @@ TEST(Partition, WorkersThatTracedDifferentStepsAreRefused) {
     nets[rank]->fc3->place("MS_WORKER", rank);  // each worker places fc3 elsewhere
     auto with_loss = std::make_shared<nn::WithLossCell>(
         nets[rank], std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"));
-    optim::Momentum opt(nets[rank]->trainable_params(), 0.01, 0.9);
-    optim::TrainOneStep step(*with_loss, opt);
+    auto opt = std::make_shared<optim::Momentum>(nets[rank]->trainable_params(), 0.01, 0.9);
+    optim::TrainOneStep step(with_loss, opt);
     EXPECT_ERROR(step(batches[0].data, batches[0].label),
                  "the workers traced different training steps",
                  "every worker must run the same program");
@@ -717,11 +717,11 @@ TEST(Partition, PlacedNetworksNeedGraphMode) {
     nets[rank]->fc3->place("MS_WORKER", 1);
     auto with_loss = std::make_shared<nn::WithLossCell>(
         nets[rank], std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"));
-    optim::Momentum opt(nets[rank]->trainable_params(), 0.01, 0.9);
-    optim::TrainOneStep step(*with_loss, opt);
+    auto opt = std::make_shared<optim::Momentum>(nets[rank]->trainable_params(), 0.01, 0.9);
+    optim::TrainOneStep step(with_loss, opt);
     EXPECT_ERROR(step(batches[0].data, batches[0].label), "the context is PYNATIVE_MODE",
                  "distributed graph partition needs GRAPH_MODE");
-    optim::Forward forward(*nets[rank]);
+    optim::Forward forward(nets[rank]);
     EXPECT_ERROR(forward(batches[0].data), "Forward: the network has cells placed");
   });
 }
@@ -736,8 +736,8 @@ TEST(Partition, WithoutAClusterPlaceHasNoEffect) {
   place_like_the_seed(*net);
   auto with_loss = std::make_shared<nn::WithLossCell>(
       net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"));
-  optim::Momentum opt(net->trainable_params(), 0.01, 0.9);
-  optim::TrainOneStep step(*with_loss, opt);
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
+  optim::TrainOneStep step(with_loss, opt);
   for (size_t i = 0; i < batches.size(); ++i) {
     EXPECT_EQ(step(batches[i].data, batches[i].label).item(), plain.losses[i]) << i;
   }
@@ -753,14 +753,14 @@ TEST(Partition, PlacedEvaluationReturnsTheOutputOnWorkerZero) {
     set_seed(1);
     nets.push_back(std::make_shared<testing::LeNet5>());
   }
-  optim::Forward single(*nets[5]);
+  optim::Forward single(nets[5]);
   const std::vector<double> expected = single(x).to_double_vector();
   auto store = comm::make_memory_store();
   testing::run_threads(5, [&](int rank) {
     comm::ThreadGroupScope scope(
         "world", comm::create_process_group(testing::thread_world_options(store, rank, 5)));
     place_like_the_seed(*nets[rank]);
-    optim::Forward forward(*nets[rank]);
+    optim::Forward forward(nets[rank]);
     const Tensor y = forward(x);
     if (rank != 0) {
       EXPECT_FALSE(y.defined());

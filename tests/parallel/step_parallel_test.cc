@@ -47,8 +47,8 @@ TrainResult train(const std::function<void(SeedNet&)>& configure, const Tensor& 
   }
   configure(*net);
   auto loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
-  optim::Momentum opt(net->trainable_params(), 0.2, 0.1);
-  optim::TrainOneStep step(*loss, opt);
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.2, 0.1);
+  optim::TrainOneStep step(loss, opt);
   TrainResult run;
   for (int s = 0; s < steps; ++s) run.losses.push_back(step(x, y).item());
   for (const Tensor& p : net->trainable_params())
@@ -300,8 +300,8 @@ TrainResult train_batches(const std::function<std::shared_ptr<nn::Cell>()>& make
   }
   auto loss = std::make_shared<nn::WithLossCell>(
       net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(/*sparse=*/true, "mean"));
-  optim::Momentum opt(net->trainable_params(), 0.05, 0.9);
-  optim::TrainOneStep step(*loss, opt);
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.05, 0.9);
+  optim::TrainOneStep step(loss, opt);
   TrainResult run;
   for (const auto& [x, y] : batches) {
     const int64_t rows = x.dim(0) / world;

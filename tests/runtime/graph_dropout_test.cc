@@ -34,8 +34,8 @@ Result train(Mode mode) {
   set_seed(5);
   auto net = std::make_shared<DropoutNet>();
   net->set_train(true);
-  nn::WithLossCell with_loss(net, std::make_shared<nn::MSELoss>());
-  optim::Momentum opt(net->trainable_params(), 0.05, 0.9);
+  auto with_loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.05, 0.9);
   optim::TrainOneStep step(with_loss, opt);
   const Tensor x = ops::cast(testing::random_f64({6, 8}, -1, 1, 3), DType::kFloat32);
   const Tensor y = ops::cast(testing::random_f64({6, 4}, -1, 1, 4), DType::kFloat32);
@@ -64,15 +64,15 @@ TEST(GraphDropout, TrainsLikePyNativeUnderOneSeed) {
 TEST(GraphDropout, MasksChangeFromStepToStepAndEvalIsIdentity) {
   testing::ModeGuard guard(GRAPH_MODE);
   set_seed(9);
-  nn::Dropout drop(0.5);
-  drop.set_train(true);
+  auto drop = std::make_shared<nn::Dropout>(0.5);
+  drop->set_train(true);
   optim::Forward forward(drop);
   const Tensor x = Tensor::ones({64});
   const std::vector<float> a = forward(x).to_vector<float>();
   const std::vector<float> b = forward(x).to_vector<float>();
   EXPECT_NE(a, b);  // a fresh mask per run of the compiled graph
   for (float v : a) EXPECT_TRUE(v == 0.0f || std::abs(v - 2.0f) < 1e-6f);
-  drop.set_train(false);
+  drop->set_train(false);
   EXPECT_EQ(forward(x).to_vector<float>(), x.to_vector<float>());
 }
 

@@ -28,14 +28,15 @@ TrainRun train(Mode mode, const Tensor& data, const Tensor& labels, int steps, d
   ModeGuard guard(mode);
   set_seed(7);
   auto net = std::make_shared<Net>();
-  nn::WithLossCell with_loss(net, std::make_shared<nn::CrossEntropyLoss>());
-  optim::Momentum opt(net->trainable_params(), lr, 0.9);
+  auto with_loss =
+      std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::CrossEntropyLoss>());
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), lr, 0.9);
   optim::TrainOneStep step(with_loss, opt);
   TrainRun run;
   for (int i = 0; i < steps; ++i) run.losses.push_back(step(data, labels).item());
   for (const Tensor& p : net->trainable_params()) run.params.push_back(p.to_double_vector());
   run.compiled = step.num_compiled();
-  EXPECT_EQ(opt.step_count(), steps);
+  EXPECT_EQ(opt->step_count(), steps);
   return run;
 }
 
@@ -94,8 +95,9 @@ TEST(GraphMode, BatchNormMovingStatisticsMatchPyNative) {
     set_seed(5);
     auto net = std::make_shared<ConvBn>();
     net->set_train(true);
-    nn::WithLossCell with_loss(net, std::make_shared<nn::CrossEntropyLoss>());
-    optim::Momentum opt(net->trainable_params(), 0.05, 0.9);
+    auto with_loss =
+        std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::CrossEntropyLoss>());
+    auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.05, 0.9);
     optim::TrainOneStep step(with_loss, opt);
     for (int i = 0; i < 10; ++i) runs[m].losses.push_back(step(data, labels).item());
     for (const Tensor& p : net->trainable_params()) runs[m].params.push_back(p.to_double_vector());
@@ -114,8 +116,8 @@ TEST(GraphMode, CompilesOncePerInputSignature) {
   ModeGuard guard(GRAPH_MODE);
   set_seed(1);
   auto net = std::make_shared<testing::TwoMatMul>();
-  nn::WithLossCell with_loss(net, std::make_shared<nn::MSELoss>());
-  optim::Momentum opt(net->trainable_params(), 0.01, 0.9);
+  auto with_loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
   optim::TrainOneStep step(with_loss, opt);
   const Tensor x16 = Tensor::ones({16, 32}), y16 = Tensor::zeros({16, 16});
   const Tensor x8 = Tensor::ones({8, 32}), y8 = Tensor::zeros({8, 16});
@@ -126,12 +128,12 @@ TEST(GraphMode, CompilesOncePerInputSignature) {
   EXPECT_EQ(step.num_compiled(), 2u);
   step(x16, y16);
   EXPECT_EQ(step.num_compiled(), 2u);
-  EXPECT_EQ(opt.step_count(), 4);
+  EXPECT_EQ(opt->step_count(), 4);
 }
 
 TEST(GraphMode, ForwardMatchesPyNative) {
   set_seed(3);
-  testing::LeNet5 net;
+  auto net = std::make_shared<testing::LeNet5>();
   const Tensor x = ops::cast(testing::random_f64({2, 1, 32, 32}, -1, 1, 11), DType::kFloat32);
   optim::Forward forward(net);
   std::vector<double> graph_out, eager_out;
@@ -162,8 +164,7 @@ class ReadsItsInput : public nn::Cell {
 
 TEST(GraphMode, ReadingATracedValueSaysWhyAndWhatToDo) {
   ModeGuard guard(GRAPH_MODE);
-  ReadsItsInput net;
-  optim::Forward forward(net);
+  optim::Forward forward(std::make_shared<ReadsItsInput>());
   EXPECT_ERROR(forward(Tensor::ones({2, 4})), "is not known while a graph is being traced",
                "Move the read out of construct", "PYNATIVE_MODE");
   // The same cell runs in PyNative mode.
@@ -189,8 +190,9 @@ TEST(MemoryPlan, ReusesBuffersByLifetime) {
   ModeGuard guard(GRAPH_MODE);
   set_seed(4);
   auto net = std::make_shared<testing::LeNet5>();
-  nn::WithLossCell with_loss(net, std::make_shared<nn::CrossEntropyLoss>());
-  optim::Momentum opt(net->trainable_params(), 0.01, 0.9);
+  auto with_loss =
+      std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::CrossEntropyLoss>());
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
   optim::TrainOneStep step(with_loss, opt);
   step(Tensor::ones({2, 1, 32, 32}), Tensor::from_vector<int32_t>({1, 2}));
   const MemoryPlan& plan = step.last_executor()->plan();

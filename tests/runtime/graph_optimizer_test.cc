@@ -29,9 +29,9 @@ Run train(Mode mode, const MakeOptimizer& make, const std::string& update_op, in
   ModeGuard guard(mode);
   set_seed(2);
   auto net = std::make_shared<testing::TwoMatMul>();
-  nn::WithLossCell with_loss(net, std::make_shared<nn::MSELoss>());
-  const std::unique_ptr<optim::Optimizer> opt = make(net->trainable_params());
-  optim::TrainOneStep step(with_loss, *opt);
+  auto with_loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
+  const std::shared_ptr<optim::Optimizer> opt = make(net->trainable_params());
+  optim::TrainOneStep step(with_loss, opt);
   const Tensor x = ops::cast(testing::random_f64({16, 32}, -1, 1, 9), DType::kFloat32);
   const Tensor y = ops::cast(testing::random_f64({16, 16}, -1, 1, 10), DType::kFloat32);
   Run run;
@@ -100,14 +100,14 @@ TEST(GraphOptimizer, CountersFollowTheGraphUpdates) {
   ModeGuard guard(GRAPH_MODE);
   set_seed(3);
   auto net = std::make_shared<testing::TwoMatMul>();
-  nn::WithLossCell with_loss(net, std::make_shared<nn::MSELoss>());
-  optim::Adam adam(net->trainable_params(), 0.01);
+  auto with_loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
+  auto adam = std::make_shared<optim::Adam>(net->trainable_params(), 0.01);
   optim::TrainOneStep step(with_loss, adam);
   const Tensor x = Tensor::ones({4, 32}), y = Tensor::zeros({4, 16});
   for (int i = 0; i < 3; ++i) step(x, y);
-  const Tensor steps = adam.counters()[0].second;
-  EXPECT_EQ(steps.to_vector<int64_t>(), std::vector<int64_t>(adam.parameters().size(), 3));
-  EXPECT_EQ(adam.lr_input().item(), 0.01);
+  const Tensor steps = adam->counters()[0].second;
+  EXPECT_EQ(steps.to_vector<int64_t>(), std::vector<int64_t>(adam->parameters().size(), 3));
+  EXPECT_EQ(adam->lr_input().item(), 0.01);
 }
 
 }  // namespace
@@ -120,8 +120,8 @@ TEST(ExecutorProfiling, SumsKernelTimePerOpNodeOnlyWhileOn) {
   ModeGuard guard(GRAPH_MODE);
   set_seed(4);
   auto net = std::make_shared<testing::TwoMatMul>();
-  nn::WithLossCell with_loss(net, std::make_shared<nn::MSELoss>());
-  optim::Momentum opt(net->trainable_params(), 0.01, 0.9);
+  auto with_loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
   optim::TrainOneStep step(with_loss, opt);
   const Tensor x = Tensor::ones({8, 32}), y = Tensor::zeros({8, 16});
   step(x, y);

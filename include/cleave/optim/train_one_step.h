@@ -40,10 +40,16 @@ namespace cleave::optim {
 // the global batch with the default dataset_strategy "data_parallel"), the parameters hold this
 // rank's slices afterwards (NOTE [Sharded parameters]), and every rank returns the loss.
 //
-// The net and the optimizer must outlive this object.
+// NOTE [Ownership of networks and optimizers]
+// TrainOneStep, Forward and train::Model share ownership of the network and the optimizer they
+// are given (nn::CellPtr, std::shared_ptr<Optimizer>): each keeps them alive as long as it needs
+// them, whatever the caller does with its own pointers, and the caller may keep using them (read
+// parameters, change the learning rate, set_train). Null is rejected when the object is made.
+//
+// Throws Error when net_with_loss or optimizer is null.
 class TrainOneStep {
  public:
-  TrainOneStep(nn::Cell& net_with_loss, Optimizer& optimizer);
+  TrainOneStep(nn::CellPtr net_with_loss, std::shared_ptr<Optimizer> optimizer);
 
   Tensor operator()(const Tensor& data, const Tensor& label);
 
@@ -71,8 +77,8 @@ class TrainOneStep {
   Tensor step_pynative(const Tensor& data, const Tensor& label);
   std::unique_ptr<runtime::CompiledStep> compile(const Tensor& data, const Tensor& label);
 
-  nn::Cell& net_;
-  Optimizer& optimizer_;
+  nn::CellPtr net_;
+  std::shared_ptr<Optimizer> optimizer_;
   // (data signature, label signature, training, micro-batches, parallel mode)
   using Key = std::tuple<std::string, std::string, bool, int, int>;
   std::map<Key, std::unique_ptr<runtime::CompiledStep>> cache_;
@@ -83,15 +89,17 @@ class TrainOneStep {
 // The forward of a one-input cell (evaluation / prediction), compiled in GRAPH_MODE (once per
 // input signature, without gradients) and run eagerly under NoGradGuard in PYNATIVE_MODE. A
 // placed network returns its output on worker 0 and an undefined Tensor on the other workers.
-// The cell must outlive this object.
+// The network runs in its current mode (Cell::training(); Model.eval and Model.predict put it in
+// inference mode first). Shares ownership of the cell (NOTE [Ownership of networks and
+// optimizers]); throws Error when it is null.
 class Forward {
  public:
-  explicit Forward(nn::Cell& net);
+  explicit Forward(nn::CellPtr net);
   Tensor operator()(const Tensor& x);
   size_t num_compiled() const { return cache_.size(); }
 
  private:
-  nn::Cell& net_;
+  nn::CellPtr net_;
   std::map<std::tuple<std::string, bool, int>, std::unique_ptr<runtime::CompiledStep>> cache_;
 };
 

@@ -79,8 +79,6 @@ class ContextTrainStep : public TrainStep {
   }
 
  private:
-  nn::CellPtr net_with_loss_;
-  std::shared_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::TrainOneStep> step_;
 };
 
@@ -88,7 +86,8 @@ class Model {
  public:
   // network: maps data to outputs (logits); loss_fn: (outputs, label) -> loss, or null when the
   // network itself takes (data, label) and returns the loss (train only). optimizer: needed by
-  // train(). metrics: what eval() computes, by name.
+  // train(). metrics: what eval() computes, by name. The Model shares ownership of all of them
+  // (NOTE [Ownership of networks and optimizers] in cleave/optim/train_one_step.h).
   Model(nn::CellPtr network, nn::CellPtr loss_fn = nullptr,
         std::shared_ptr<optim::Optimizer> optimizer = nullptr, MetricMap metrics = {});
 
