@@ -100,6 +100,7 @@ std::unique_ptr<runtime::CompiledStep> TrainOneStep::compile(const Tensor& data,
 Tensor TrainOneStep::operator()(const Tensor& data, const Tensor& label) {
   CLEAVE_CHECK_ARG(data.defined() && label.defined(),
                    "TrainOneStep: data and label must be defined tensors");
+  net_->set_train(true);  // the contract in the header
   if (runtime::get_context().mode == runtime::PYNATIVE_MODE) {
     check_not_placed_in_pynative(*net_, "TrainOneStep");
     return step_pynative(data, label);

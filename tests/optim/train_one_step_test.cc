@@ -1,5 +1,5 @@
-// TrainOneStep's contract: it shares ownership of the network and the optimizer, and it refuses
-// null ones; Forward likewise.
+// TrainOneStep's contract: it runs the network in training mode (whatever mode it was left in), it
+// shares ownership of the network and the optimizer, and it refuses null ones; Forward likewise.
 #include "cleave/optim/train_one_step.h"
 
 #include <gtest/gtest.h>
@@ -63,6 +63,39 @@ bool all_zero(const Tensor& t) {
     if (v != 0.0) return false;
   }
   return true;
+}
+
+// A new Cell is in inference mode; before, TrainOneStep silently normalised with BatchNorm's
+// moving statistics (zeros and ones) and never updated them.
+TEST(TrainOneStep, PutsTheNetworkInTrainingMode) {
+  for (const runtime::Mode mode : {GRAPH_MODE, PYNATIVE_MODE}) {
+    ModeGuard guard(mode);
+    Training s = make_training();
+    ASSERT_FALSE(s.net->training());
+    TrainOneStep step(s.with_loss, s.optimizer);
+    step(images(), labels());
+    EXPECT_TRUE(s.with_loss->training()) << "mode " << static_cast<int>(mode);
+    EXPECT_TRUE(s.net->bn->training()) << "mode " << static_cast<int>(mode);
+    EXPECT_FALSE(all_zero(s.net->bn->moving_mean)) << "the moving statistics were not updated";
+  }
+}
+
+// Left in inference mode after an evaluation, the network trains in training mode again: the
+// same loss as a step that never left it.
+TEST(TrainOneStep, TrainsInTrainingModeAfterAnEvaluation) {
+  ModeGuard guard(GRAPH_MODE);
+  Training a = make_training();
+  TrainOneStep step_a(a.with_loss, a.optimizer);
+  step_a(images(), labels());
+  const double expected = step_a(images(), labels()).item();
+
+  Training b = make_training();
+  TrainOneStep step_b(b.with_loss, b.optimizer);
+  step_b(images(), labels());
+  b.net->set_train(false);
+  Forward(b.net)(images());  // an evaluation in inference mode
+  EXPECT_NEAR(step_b(images(), labels()).item(), expected, 1e-6);
+  EXPECT_TRUE(b.net->bn->training());
 }
 
 // NOTE [Ownership of networks and optimizers]: the step keeps what it was given alive.

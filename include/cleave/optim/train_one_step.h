@@ -19,16 +19,22 @@ namespace cleave::optim {
 // step(data, label): loss = net_with_loss(data, label), gradients of the loss with respect to
 // the optimizer's parameters, and the optimizer's update; returns the loss (a new tensor).
 //
+// Training mode: every call first puts the whole network in training mode
+// (net_with_loss->set_train(true)), as Model.train does, so BatchNorm normalises with the batch
+// statistics and updates its moving ones, and Dropout drops, whatever mode the network was left in
+// (a new Cell starts in inference mode). The network stays in training mode after the call; for
+// evaluation, set_train(false) it (Model.eval and Model.predict switch to inference mode and back).
+//
 // In PYNATIVE_MODE (runtime::set_context) each op runs at once with the tape (autodiff::backward
 // then optimizer.step(); parameters' .grad() hold the gradients afterwards). In GRAPH_MODE the
-// first call for an input signature (shapes and dtypes of data and label, and whether the net is
-// training) traces construct, appends the backward (autodiff::graph_grad) and the optimizer's
-// update into one graph, compiles it (NOTE [Compile pipeline]) and caches it; every call runs the
-// cached graph, which updates the parameters and optimizer state in place (.grad() is not set).
-// Every optimizer (Momentum, SGD, Adam, AdamW) updates inside the graph: the per-step scalars
-// are tensors the update primitives read when they run (Optimizer::lr_input(), written before
-// each run; SGD's first-update flags and Adam's step counts, which the kernels advance), not
-// attributes, so a learning-rate schedule runs on one compiled graph.
+// first call for an input signature (shapes and dtypes of data and label) traces construct, appends
+// the backward (autodiff::graph_grad) and the optimizer's update into one graph, compiles it (NOTE
+// [Compile pipeline]) and caches it; every call runs the cached graph, which updates the parameters
+// and optimizer state in place (.grad() is not set). Every optimizer (Momentum, SGD, Adam, AdamW)
+// updates inside the graph: the per-step scalars are tensors the update primitives read when they
+// run (Optimizer::lr_input(), written before each run; SGD's first-update flags and Adam's step
+// counts, which the kernels advance), not attributes, so a learning-rate schedule runs on one
+// compiled graph.
 //
 // A placed network (Cell::place after cleave::init() in a job of several workers) is partitioned
 // (runtime::compile_distributed): every worker runs its part of the step, and the loss is
