@@ -1,4 +1,7 @@
 // BatchNorm2d and LayerNorm.
+#include <atomic>
+#include <cstdio>
+
 #include "cleave/core/error.h"
 #include "cleave/ir/dispatch.h"
 #include "cleave/ir/registry.h"
@@ -12,6 +15,26 @@ namespace cleave::nn {
 
 // ---- BatchNorm2d ----
 
+namespace {
+
+// A momentum below 0.5 is most likely PyTorch's convention (NOTE [BatchNorm moving statistics]):
+// accepted, since it is a valid value, but said once per process on stderr, because the training
+// losses never show moving statistics that follow the batch too closely.
+void warn_if_pytorch_momentum(double momentum) {
+  static std::atomic<bool> warned{false};
+  if (momentum >= 0.5 || warned.exchange(true)) return;
+  const std::string text = fmt::format(
+      "cleave: warning: BatchNorm2d: momentum is {}. cleave follows MindSpore's convention, "
+      "moving = momentum * moving + (1 - momentum) * batch: momentum 0.9 keeps 90% of the old "
+      "statistic at each step, and {} keeps only {:.0f}%. PyTorch's momentum is the weight of the "
+      "new batch instead (PyTorch's 0.1 is MindSpore's 0.9); if you meant PyTorch's {}, pass "
+      "momentum = {}. (This warning is printed once.)\n",
+      momentum, momentum, momentum * 100, momentum, 1 - momentum);
+  std::fputs(text.c_str(), stderr);
+}
+
+}  // namespace
+
 BatchNorm2d::BatchNorm2d(int64_t num_features, BatchNorm2dOptions options)
     : Cell("BatchNorm2d"),
       num_features_(num_features),
@@ -21,6 +44,7 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, BatchNorm2dOptions options)
   CLEAVE_CHECK_ARG(options.eps > 0, "BatchNorm2d: eps is {}; expected eps > 0", options.eps);
   CLEAVE_CHECK_ARG(options.momentum >= 0 && options.momentum <= 1,
                    "BatchNorm2d: momentum is {}; expected 0 <= momentum <= 1", options.momentum);
+  warn_if_pytorch_momentum(options.momentum);
   gamma = register_parameter("gamma", options.gamma_init({num_features}));
   beta = register_parameter("beta", options.beta_init({num_features}));
   moving_mean = register_parameter("moving_mean", Tensor::zeros({num_features}),

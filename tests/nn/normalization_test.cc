@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "cleave/nn/layers.h"
 #include "testing/gradcheck.h"
@@ -159,6 +160,36 @@ TEST(BatchNorm2d, BadInputIsReported) {
   EXPECT_ERROR(BatchNorm2d(3, {.momentum = 1.5}), "BatchNorm2d: momentum is 1.5",
                "0 <= momentum <= 1");
   EXPECT_ERROR(BatchNorm2d(3, {.eps = 0.0}), "BatchNorm2d: eps is 0");
+}
+
+size_t count(const std::string& text, const std::string& fragment) {
+  size_t n = 0;
+  for (size_t at = text.find(fragment); at != std::string::npos; at = text.find(fragment, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// PyTorch's momentum 0.1 is MindSpore's 0.9: accepted (it is a valid value) but said once, naming
+// both conventions. (Once per process: ctest runs every test in a process of its own, and no other
+// test here makes a BatchNorm2d with a momentum below 0.5.)
+TEST(BatchNorm2d, MomentumBelowHalfWarnsOnceNamingBothConventions) {
+  ::testing::internal::CaptureStderr();
+  BatchNorm2d mindspore_default(3);
+  BatchNorm2d half(3, {.momentum = 0.5});
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+
+  ::testing::internal::CaptureStderr();
+  BatchNorm2d pytorch_style(3, {.momentum = 0.1});
+  BatchNorm2d another(3, {.momentum = 0.2});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count(err, "warning: BatchNorm2d"), 1u) << err;
+  for (const char* fragment :
+       {"BatchNorm2d: momentum is 0.1", "MindSpore's convention",
+        "moving = momentum * moving + (1 - momentum) * batch", "keeps only 10%",
+        "PyTorch's 0.1 is MindSpore's 0.9", "pass momentum = 0.9"}) {
+    EXPECT_NE(err.find(fragment), std::string::npos) << "missing '" << fragment << "' in: " << err;
+  }
 }
 
 // ---- LayerNorm ----

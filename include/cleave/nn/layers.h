@@ -126,6 +126,9 @@ class Flatten : public Cell {
 // convention, momentum 0.9).
 struct BatchNorm2dOptions {
   double eps = 1e-5;
+  // MindSpore's convention: moving = momentum * moving + (1 - momentum) * batch, so 0.9 keeps 90%
+  // of the old statistic (PyTorch's momentum = 1 - this; its 0.1 is 0.9 here). A value below 0.5
+  // is accepted with a warning on stderr, printed once per process.
   double momentum = 0.9;
   Initializer gamma_init = "ones";
   Initializer beta_init = "zeros";
