@@ -64,14 +64,47 @@ Dense::Dense(int64_t in_channels, int64_t out_channels, DenseOptions options)
   if (options.has_bias) bias = register_parameter("bias", options.bias_init({out_channels}));
 }
 
+namespace {
+
+// Why Dense cannot take an input of shape `s`: the expected rank first, then what to do. An input
+// of more than 2 dims with other features than in_channels last is most often a convolution's
+// output (N, C, H, W) that was not flattened.
+[[noreturn]] void fail_dense_input(const std::string& who, const Shape& s, int64_t in_channels) {
+  if (s.rank() < 2) {
+    CLEAVE_FAIL("{}: expected a 2-D input (N, {}); got shape {} (rank {}){}", who, in_channels,
+                s.to_string(), s.rank(),
+                s.rank() == 1 && s[0] == in_channels
+                    ? "; a single sample needs its batch dim: ops::reshape(x, {1, in_channels})"
+                    : "");
+  }
+  if (s.rank() == 2) {
+    CLEAVE_FAIL(
+        "{}: expected a 2-D input (N, {}); got shape {}, whose dim 1 ({}) is not "
+        "in_channels ({})",
+        who, in_channels, s.to_string(), s[1], in_channels);
+  }
+  const int64_t per_sample = s[0] == 0 ? 0 : s.numel() / s[0];
+  CLEAVE_FAIL(
+      "{}: expected a 2-D input (N, {}); got a {}-D input of shape {}: flatten it first "
+      "(nn::Flatten or ops::flatten), which gives {}{}. (An input of more than 2 dims is taken "
+      "only "
+      "with the features last, (..., {}), e.g. a sequence (N, T, {}).)",
+      who, in_channels, s.rank(), s.to_string(), Shape({s[0], per_sample}).to_string(),
+      per_sample == in_channels
+          ? ""
+          : fmt::format(", whose dim 1 is not {} either: check the layers before this one",
+                        in_channels),
+      in_channels, in_channels);
+}
+
+}  // namespace
+
 Tensor Dense::construct(const Tensor& x) {
-  const std::string who =
-      fmt::format("Dense(in_channels={}, out_channels={})", in_channels_, out_channels_);
-  CLEAVE_CHECK_ARG(x.rank() >= 2,
-                   "{}: input has shape {} (rank {}); expected rank >= 2 with last dim {}", who,
-                   x.shape().to_string(), x.rank(), in_channels_);
-  CLEAVE_CHECK_ARG(x.dim(-1) == in_channels_, "{}: input has shape {}; expected last dim {}", who,
-                   x.shape().to_string(), in_channels_);
+  if (x.rank() < 2 || x.dim(-1) != in_channels_) {
+    fail_dense_input(
+        fmt::format("Dense(in_channels={}, out_channels={})", in_channels_, out_channels_),
+        x.shape(), in_channels_);
+  }
   // Leading dims beyond the batch dim are folded into it for the 2-D MatMul.
   const Tensor x2 = x.rank() == 2 ? x : ops::reshape(x, {-1, in_channels_});
   Tensor y =
@@ -127,10 +160,12 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> k
 
 Tensor Conv2d::construct(const Tensor& x) {
   CLEAVE_CHECK_ARG(x.rank() == 4 && x.dim(1) == in_channels_,
-                   "Conv2d(in_channels={}, out_channels={}, kernel_size={}): input has shape {}; "
-                   "expected (N, {}, H, W)",
-                   in_channels_, out_channels_, Shape(kernel_size_).to_string(),
-                   x.shape().to_string(), in_channels_);
+                   "Conv2d(in_channels={}, out_channels={}, kernel_size={}): expected a 4-D input "
+                   "(N, {}, H, W); got shape {}{}",
+                   in_channels_, out_channels_, Shape(kernel_size_).to_string(), in_channels_,
+                   x.shape().to_string(),
+                   x.rank() == 4 ? fmt::format(", whose dim 1 ({}) is not in_channels", x.dim(1))
+                                 : fmt::format(" (rank {})", x.rank()));
   Tensor y = with_annotations(conv2d, [&] {
     return ops::conv2d(x, weight,
                        {.stride = options_.stride,

@@ -54,9 +54,12 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, BatchNorm2dOptions options)
 }
 
 Tensor BatchNorm2d::construct(const Tensor& x) {
-  CLEAVE_CHECK_ARG(x.rank() == 4 && x.dim(1) == num_features_,
-                   "BatchNorm2d(num_features={}): input has shape {}; expected (N, {}, H, W)",
-                   num_features_, x.shape().to_string(), num_features_);
+  CLEAVE_CHECK_ARG(
+      x.rank() == 4 && x.dim(1) == num_features_,
+      "BatchNorm2d(num_features={}): expected a 4-D input (N, {}, H, W); got shape {}{}",
+      num_features_, num_features_, x.shape().to_string(),
+      x.rank() == 4 ? fmt::format(", whose dim 1 ({}) is not num_features", x.dim(1))
+                    : fmt::format(" (rank {})", x.rank()));
   if (!training()) {
     return with_annotations(batch_norm, [&] {
       return ops::batch_norm(x, gamma, beta, moving_mean, moving_variance,
@@ -111,10 +114,10 @@ Tensor LayerNorm::construct(const Tensor& x) {
     matches = x.dim(x.rank() - k + i) == normalized_shape_[static_cast<size_t>(i)];
   }
   CLEAVE_CHECK_ARG(matches,
-                   "LayerNorm(normalized_shape={}): input has shape {}; expected its last {} "
-                   "dim(s) to be {}",
-                   Shape(normalized_shape_).to_string(), x.shape().to_string(), k,
-                   Shape(normalized_shape_).to_string());
+                   "LayerNorm(normalized_shape={}): expected an input of rank >= {} whose last {} "
+                   "dim(s) are {}; got shape {} (rank {})",
+                   Shape(normalized_shape_).to_string(), k, k, Shape(normalized_shape_).to_string(),
+                   x.shape().to_string(), x.rank());
   return with_annotations(layer_norm,
                           [&] { return ops::layer_norm(x, gamma, beta, x.rank() - k, epsilon_); });
 }

@@ -78,14 +78,30 @@ TEST(Dense, GradientsThroughTheLayer) {
 TEST(Dense, BadInputIsReported) {
   Dense fc(400, 120);
   EXPECT_ERROR(fc(Tensor::zeros({32, 300})),
-               "Dense(in_channels=400, out_channels=120): input has shape (32, 300); expected "
-               "last dim 400");
+               "Dense(in_channels=400, out_channels=120): expected a 2-D input (N, 400); got shape "
+               "(32, 300), whose dim 1 (300) is not in_channels (400)");
   EXPECT_ERROR(fc(Tensor::zeros({400})),
-               "Dense(in_channels=400, out_channels=120): input has shape (400) (rank 1)",
-               "rank >= 2");
+               "Dense(in_channels=400, out_channels=120): expected a 2-D input (N, 400); got shape "
+               "(400) (rank 1)",
+               "needs its batch dim");
   EXPECT_ERROR(Dense(3, 4, {.activation = "swish"}), "Dense: activation 'swish' is not supported",
                "\"relu\"");
   EXPECT_ERROR(Dense(0, 4), "Dense: in_channels 0 and out_channels 4 must both be > 0");
+}
+
+// A convolution's output (N, C, H, W) given to Dense without Flatten: the error names the rank
+// Dense expects and the fix, not only the mismatching last dim.
+TEST(Dense, FourDimensionalInputIsToldToFlattenFirst) {
+  Dense fc(512, 10);
+  EXPECT_ERROR(fc(Tensor::zeros({32, 8, 8, 8})),
+               "Dense(in_channels=512, out_channels=10): expected a 2-D input (N, 512); got a 4-D "
+               "input of shape (32, 8, 8, 8): flatten it first (nn::Flatten or ops::flatten), "
+               "which gives (32, 512).");
+  EXPECT_ERROR(fc(Tensor::zeros({32, 3, 8, 8})), "flatten it first",
+               "which gives (32, 192), "
+               "whose dim 1 is not 512 either");
+  // With the features last, more dims are taken: a sequence (N, T, in_channels).
+  EXPECT_EQ(fc(Tensor::zeros({2, 7, 512})).shape(), Shape({2, 7, 10}));
 }
 
 // ---- Conv2d ----
@@ -161,9 +177,10 @@ TEST(Conv2d, GradientsThroughTheLayer) {
 TEST(Conv2d, BadInputIsReported) {
   Conv2d conv(3, 6, 5);
   EXPECT_ERROR(conv(Tensor::zeros({2, 1, 28, 28})),
-               "Conv2d(in_channels=3, out_channels=6, kernel_size=(5, 5)): input has shape (2, 1, "
-               "28, 28); expected (N, 3, H, W)");
-  EXPECT_ERROR(conv(Tensor::zeros({3, 28, 28})), "input has shape (3, 28, 28)");
+               "Conv2d(in_channels=3, out_channels=6, kernel_size=(5, 5)): expected a 4-D input "
+               "(N, 3, H, W); got shape (2, 1, 28, 28), whose dim 1 (1) is not in_channels");
+  EXPECT_ERROR(conv(Tensor::zeros({3, 28, 28})),
+               "expected a 4-D input (N, 3, H, W); got shape (3, 28, 28) (rank 3)");
   EXPECT_ERROR(Conv2d(3, 6, 3, {.padding = {1}}), "Conv2d: padding (1, 1, 1, 1)",
                "pad_mode \"same\"", "unless pad_mode is \"pad\"");
   EXPECT_ERROR(Conv2d(3, 6, 3, {.pad_mode = "full"}), "Conv2d: pad_mode 'full' is not supported",

@@ -154,8 +154,11 @@ TEST(BatchNorm2d, GradientsThroughTheLayer) {
 TEST(BatchNorm2d, BadInputIsReported) {
   BatchNorm2d bn(3);
   EXPECT_ERROR(bn(Tensor::zeros({2, 4, 5, 5})),
-               "BatchNorm2d(num_features=3): input has shape (2, 4, 5, 5); expected (N, 3, H, W)");
-  EXPECT_ERROR(bn(Tensor::zeros({2, 3})), "input has shape (2, 3)");
+               "BatchNorm2d(num_features=3): expected a 4-D input (N, 3, H, W); got shape "
+               "(2, 4, 5, 5), whose dim 1 (4) is not num_features");
+  EXPECT_ERROR(bn(Tensor::zeros({2, 3})),
+               "BatchNorm2d(num_features=3): expected a 4-D input (N, 3, H, W); got shape (2, 3) "
+               "(rank 2)");
   EXPECT_ERROR(BatchNorm2d(0), "BatchNorm2d: num_features is 0");
   EXPECT_ERROR(BatchNorm2d(3, {.momentum = 1.5}), "BatchNorm2d: momentum is 1.5",
                "0 <= momentum <= 1");
@@ -227,9 +230,9 @@ TEST(LayerNorm, GradientsThroughTheLayer) {
 TEST(LayerNorm, BadInputIsReported) {
   LayerNorm ln({4, 5});
   EXPECT_ERROR(ln(Tensor::zeros({2, 5, 4})),
-               "LayerNorm(normalized_shape=(4, 5)): input has shape (2, 5, 4); expected its last "
-               "2 dim(s) to be (4, 5)");
-  EXPECT_ERROR(ln(Tensor::zeros({5})), "input has shape (5)");
+               "LayerNorm(normalized_shape=(4, 5)): expected an input of rank >= 2 whose last 2 "
+               "dim(s) are (4, 5); got shape (2, 5, 4) (rank 3)");
+  EXPECT_ERROR(ln(Tensor::zeros({5})), "expected an input of rank >= 2", "got shape (5) (rank 1)");
   EXPECT_ERROR(LayerNorm({}), "LayerNorm: normalized_shape is empty");
   EXPECT_ERROR(LayerNorm({3, 0}), "LayerNorm: normalized_shape (3, 0) has a dim 0");
   EXPECT_ERROR(LayerNorm({3}, 0.0), "LayerNorm: epsilon is 0");
