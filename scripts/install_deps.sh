@@ -9,8 +9,8 @@
 set -euo pipefail
 
 packages=(
-  # build
-  cmake ninja-build g++ ccache
+  # build; pkg-config also builds examples/consumer the way a user's own program may
+  cmake ninja-build g++ ccache pkg-config
   # kernels, logging, flags, config files. Debian's oneDNN is built with its OpenCL GPU runtime:
   # its CMake package calls find_package(OpenCL), whose headers and libOpenCL.so link come from
   # ocl-icd-opencl-dev, which libdnnl-dev only recommends (and --no-install-recommends skips).

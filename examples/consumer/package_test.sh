@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# CTest (consumer_package, consumer_pkgconfig): installs a build of cleave into a temporary prefix
+# with `cmake --install`, builds this folder's program against that prefix alone, runs it, and
+# checks that its loss falls.
+#
+# Usage: package_test.sh BUILD_DIR cmake|pkg-config
+#   cmake       configures and builds examples/consumer/CMakeLists.txt (find_package(cleave))
+#   pkg-config  compiles main.cc with one g++ command line and `pkg-config --cflags --libs cleave`
+set -euo pipefail
+
+build_dir=${1:?usage: package_test.sh BUILD_DIR cmake|pkg-config}
+how=${2:?usage: package_test.sh BUILD_DIR cmake|pkg-config}
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+cmake --install "$build_dir" --prefix "$tmp/prefix" >"$tmp/install.log" ||
+  { cat "$tmp/install.log"; echo "package_test: cmake --install $build_dir failed" >&2; exit 1; }
+
+case "$how" in
+  cmake)
+    cmake -S "$src" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$tmp/prefix" >"$tmp/configure.log" ||
+      { cat "$tmp/configure.log"; echo "package_test: configuring $src failed" >&2; exit 1; }
+    cmake --build "$tmp/build" >"$tmp/build.log" ||
+      { cat "$tmp/build.log"; echo "package_test: building $src failed" >&2; exit 1; }
+    program=$tmp/build/consumer
+    ;;
+  pkg-config)
+    pc=$(find "$tmp/prefix" -name cleave.pc -print -quit)
+    [ -n "$pc" ] || { echo "package_test: no cleave.pc under $tmp/prefix" >&2; exit 1; }
+    export PKG_CONFIG_PATH=$(dirname "$pc")
+    program=$tmp/consumer
+    pkg-config --exists --print-errors cleave
+    g++ -std=c++20 -O2 "$src/main.cc" -o "$program" $(pkg-config --cflags --libs cleave)
+    ;;
+  *)
+    echo "package_test: unknown way to build '$how'; expected cmake or pkg-config" >&2
+    exit 2
+    ;;
+esac
+
+"$program" | tee "$tmp/run.log"
+# "step N: loss X", one line per step: the last loss must be below the first.
+awk '/^step [0-9]+: loss / { loss = $4 + 0; if (first == "") first = loss; steps++ }
+     END {
+       if (steps < 2) { print "package_test: expected a loss per step, got " steps " lines"; exit 1 }
+       if (!(loss < first)) { print "package_test: the loss did not fall: " first " -> " loss; exit 1 }
+       print "package_test: the loss fell over " steps " steps: " first " -> " loss
+     }' "$tmp/run.log"
