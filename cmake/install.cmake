@@ -98,16 +98,19 @@ foreach(layer IN LISTS CLEAVE_LAYERS)
     list(APPEND _pc_cleave_libs -lcleave_${layer})
   endif()
 endforeach()
-if(CLEAVE_STATIC_LIBRARIES)
-  list(PREPEND _pc_libs ${_pc_cleave_libs})
-  if(CLEAVE_WITH_CUDA)
-    # The anchor of src/kernels/device.cc (top CMakeLists.txt).
-    list(PREPEND _pc_libs "-Wl,--undefined=cleave_cuda_runtime_anchor")
-  endif()
-else()
-  # The libraries are found at run time without LD_LIBRARY_PATH, wherever the prefix is.
-  list(PREPEND _pc_libs -Wl,-rpath,\${libdir} ${_pc_cleave_libs})
+# NOTE [The CUDA allocator in every program] (top CMakeLists.txt): the anchor of a static
+# libcleave_kernels.a; a shared libcleave_kernels.so linked with --no-as-needed.
+if(CLEAVE_WITH_CUDA AND CLEAVE_STATIC_LIBRARIES)
+  list(PREPEND _pc_cleave_libs "-Wl,--undefined=cleave_cuda_runtime_anchor")
+elseif(CLEAVE_WITH_CUDA)
+  list(PREPEND _pc_cleave_libs "-Wl,--push-state,--no-as-needed")
+  list(APPEND _pc_cleave_libs "-Wl,--pop-state")
 endif()
+if(NOT CLEAVE_STATIC_LIBRARIES)
+  # The libraries are found at run time without LD_LIBRARY_PATH, wherever the prefix is.
+  list(PREPEND _pc_cleave_libs -Wl,-rpath,\${libdir})
+endif()
+list(PREPEND _pc_libs ${_pc_cleave_libs})
 if(CLEAVE_WITH_CUDA)
   list(APPEND _pc_cflags -DCLEAVE_HAVE_CUDA=1)
 endif()

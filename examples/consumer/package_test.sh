@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CTest (consumer_package, consumer_pkgconfig): installs a build of cleave into a temporary prefix
 # with `cmake --install`, builds this folder's program against that prefix alone, runs it, and
-# checks that its loss falls.
+# checks that its loss falls; then builds cuda_tensor.cc the same way and checks that a CUDA build
+# of cleave installs its CUDA allocator in it.
 #
 # Usage: package_test.sh BUILD_DIR cmake|pkg-config
 #   cmake       configures and builds examples/consumer/CMakeLists.txt (find_package(cleave))
@@ -16,6 +17,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 cmake --install "$build_dir" --prefix "$tmp/prefix" >"$tmp/install.log" ||
   { cat "$tmp/install.log"; echo "package_test: cmake --install $build_dir failed" >&2; exit 1; }
+pc=$(find "$tmp/prefix" -name cleave.pc -print -quit)
+[ -n "$pc" ] || { echo "package_test: cmake --install wrote no cleave.pc under $tmp/prefix" >&2; exit 1; }
 
 case "$how" in
   cmake)
@@ -25,14 +28,15 @@ case "$how" in
     cmake --build "$tmp/build" >"$tmp/build.log" ||
       { cat "$tmp/build.log"; echo "package_test: building $src failed" >&2; exit 1; }
     program=$tmp/build/consumer
+    cuda_program=$tmp/build/cuda_tensor
     ;;
   pkg-config)
-    pc=$(find "$tmp/prefix" -name cleave.pc -print -quit)
-    [ -n "$pc" ] || { echo "package_test: no cleave.pc under $tmp/prefix" >&2; exit 1; }
     export PKG_CONFIG_PATH=$(dirname "$pc")
     program=$tmp/consumer
+    cuda_program=$tmp/cuda_tensor
     pkg-config --exists --print-errors cleave
     g++ -std=c++20 -O2 "$src/main.cc" -o "$program" $(pkg-config --cflags --libs cleave)
+    g++ -std=c++20 -O2 "$src/cuda_tensor.cc" -o "$cuda_program" $(pkg-config --cflags --libs cleave)
     ;;
   *)
     echo "package_test: unknown way to build '$how'; expected cmake or pkg-config" >&2
@@ -48,3 +52,10 @@ awk '/^step [0-9]+: loss / { loss = $4 + 0; if (first == "") first = loss; steps
        if (!(loss < first)) { print "package_test: the loss did not fall: " first " -> " loss; exit 1 }
        print "package_test: the loss fell over " steps " steps: " first " -> " loss
      }' "$tmp/run.log"
+
+"$cuda_program" | tee "$tmp/cuda.log"
+if grep -q "CLEAVE_HAVE_CUDA" "$pc" && grep -q "has no CUDA support" "$tmp/cuda.log"; then
+  echo "package_test: cleave was built with CUDA, but the CUDA allocator is missing from a program" \
+    "that uses only Tensor (NOTE [The CUDA allocator in every program])" >&2
+  exit 1
+fi

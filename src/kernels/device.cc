@@ -120,9 +120,9 @@ Tensor to_device(const Tensor& t, Device device) {
 }  // namespace cleave
 
 #ifdef CLEAVE_HAVE_CUDA
-// Named with the linker's --undefined by every target linking cleave_kernels (top
-// CMakeLists.txt), so this object file, and with it the static initializer above that installs
-// the CUDA allocator, is linked into every program, even one that creates CUDA tensors only
-// through Tensor::empty.
+// Named with the linker's --undefined by every target linking a static cleave_kernels, so this
+// object file, and with it the static initializer above that installs the CUDA allocator, is
+// linked into every program, even one that creates CUDA tensors only through Tensor::empty (NOTE
+// [The CUDA allocator in every program] in the top CMakeLists.txt).
 extern "C" const bool cleave_cuda_runtime_anchor = cleave::kCudaAllocatorInstalled;
 #endif
