@@ -316,8 +316,8 @@ std::vector<double> train_seed(const Tensor& x, const Tensor& y, int steps) {
     net = std::make_shared<SeedNet>();
   }
   auto loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
-  optim::Momentum opt(net->trainable_params(), 0.2, 0.1);
-  optim::TrainOneStep step(*loss, opt);
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.2, 0.1);
+  optim::TrainOneStep step(loss, opt);
   std::vector<double> losses;
   for (int s = 0; s < steps; ++s) losses.push_back(step(x, y).item());
   return losses;
