@@ -137,9 +137,14 @@ class Propagation {
       for (size_t k = 0; k < next.size(); ++k) choice[k] = choose(next[k]);
       for (size_t k = 0; k < next.size(); ++k) {
         OpNode& op = ops_[static_cast<size_t>(next[k])];
-        op.chosen = choice[k];
+        // Only the chosen candidate is read from now on: keep that one (the heap stays small).
+        Candidate kept = std::move(op.candidates[static_cast<size_t>(choice[k])]);
+        op.candidates.clear();
+        op.candidates.shrink_to_fit();
+        op.candidates.push_back(std::move(kept));
+        op.chosen = 0;
         Node& n = g_.nodes[static_cast<size_t>(next[k])];
-        n.strategy = op.candidates[static_cast<size_t>(choice[k])].strategy;
+        n.strategy = op.candidates[0].strategy;
         n.strategy_derived = true;
         ++report.derived;
       }
@@ -185,9 +190,7 @@ class Propagation {
     if (op.enumerated) return;
     op.enumerated = true;
     const RuleContext ctx = context(i);
-    for (const ir::Strategy& s : op.rule->strategies(ctx)) {
-      op.candidates.push_back(candidate_of(op.rule->infer(ctx, s)));
-    }
+    for (const OpSharding& s : op.rule->shardings(ctx)) op.candidates.push_back(candidate_of(s));
     CLEAVE_ASSERT(!op.candidates.empty(), "{}: its rule offers no strategy on {} devices",
                   describe_op(ctx), o_.device_num);
   }

@@ -333,10 +333,25 @@ const RedistributionPlan& plan_redistribution(const Layout& from, const Layout& 
                 to.to_string());
   CLEAVE_ASSERT(!to.is_partial() || to.normalized().partial() == from.normalized().partial(),
                 "redistribution to a partial layout {} from {}", to.to_string(), from.to_string());
+  // The key is the layouts' and shape's numbers (formatting them as text cost more than the
+  // propagation's whole choice).
   static std::mutex mutex;
-  static std::map<std::string, RedistributionPlan> cache;
-  const std::string key = fmt::format("{}|{}|{}|{}", from.to_string(), to.to_string(),
-                                      global.to_string(), dtype_name(dtype));
+  static std::map<std::vector<int64_t>, RedistributionPlan> cache;
+  std::vector<int64_t> key{static_cast<int64_t>(dtype), global.rank()};
+  auto add = [&key](const Layout& l) {
+    key.push_back(static_cast<int64_t>(l.device_matrix().size()));
+    key.insert(key.end(), l.device_matrix().begin(), l.device_matrix().end());
+    for (const Layout::DimAxes& axes : l.tensor_map()) {
+      key.push_back(static_cast<int64_t>(axes.size()));
+      key.insert(key.end(), axes.begin(), axes.end());
+    }
+    key.push_back(static_cast<int64_t>(l.partial().size()));
+    key.insert(key.end(), l.partial().begin(), l.partial().end());
+    key.push_back(static_cast<int64_t>(l.partial_op()));
+  };
+  add(from);
+  add(to);
+  key.insert(key.end(), global.dims().begin(), global.dims().end());
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;

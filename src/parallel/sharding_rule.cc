@@ -235,7 +235,7 @@ ir::Strategy ShardingRule::default_strategy(const RuleContext& ctx) const {
   return replicated_strategy(ctx);
 }
 
-std::vector<ir::Strategy> ShardingRule::strategies(const RuleContext& ctx) const {
+std::vector<OpSharding> ShardingRule::shardings(const RuleContext& ctx) const {
   const IterationSpace sp = space(ctx);
   std::vector<bool> read(sp.loops.size(), false);
   for (const auto& dims : sp.inputs) {
@@ -243,14 +243,12 @@ std::vector<ir::Strategy> ShardingRule::strategies(const RuleContext& ctx) const
       if (l >= 0) read[static_cast<size_t>(l)] = true;
     }
   }
-  std::vector<ir::Strategy> out;
+  std::vector<OpSharding> out;
   std::vector<int64_t> splits(sp.loops.size(), 1);
   std::function<void(size_t, int64_t)> walk = [&](size_t l, int64_t used) {
     if (l == sp.loops.size()) {
-      const ir::Strategy s = strategy_from_splits(sp, splits);
       try {
-        infer(ctx, s);
-        out.push_back(s);
+        out.push_back(infer(ctx, strategy_from_splits(sp, splits)));
       } catch (const Error&) {
       }
       return;
@@ -265,6 +263,12 @@ std::vector<ir::Strategy> ShardingRule::strategies(const RuleContext& ctx) const
     splits[l] = 1;
   };
   walk(0, 1);
+  return out;
+}
+
+std::vector<ir::Strategy> ShardingRule::strategies(const RuleContext& ctx) const {
+  std::vector<ir::Strategy> out;
+  for (OpSharding& s : shardings(ctx)) out.push_back(std::move(s.strategy));
   return out;
 }
 

@@ -48,8 +48,7 @@ Layout layout_from_entry(const std::vector<int64_t>& entry, int64_t device_num) 
 // strategy must lay that parameter out as it is laid out already.
 ir::Strategy strategy_keeping_parameters(const Graph& g, const Node& n, const RuleContext& ctx,
                                          const ShardingRule& rule, const ParallelPlan& plan) {
-  for (const ir::Strategy& s : rule.strategies(ctx)) {
-    const OpSharding sharding = rule.infer(ctx, s);
+  for (const OpSharding& sharding : rule.shardings(ctx)) {
     bool keeps = true;
     for (size_t k = 0; k < n.inputs.size() && keeps; ++k) {
       const ValueRef v = n.inputs[k];
@@ -57,7 +56,7 @@ ir::Strategy strategy_keeping_parameters(const Graph& g, const Node& n, const Ru
       const std::vector<Layout>& have = plan.layouts[static_cast<size_t>(v.node)];
       keeps = have.empty() || have[0].same_distribution(sharding.inputs[k]);
     }
-    if (keeps) return s;
+    if (keeps) return sharding.strategy;
   }
   CLEAVE_FAIL(
       "{}: it writes into a parameter in place, and none of its strategies keeps the "

@@ -112,9 +112,12 @@ class ShardingRule {
   virtual OpSharding infer(const RuleContext& ctx, const ir::Strategy& strategy) const;
   // The strategy of an op nobody configured (NOTE: data parallel when valid, else replicated).
   virtual ir::Strategy default_strategy(const RuleContext& ctx) const;
-  // Every valid strategy on ctx.device_num devices (for the search and the tests), the
-  // replicated one first.
-  virtual std::vector<ir::Strategy> strategies(const RuleContext& ctx) const;
+  // Every valid strategy on ctx.device_num devices with the layouts it implies (for the
+  // propagation, the search and the tests), the replicated one first. Inferring is how a
+  // strategy is found valid, so its result comes along rather than being computed again.
+  virtual std::vector<OpSharding> shardings(const RuleContext& ctx) const;
+  // The strategies of shardings(), in its order.
+  std::vector<ir::Strategy> strategies(const RuleContext& ctx) const;
   // The attributes of the local op on `rank` (shape attributes made local); default unchanged.
   virtual ir::Attrs local_attrs(const LowerContext& ctx) const;
   // The local computation on `ctx.inputs`; default: the same primitive with local_attrs().

@@ -15,7 +15,7 @@ class CommRule : public ShardingRule {
   }
   OpSharding infer(const RuleContext& ctx, const ir::Strategy&) const override { reject(ctx); }
   ir::Strategy default_strategy(const RuleContext& ctx) const override { reject(ctx); }
-  std::vector<ir::Strategy> strategies(const RuleContext&) const override { return {}; }
+  std::vector<OpSharding> shardings(const RuleContext&) const override { return {}; }
 
  private:
   [[noreturn]] static void reject(const RuleContext& ctx) {

@@ -142,15 +142,14 @@ class ReshapeRule : public ShardingRule {
     return s;
   }
 
-  std::vector<ir::Strategy> strategies(const RuleContext& ctx) const override {
+  std::vector<OpSharding> shardings(const RuleContext& ctx) const override {
     const Shape& in = ctx.inputs[0].shape;
-    std::vector<ir::Strategy> out;
+    std::vector<OpSharding> out;
     std::vector<int64_t> s(static_cast<size_t>(in.rank()), 1);
     std::function<void(int64_t, int64_t)> walk = [&](int64_t d, int64_t used) {
       if (d == in.rank()) {
         try {
-          infer(ctx, {s});
-          out.push_back({s});
+          out.push_back(infer(ctx, {s}));
         } catch (const Error&) {
         }
         return;
