@@ -3,15 +3,20 @@
 # (saving the strategy file), again from the loaded strategy file, and under run_with_mpi.sh, and
 # checks: every rank prints the 20 loss lines of the single process (relative 1e-5) and they fall;
 # rank 0's step_parallel_begin dump has matmul's given strategy and relu's and matmul2's derived
-# ones; its executed graph has the seed's figures; every rank saved its checkpoint slices; the
-# loaded strategy file gives the same losses.
+# ones; both dumps equal the golden files in golden/ and cleave-ir draws them; every rank's
+# checkpoint holds its slices of w and w2, equal to the single process's rows; the loaded strategy
+# file gives the same losses; a hand-started job (MS_ROLE, MS_WORKER_NUM, MS_SCHED_HOST,
+# MS_SCHED_PORT) prints them too.
 # Usage: sharding_propagation_test.sh BIN_DIR
+# CLEAVE_UPDATE_GOLDEN=1 rewrites the golden files from this run instead of comparing.
 set -euo pipefail
 bin=$(cd "$1" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export CLEAVE_BIN_DIR=$bin OMP_NUM_THREADS=1 CLEAVE_COMM_TIMEOUT_MS=60000
+unset MS_ROLE MS_SCHED_HOST MS_SCHED_PORT MS_WORKER_NUM MS_NODE_ID OMPI_COMM_WORLD_RANK \
+  OMPI_COMM_WORLD_SIZE
 
 # shellcheck source=../common/test_lib.sh
 source "$here/../common/test_lib.sh"
@@ -71,16 +76,61 @@ expect ReLU ": (<Tensor[Float32], (8, 4)>) -> (<Tensor[Float32], (8, 4)>)"
 expect MatMul ": (<Tensor[Float32], (8, 4)>, <Tensor[Float32], (4, 16)>) -> (<Tensor[Float32], (8, 16)>)"
 grep -q "AllReduce(.*rank_list: (0, 1, 2, 3)" "$executed" || fail "executed graph: no AllReduce over ranks (0, 1, 2, 3)"
 echo "ok: rank 0's executed graph has the seed's figures"
+
+# The golden dumps: the whole of both files, so that any change to what propagation derives or
+# the rewrite inserts shows up here as a diff.
+golden() {  # dump golden-file
+  if [ "${CLEAVE_UPDATE_GOLDEN:-0}" = 1 ]; then
+    cp "$1" "$here/golden/$2"
+    echo "updated: golden/$2"
+  elif ! diff -u "$here/golden/$2" "$1"; then
+    fail "$1 differs from golden/$2 (the diff above; CLEAVE_UPDATE_GOLDEN=1 rewrites it if the change is meant)"
+  fi
+}
+golden "$begin" rank_0_step_parallel_begin.ir
+golden "$executed" rank_0_step_parallel_end.ir
+echo "ok: rank 0's step_parallel_begin and step_parallel_end dumps equal the golden files"
+
+if command -v dot > /dev/null; then
+  for d in "$begin" "$executed"; do
+    "$bin/cleave-ir" "$d" --render svg --out "$work/drawn.svg" > /dev/null ||
+      fail "cleave-ir cannot draw $d"
+    grep -q "MatMul" "$work/drawn.svg" || fail "cleave-ir's drawing of $d has no MatMul"
+  done
+  grep -q "AllReduce" "$work/drawn.svg" || fail "cleave-ir's drawing of $executed has no AllReduce"
+  echo "ok: cleave-ir draws both dumps"
+else
+  echo "SKIPPED: Graphviz's dot not found: drawing the dumps"
+fi
 "$bin/cleave-ir" "$executed" --render none > "$work/summary.txt" || fail "cleave-ir cannot read $executed"
 grep -q "AllReduce over ranks (0, 1, 2, 3)" "$work/summary.txt" &&
   grep -q "w2 <Tensor\[Float32\], (4, 16)>" "$work/summary.txt" ||
   fail "cleave-ir's summary lacks the AllReduce over (0, 1, 2, 3) or w2 as (4, 16): $(cat "$work/summary.txt")"
 
+# Each rank's last checkpoint holds its slices: w (32, 16) and w2 (16, 16) are split 4 ways by
+# rows (strategy (4, 1) on the device matrix [2, 4, 1]), so rank r holds row block r % 4 of each,
+# and those rows equal the single process's (1e-5 relative, 1e-7 absolute).
+single_ckpt=$work/single/0/CKP-5_4.ckpt
+[ -f "$single_ckpt" ] || fail "the single run saved no checkpoint $single_ckpt"
 for r in 0 1 2 3 4 5 6 7; do
-  ls "$work/job/$r"/CKP-5_4.ckpt > /dev/null 2>&1 || fail "rank $r saved no checkpoint CKP-5_4.ckpt in $work/job/$r"
+  ckpt=$work/job/$r/CKP-5_4.ckpt
+  [ -f "$ckpt" ] || fail "rank $r saved no checkpoint CKP-5_4.ckpt in $work/job/$r"
+  "$bin/cleave-ckpt" "$ckpt" > "$work/list" || fail "cleave-ckpt cannot read $ckpt"
+  grep -qx "w Float32 (8, 16)" "$work/list" && grep -qx "w2 Float32 (4, 16)" "$work/list" ||
+    fail "rank $r's checkpoint does not hold the slices w (8, 16) and w2 (4, 16): $(cat "$work/list")"
+  for p in w:128 w2:64; do
+    name=${p%:*} per_rank=${p#*:}
+    "$bin/cleave-ckpt" "$ckpt" --values "$name" |
+      awk -v first=$(((r % 4) * per_rank)) -v what="rank $r's $name" '
+        NR == FNR { ref[FNR - 1] = $1; next }
+        { ++n; want = ref[first + n - 1]; d = want - $1; if (d < 0) d = -d; a = want < 0 ? -want : want
+          if (d > 1e-5 * a + 1e-7) { print what " value " n ": " $1 " where one device has " want; bad = 1 } }
+        END { exit bad || n == 0 }' <("$bin/cleave-ckpt" "$single_ckpt" --values "$name") - ||
+      fail "rank $r's checkpoint: $name is not its slice of the single process's $name"
+  done
 done
 grep -q '"parallel_strategy_item"' "$work/strategy.json" || fail "no strategy file written"
-echo "ok: every rank saved its checkpoint; the strategy file was written"
+echo "ok: every rank's checkpoint holds its slices of w and w2, equal to one device's; the strategy file was written"
 
 mkdir "$work/replay"
 (cd "$work/replay" && WORKER_NUM=8 MASTER_PORT=$(free_port) LOG_DIR=$work/replay/logs \
@@ -91,6 +141,26 @@ mkdir "$work/replay"
 check_ranks "cleave-run 8 workers from the strategy file" "$work"/replay/logs/worker_*.log
 cmp -s <(grep -h "loss is" "$work/job/logs/worker_0.log") <(grep -h "loss is" "$work/replay/logs/worker_0.log") ||
   fail "the run from the strategy file prints other losses"
+
+# Hand-started, as the seed's users start a job without a launcher: one scheduler and 8 workers,
+# the same program, told their role by MS_ROLE.
+mkdir "$work/ms"
+port=$(free_port)
+pids=()
+(cd "$work/ms" && MS_ROLE=MS_SCHED MS_WORKER_NUM=8 MS_SCHED_HOST=127.0.0.1 MS_SCHED_PORT=$port \
+  exec timeout 120 "$bin/sharding_propagation" > sched.log 2>&1) &
+pids+=($!)
+for r in 0 1 2 3 4 5 6 7; do
+  (cd "$work/ms" && MS_ROLE=MS_WORKER MS_WORKER_NUM=8 MS_SCHED_HOST=127.0.0.1 MS_SCHED_PORT=$port \
+    exec timeout 120 "$bin/sharding_propagation" > "worker_$r.log" 2>&1) &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do
+  wait "$pid" || { tail -n 5 "$work"/ms/*.log; fail "the hand-started MS_* job failed"; }
+done
+check_ranks "hand-started MS_* job, 8 workers" "$work"/ms/worker_*.log
+[ -f "$work/ms/saved_graph/rank_7/train_step_0_rank7/03_step_parallel_end.ir" ] ||
+  fail "the hand-started job wrote no rank 7 dumps under $work/ms/saved_graph/rank_7"
 
 if command -v mpirun > /dev/null; then
   (cd "$work" && NP=8 timeout 120 "$here/run_with_mpi.sh") > "$work/mpi.out" 2>&1 || {
