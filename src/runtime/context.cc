@@ -1,6 +1,7 @@
 #include "cleave/runtime/context.h"
 
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <unordered_map>
 
@@ -108,6 +109,10 @@ void set_auto_parallel_context(const AutoParallelContext& context) {
                      "{}: full_batch = true contradicts the dataset_strategy {}; set one of them",
                      who, ir::strategy_to_string(strategy));
   }
+  CLEAVE_CHECK_ARG(std::isfinite(context.bucket_cap_mb) && context.bucket_cap_mb >= 0,
+                   "{}: bucket_cap_mb is {}; expected a size in MiB >= 0 (0: one AllReduce per "
+                   "gradient)",
+                   who, context.bucket_cap_mb);
   CLEAVE_CHECK_ARG(context.pipeline_micro_batches >= 1,
                    "{}: pipeline_micro_batches is {}; expected >= 1", who,
                    context.pipeline_micro_batches);

@@ -3,13 +3,17 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <functional>
 #include <map>
 
 #include "cleave/autodiff/graph_grad.h"
 #include "cleave/comm/group_registry.h"
 #include "cleave/ir/graph.h"
+#include "cleave/ir/passes.h"
+#include "cleave/ops/shape.h"
 #include "cleave/parallel/partition.h"
 #include "cleave/parallel/propagation.h"
 #include "cleave/parallel/step_parallel.h"
@@ -103,6 +107,126 @@ void report_propagation(const parallel::PropagationReport& r, int64_t rank) {
 
 std::string rank_folder(const ir::Graph& g, int64_t rank) {
   return fmt::format("{}_rank{}", g.name, rank);
+}
+
+// NOTE [Gradient buckets]
+// DATA_PARALLEL all-reduces the gradients in buckets. The gradients are taken in the order the
+// backward pass computes them (the graph order of the ops producing them: the last layer's
+// first) and cut into runs of one dtype of at most bucket_cap_mb each; the first bucket is
+// capped at 1 MB so that communication starts early (PyTorch DDP's first bucket does the same).
+// A bucket of several gradients is one AllReduce of their flat concatenation, sliced and reshaped
+// back afterwards. hoist_collectives() then moves each bucket's Reshape/Concat/AllReduce to right
+// after the last op its gradients need, so the AllReduce runs on the group's communication thread
+// while the rest of the backward pass computes (NOTE [Collectives in flight] in
+// cleave/runtime/executor.h), and is waited for where its slices are first read, before the
+// update. Each element's sum is the same reduction of the same values as without buckets: the
+// inproc engine sums in rank order, so the results are bit-identical; Gloo's ring sums each
+// element in an order that depends on where it falls in the buffer, which for 2 ranks (a + b ==
+// b + a) changes nothing and for more ranks may change the last bit. bucket_cap_mb = 0 gives one
+// AllReduce per gradient.
+constexpr double kFirstBucketBytes = 1 << 20;
+
+void all_reduce_gradients(ir::Tracer& tracer, std::vector<Tensor>& grads, bool mean,
+                          double cap_mb) {
+  const ops::AllReduceOptions options{.op = mean ? comm::ReduceOp::kMean : comm::ReduceOp::kSum};
+  std::vector<size_t> order;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (grads[i].defined()) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return tracer.value_of(grads[a]).node < tracer.value_of(grads[b]).node;
+  });
+  if (cap_mb <= 0) {
+    for (size_t i : order) grads[i] = ops::all_reduce(grads[i], options);
+    return;
+  }
+  const double cap = cap_mb * (1 << 20);
+  std::vector<size_t> bucket;
+  double bytes = 0;
+  int buckets = 0;
+  auto flush = [&] {
+    if (bucket.empty()) return;
+    if (bucket.size() == 1) {
+      grads[bucket[0]] = ops::all_reduce(grads[bucket[0]], options);
+    } else {
+      std::vector<Tensor> flat;
+      for (size_t i : bucket) flat.push_back(ops::reshape(grads[i], Shape{grads[i].numel()}));
+      const Tensor sum = ops::all_reduce(ops::concat(flat, 0), options);
+      int64_t offset = 0;
+      for (size_t i : bucket) {
+        const Shape shape = grads[i].shape();
+        grads[i] = ops::reshape(ops::slice(sum, {offset}, {shape.numel()}), shape);
+        offset += shape.numel();
+      }
+    }
+    bucket.clear();
+    bytes = 0;
+    ++buckets;
+  };
+  for (size_t i : order) {
+    const auto size = static_cast<double>(grads[i].nbytes());
+    const double limit = buckets == 0 ? std::min(cap, kFirstBucketBytes) : cap;
+    if (!bucket.empty() && (bytes + size > limit || grads[bucket[0]].dtype() != grads[i].dtype())) {
+      flush();
+    }
+    bucket.push_back(i);
+    bytes += size;
+  }
+  flush();
+}
+
+// Moves the communication ops among nodes [begin, end), and the ops there that only feed them,
+// to right after the last node they read (NOTE [Gradient buckets]); everything else keeps its
+// place.
+void hoist_collectives(ir::Graph& g, int begin, int end) {
+  const int count = static_cast<int>(g.nodes.size());
+  std::vector<std::vector<int>> consumers(static_cast<size_t>(count));
+  for (int j = 0; j < count; ++j) {
+    for (const ir::ValueRef& v : g.nodes[static_cast<size_t>(j)].inputs) {
+      consumers[static_cast<size_t>(v.node)].push_back(j);
+    }
+  }
+  std::vector<bool> returned(static_cast<size_t>(count), false);
+  for (const ir::ValueRef& v : g.outputs) returned[static_cast<size_t>(v.node)] = true;
+  std::vector<bool> movable(static_cast<size_t>(count), false);
+  for (int i = end - 1; i >= begin; --i) {
+    const ir::Node& n = g.nodes[static_cast<size_t>(i)];
+    if (!n.is_op() || n.op->mutates_inputs || returned[static_cast<size_t>(i)]) continue;
+    if (n.op->communicates) {
+      movable[static_cast<size_t>(i)] = true;
+      continue;
+    }
+    const std::vector<int>& users = consumers[static_cast<size_t>(i)];
+    movable[static_cast<size_t>(i)] =
+        !users.empty() && std::all_of(users.begin(), users.end(),
+                                      [&](int u) { return movable[static_cast<size_t>(u)]; });
+  }
+  // anchor: the node a movable node goes right after.
+  std::vector<int> anchor(static_cast<size_t>(count), -1);
+  std::vector<std::vector<int>> after(static_cast<size_t>(count));
+  std::vector<int> order;
+  for (int i = begin; i < end; ++i) {
+    if (!movable[static_cast<size_t>(i)]) continue;
+    int a = -1;
+    for (const ir::ValueRef& v : g.nodes[static_cast<size_t>(i)].inputs) {
+      a = std::max(
+          a, movable[static_cast<size_t>(v.node)] ? anchor[static_cast<size_t>(v.node)] : v.node);
+    }
+    anchor[static_cast<size_t>(i)] = a;
+    if (a < 0) {
+      order.push_back(i);
+    } else {
+      after[static_cast<size_t>(a)].push_back(i);
+    }
+  }
+  std::function<void(int)> emit = [&](int i) {
+    order.push_back(i);
+    for (int m : after[static_cast<size_t>(i)]) emit(m);
+  };
+  for (int i = 0; i < count; ++i) {
+    if (!movable[static_cast<size_t>(i)]) emit(i);
+  }
+  ir::reorder_nodes(g, order);
 }
 
 }  // namespace
@@ -217,29 +341,28 @@ std::unique_ptr<CompiledStep> compile_step(const StepProgram& p) {
   }
 
   // 05-06: backward, gradient reduction, optimizer.
-  int step_begin = -1;
+  int step_begin = -1, mirrors = -1;
   {
     ir::Tracer tracer(graph);
     if (training) {
       const Tensor loss = tracer.symbolic(graph.outputs[0]);
       std::vector<Tensor> grads = autodiff::graph_grad(loss, p.wrt, seed);
       dump_stage(graph, 5, "autodiff");
-      const size_t mirrors = graph.nodes.size();
+      mirrors = static_cast<int>(graph.nodes.size());
       const bool mean = apc.gradients_mean || apc.mirror_mean;
-      for (size_t i = 0; i < grads.size(); ++i) {
-        if (!grads[i].defined()) continue;
-        if (s.sharded()) {
+      if (s.sharded()) {
+        for (size_t i = 0; i < grads.size(); ++i) {
+          if (!grads[i].defined()) continue;
           auto it = layouts.find(p.wrt[i].impl());
           if (it != layouts.end()) {
             grads[i] =
                 parallel::all_reduce_over(grads[i], parallel::replica_ranks(it->second, s.rank));
           }
-        } else if (s.mode == DATA_PARALLEL && s.device_num > 1) {
-          grads[i] = ops::all_reduce(grads[i],
-                                     {.op = mean ? comm::ReduceOp::kMean : comm::ReduceOp::kSum});
         }
+      } else if (s.mode == DATA_PARALLEL && s.device_num > 1) {
+        all_reduce_gradients(tracer, grads, mean, apc.bucket_cap_mb);
       }
-      for (size_t j = mirrors; j < graph.nodes.size(); ++j) {
+      for (size_t j = static_cast<size_t>(mirrors); j < graph.nodes.size(); ++j) {
         graph.nodes[j].name = "gradients/mirror_op";
         graph.nodes[j].scope = "Default/gradients";
       }
@@ -248,6 +371,10 @@ std::unique_ptr<CompiledStep> compile_step(const StepProgram& p) {
       dump_stage(graph, 6, "optimizer");
     }
     tracer.finish();
+  }
+  if (s.mode == DATA_PARALLEL && step_begin >= 0 && s.micro_batches == 1 &&
+      !parallel::has_placement(graph)) {
+    hoist_collectives(graph, mirrors, step_begin);
   }
   std::unique_ptr<Executor> executor = compile_distributed(
       std::move(graph), {.step_begin = step_begin, .micro_batches = s.micro_batches});

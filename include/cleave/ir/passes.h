@@ -28,6 +28,12 @@ int common_subexpression_elimination(Graph& graph);
 // result (random and side-effecting ops excluded). Returns the number of ops folded.
 int constant_folding(Graph& graph);
 
+// Puts the nodes in the order `order` (order[k] is the old index of new node k; a permutation of
+// every node) and renumbers every reference, the graph's inputs and outputs. Throws Error, and
+// leaves the graph unchanged, when `order` is not a permutation or puts a node before one of its
+// inputs.
+void reorder_nodes(Graph& graph, const std::vector<int>& order);
+
 // "%12" for an op's single output, "%12[1]" for output 1, "%para3_fc1.weight" for a parameter:
 // how dumps and errors name a value.
 std::string value_name(const Graph& graph, ValueRef v);

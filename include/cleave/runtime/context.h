@@ -61,6 +61,11 @@ struct AutoParallelContext {
   bool mirror_mean = false;
   // DATA_PARALLEL: broadcast rank 0's parameters before the first step.
   bool parameter_broadcast = false;
+  // DATA_PARALLEL: the gradients are all-reduced in buckets of at most this many MiB (the first
+  // at most 1 MiB), each started as soon as its last gradient is computed (NOTE [Gradient
+  // buckets] in src/runtime/pipeline.cc); 0: one AllReduce per gradient. PyTorch DDP's
+  // bucket_cap_mb, with its default.
+  double bucket_cap_mb = 25;
   // How each rank's dataset batches relate to the global batch the step is planned for:
   // "data_parallel" (each rank's batch is its slice of dim 0: the global batch is device_num
   // times larger), "full_batch" (every rank reads the whole batch), or one strategy per input

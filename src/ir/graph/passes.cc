@@ -169,6 +169,38 @@ int dead_code_elimination(Graph& g) {
   return removed;
 }
 
+void reorder_nodes(Graph& g, const std::vector<int>& order) {
+  const size_t count = g.nodes.size();
+  CLEAVE_CHECK_ARG(order.size() == count,
+                   "reorder_nodes '{}': the order has {} entries; the graph has {} nodes", g.name,
+                   order.size(), count);
+  std::vector<int> new_index(count, -1);
+  for (size_t k = 0; k < count; ++k) {
+    const int old = order[k];
+    CLEAVE_CHECK_ARG(
+        old >= 0 && static_cast<size_t>(old) < count && new_index[old] < 0,
+        "reorder_nodes '{}': entry {} is %{}, which is {}", g.name, k, old,
+        old >= 0 && static_cast<size_t>(old) < count ? "listed twice" : "not a node of the graph");
+    new_index[old] = static_cast<int>(k);
+  }
+  for (size_t k = 0; k < count; ++k) {
+    for (const ValueRef& v : g.nodes[order[k]].inputs) {
+      CLEAVE_CHECK_ARG(new_index[v.node] < static_cast<int>(k),
+                       "reorder_nodes '{}': {} would come before its input {}", g.name,
+                       node_label(g, order[k]), node_label(g, v.node));
+    }
+  }
+  std::vector<Node> nodes;
+  nodes.reserve(count);
+  for (int old : order) nodes.push_back(std::move(g.nodes[old]));
+  for (Node& n : nodes) {
+    for (ValueRef& v : n.inputs) v.node = new_index[v.node];
+  }
+  for (ValueRef& v : g.outputs) v.node = new_index[v.node];
+  for (int& i : g.inputs) i = new_index[i];
+  g.nodes = std::move(nodes);
+}
+
 int common_subexpression_elimination(Graph& g) {
   const size_t count = g.nodes.size();
   std::vector<int> redirect = identity(count);

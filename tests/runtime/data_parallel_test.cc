@@ -1,0 +1,184 @@
+// DATA_PARALLEL on thread ranks: N ranks with batch b train as one process with batch N * b,
+// gradient buckets change nothing but the number of AllReduces and where they start, and
+// parameter_broadcast makes ranks started from different seeds equal (NOTE [Gradient buckets] in
+// src/runtime/pipeline.cc).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "cleave/cleave.h"
+#include "comm/thread_world.h"
+#include "testing/gradcheck.h"
+
+namespace cleave {
+namespace {
+
+class Mlp : public nn::Cell {
+ public:
+  Mlp() : Cell("Mlp") {
+    fc1 = register_module("fc1", std::make_shared<nn::Dense>(16, 32));
+    fc2 = register_module("fc2", std::make_shared<nn::Dense>(32, 32));
+    fc3 = register_module("fc3", std::make_shared<nn::Dense>(32, 8));
+    relu = register_module("relu", std::make_shared<nn::ReLU>());
+  }
+  Tensor construct(const Tensor& x) override { return (*fc3)((*relu)((*fc2)((*relu)((*fc1)(x))))); }
+  std::shared_ptr<nn::Dense> fc1, fc2, fc3;
+  std::shared_ptr<nn::ReLU> relu;
+};
+
+struct TrainRun {
+  std::vector<double> losses;
+  std::vector<Tensor> params;
+  int all_reduces = 0;      // in the compiled step
+  bool overlapped = false;  // some backward MatMul runs after the first AllReduce starts
+};
+
+std::mutex g_init_mutex;  // the global generator is not thread-safe
+
+TrainRun train(const Tensor& x, const Tensor& y, int steps, uint64_t seed) {
+  std::shared_ptr<Mlp> net;
+  {
+    std::lock_guard<std::mutex> lock(g_init_mutex);
+    set_seed(seed);
+    net = std::make_shared<Mlp>();
+  }
+  auto loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.1, 0.9);
+  optim::TrainOneStep step(loss, opt);
+  TrainRun run;
+  for (int s = 0; s < steps; ++s) run.losses.push_back(step(x, y).item());
+  for (const Tensor& p : net->trainable_params()) run.params.push_back(p.clone());
+  const ir::Graph& g = step.last_executor()->graph();
+  int first = -1;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (!n.is_op()) continue;
+    if (n.op->name == "AllReduce") {
+      ++run.all_reduces;
+      if (first < 0) first = static_cast<int>(i);
+    }
+    if (first >= 0 && n.op->name == "MatMul") run.overlapped = true;
+  }
+  return run;
+}
+
+// Each of `world` thread ranks trains on its `batch` rows of x and y.
+std::vector<TrainRun> train_ranks(const runtime::AutoParallelContext& context, int world, int batch,
+                                  const Tensor& x, const Tensor& y, int steps,
+                                  bool same_seed = true) {
+  runtime::set_auto_parallel_context(context);
+  std::vector<TrainRun> runs(world);
+  testing::run_thread_job(world, [&](int rank) {
+    runs[rank] = train(x.narrow_rows(rank * batch, batch).clone(),
+                       y.narrow_rows(rank * batch, batch).clone(), steps,
+                       same_seed ? 5 : 100 + static_cast<uint64_t>(rank));
+  });
+  runtime::reset_auto_parallel_context();
+  return runs;
+}
+
+bool bit_identical(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+const runtime::AutoParallelContext kMean{.parallel_mode = runtime::DATA_PARALLEL,
+                                         .gradients_mean = true};
+
+TEST(DataParallel, NRanksWithBatchBTrainAsOneProcessWithBatchNB) {
+  const int b = 4, steps = 4;
+  for (int world : {2, 4, 8}) {
+    set_seed(21);
+    const Tensor x = Tensor::uniform({world * b, 16});
+    const Tensor y = Tensor::uniform({world * b, 8});
+    runtime::reset_auto_parallel_context();
+    const TrainRun single = train(x, y, steps, 5);
+    const std::vector<TrainRun> runs = train_ranks(kMean, world, b, x, y, steps);
+    for (int s = 0; s < steps; ++s) {
+      // Each rank's loss is the mean over its rows; their mean is the whole batch's.
+      double mean = 0;
+      for (const TrainRun& r : runs) mean += r.losses[s] / world;
+      EXPECT_NEAR(mean, single.losses[s], 1e-5 * std::abs(single.losses[s]))
+          << world << " ranks, step " << s;
+    }
+    EXPECT_LT(single.losses.back(), single.losses.front());
+    for (int r = 0; r < world; ++r) {
+      ASSERT_EQ(runs[r].params.size(), single.params.size());
+      for (size_t p = 0; p < single.params.size(); ++p) {
+        EXPECT_TRUE(testing::all_close(runs[r].params[p], single.params[p], 1e-5, 1e-7))
+            << world << " ranks: rank " << r << " parameter " << p;
+        EXPECT_TRUE(bit_identical(runs[r].params[p], runs[0].params[p]))
+            << world << " ranks: rank " << r << " parameter " << p << " differs from rank 0's";
+      }
+    }
+  }
+}
+
+TEST(DataParallel, BucketsAreBitIdenticalToOneAllReducePerGradient) {
+  const int world = 4, b = 4, steps = 3;
+  set_seed(22);
+  const Tensor x = Tensor::uniform({world * b, 16});
+  const Tensor y = Tensor::uniform({world * b, 8});
+  runtime::AutoParallelContext per_gradient = kMean, small = kMean;
+  per_gradient.bucket_cap_mb = 0;
+  small.bucket_cap_mb = 5000.0 / (1 << 20);  // about 5 kB: fc2's weight (4 kB) and a bias or two
+  const std::vector<TrainRun> one = train_ranks(per_gradient, world, b, x, y, steps);
+  const std::vector<TrainRun> few = train_ranks(small, world, b, x, y, steps);
+  const std::vector<TrainRun> whole = train_ranks(kMean, world, b, x, y, steps);  // default 25 MB
+  EXPECT_EQ(one[0].all_reduces, 6);  // 3 weights and 3 biases
+  EXPECT_GT(few[0].all_reduces, 1);
+  EXPECT_LT(few[0].all_reduces, 6);
+  EXPECT_EQ(whole[0].all_reduces, 1);  // all of it fits the first bucket (1 MB)
+  for (int r = 0; r < world; ++r) {
+    for (size_t p = 0; p < one[r].params.size(); ++p) {
+      EXPECT_TRUE(bit_identical(few[r].params[p], one[r].params[p])) << "rank " << r << " " << p;
+      EXPECT_TRUE(bit_identical(whole[r].params[p], one[r].params[p])) << "rank " << r << " " << p;
+    }
+    for (int s = 0; s < steps; ++s) {
+      EXPECT_EQ(few[r].losses[s], one[r].losses[s]);
+      EXPECT_EQ(whole[r].losses[s], one[r].losses[s]);
+    }
+  }
+}
+
+TEST(DataParallel, AGradientBucketStartsBeforeTheBackwardPassEnds) {
+  // One AllReduce per gradient: fc3's gradients are the first computed, so their AllReduce is
+  // moved ahead of fc2's and fc1's backward MatMuls, which run while it is in flight.
+  const int world = 2, b = 4;
+  set_seed(23);
+  const Tensor x = Tensor::uniform({world * b, 16});
+  const Tensor y = Tensor::uniform({world * b, 8});
+  runtime::AutoParallelContext per_gradient = kMean;
+  per_gradient.bucket_cap_mb = 0;
+  for (const TrainRun& r : train_ranks(per_gradient, world, b, x, y, 1)) EXPECT_TRUE(r.overlapped);
+  // One bucket for everything starts after the last gradient: nothing left to overlap.
+  for (const TrainRun& r : train_ranks(kMean, world, b, x, y, 1)) EXPECT_FALSE(r.overlapped);
+}
+
+TEST(DataParallel, ParameterBroadcastMakesRanksStartedFromDifferentSeedsEqual) {
+  const int world = 2, b = 4, steps = 2;
+  set_seed(24);
+  const Tensor x = Tensor::uniform({world * b, 16});
+  const Tensor y = Tensor::uniform({world * b, 8});
+  runtime::AutoParallelContext broadcast = kMean;
+  broadcast.parameter_broadcast = true;
+  const std::vector<TrainRun> with = train_ranks(broadcast, world, b, x, y, steps, false);
+  const std::vector<TrainRun> without = train_ranks(kMean, world, b, x, y, steps, false);
+  bool differ = false;
+  for (size_t p = 0; p < with[0].params.size(); ++p) {
+    EXPECT_TRUE(bit_identical(with[1].params[p], with[0].params[p])) << "parameter " << p;
+    differ = differ || !bit_identical(without[1].params[p], without[0].params[p]);
+  }
+  EXPECT_TRUE(differ) << "without parameter_broadcast, ranks from other seeds should differ";
+}
+
+TEST(DataParallel, ABadBucketSizeIsNamed) {
+  runtime::AutoParallelContext c = kMean;
+  c.bucket_cap_mb = -1;
+  EXPECT_ERROR(runtime::set_auto_parallel_context(c), "bucket_cap_mb is -1", "expected a size");
+  runtime::reset_auto_parallel_context();
+}
+
+}  // namespace
+}  // namespace cleave
