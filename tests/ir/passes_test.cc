@@ -33,6 +33,28 @@ TEST(Verify, AcceptsATracedGraph) {
   verify(s.g);
 }
 
+TEST(ReorderNodes, MovesNodesAndRenumbersEveryReference) {
+  Small s;
+  // x, w, matmul, relu -> w, x, matmul, relu.
+  reorder_nodes(s.g, {1, 0, 2, 3});
+  verify(s.g);
+  EXPECT_EQ(s.g.inputs, std::vector<int>{1});
+  EXPECT_EQ(s.g.nodes[2].inputs[0].node, 1);
+  EXPECT_EQ(s.g.nodes[2].inputs[1].node, 0);
+  EXPECT_EQ(s.g.outputs[0].node, 3);
+}
+
+TEST(ReorderNodes, AnOrderThatIsNotTopologicalOrNotAPermutationIsNamedAndChangesNothing) {
+  Small s;
+  EXPECT_ERROR(reorder_nodes(s.g, {0, 1, 3, 2}), "%3 (ReLU 'relu') would come before its input",
+               "%2 (MatMul 'matmul')");
+  EXPECT_ERROR(reorder_nodes(s.g, {0, 1, 2, 2}), "entry 3 is %2, which is listed twice");
+  EXPECT_ERROR(reorder_nodes(s.g, {0, 1, 2}), "the order has 3 entries; the graph has 4 nodes");
+  EXPECT_ERROR(reorder_nodes(s.g, {0, 1, 2, 7}), "entry 3 is %7, which is not a node");
+  verify(s.g);
+  EXPECT_EQ(s.g.nodes[s.relu()].op->name, "ReLU");
+}
+
 TEST(Verify, DanglingNodeIsNamed) {
   Small s;
   s.g.nodes[s.relu()].inputs[0] = {99, 0};
