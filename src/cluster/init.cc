@@ -311,7 +311,10 @@ void init(const std::string& backend) {
     s.comm_timeout = cluster::read_comm_timeout();
     join_mpi(s);
     s.backend = choose_backend(backend, s.mode);
-  } else if (std::optional<std::string> table = env_value("RANK_TABLE_FILE")) {
+  } else if (std::optional<std::string> table = env_value("RANK_TABLE_FILE")
+                                                    ? env_value("RANK_TABLE_FILE")
+                                                    : env_value("MINDSPORE_HCCL_CONFIG_PATH")) {
+    // MINDSPORE_HCCL_CONFIG_PATH: seed 001's (MindSpore 0.x's) name for the rank table.
     s.comm_timeout = cluster::read_comm_timeout();
     s.backend = choose_backend(backend, JoinMode::kRankTable);
     join_rank_table(s, *table);

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Seed 001 on 2 processes, as its script starts them (run.sh: device<i> folders, RANK_ID,
+# DEVICE_ID, a rank table): a reduced ResNet (resnet_small, 32x32 images) trains with its loss
+# falling and both ranks end with bit-identical parameters; ResNet-50 itself runs 2 steps with the
+# same result; without parameter_broadcast, ranks started from different seeds end apart; the
+# same program under cleave-run and mpirun; AUTO_PARALLEL says it is not built. "Falling": the
+# mean loss of the last epoch is at most 85% of the first's.
+# Usage: resnet_data_parallel_test.sh BIN_DIR
+set -euo pipefail
+bin=$(cd "$1" && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+unset MS_ROLE MS_SCHED_HOST MS_SCHED_PORT MS_WORKER_NUM MS_NODE_ID OMPI_COMM_WORLD_RANK \
+  OMPI_COMM_WORLD_SIZE RANK_TABLE_FILE MINDSPORE_HCCL_CONFIG_PATH RANK_ID DEVICE_ID
+export CLEAVE_BIN_DIR=$bin OMP_NUM_THREADS=1 CLEAVE_COMM_TIMEOUT_MS=60000
+
+# shellcheck source=../common/test_lib.sh
+source "$here/../common/test_lib.sh"
+
+"$bin/cleave-datagen" cifar10 --out "$work/data" --train 1024 --test 16 > /dev/null
+export DATA_PATH=$work/data/cifar-10-batches-bin
+
+# run.sh in folder $1 with RANK_SIZE=2 and the program arguments after it.
+run_job() {  # folder args...
+  local dir=$work/$1
+  shift
+  mkdir "$dir"
+  (cd "$dir" && RANK_SIZE=2 CLEAVE_RANK_TABLE_PORT=$(free_port) timeout 240 "$here/run.sh" "$@") \
+    > "$dir/out" 2>&1 || { cat "$dir/out"; fail "run.sh $* failed"; }
+  [ -f "$dir/device0/log0" ] && [ -f "$dir/device1/log1" ] && [ -f "$dir/device1/env1.log" ] ||
+    fail "run.sh did not make device0/log0, device1/log1 and device1/env1.log in $dir"
+  grep -q "^RANK_ID=1$" "$dir/device1/env1.log" && grep -q "^DEVICE_ID=1$" "$dir/device1/env1.log" ||
+    fail "device1/env1.log lacks RANK_ID=1 and DEVICE_ID=1"
+}
+# The parameter fingerprint a rank's log ends with.
+fingerprint() { grep -o "parameters fnv1a64 [0-9a-f]*" "$1" || fail "no parameter fingerprint in $1"; }
+same_parameters() {  # name log0 log1
+  [ "$(fingerprint "$2")" = "$(fingerprint "$3")" ] ||
+    fail "$1: the ranks' parameters differ: $(fingerprint "$2") and $(fingerprint "$3")"
+  echo "ok: $1: both ranks end with $(fingerprint "$2")"
+}
+
+# The reduced ResNet: 256 images per rank, 16 per step, 8 epochs.
+run_job small --network resnet_small --image-size 32 --num-samples 256 --batch-size 16 --epoch-size 8
+same_parameters "resnet_small, run.sh" "$work/small/device0/log0" "$work/small/device1/log1"
+for r in 0 1; do
+  log=$work/small/device$r/log$r
+  [ "$(grep -c "loss is" "$log")" -eq 128 ] || fail "rank $r: expected 8 x 16 loss lines in $log"
+  # The mean loss of the last epoch against the first's.
+  awk -v r="$r" '/loss is/ { e = $2 + 0; s[e] += $NF; n[e]++ }
+       END { first = s[1] / n[1]; last = s[8] / n[8]
+             printf "rank %d: mean loss of epoch 1 %.3f, of epoch 8 %.3f\n", r, first, last
+             exit !(last < 0.85 * first) }' "$log" || fail "rank $r: the loss does not fall in $log"
+done
+echo "ok: resnet_small: both ranks' losses fall"
+
+run_job resnet50 --network resnet50 --image-size 32 --num-samples 8 --batch-size 4 --epoch-size 1
+same_parameters "resnet50, 2 steps" "$work/resnet50/device0/log0" "$work/resnet50/device1/log1"
+
+run_job apart --network resnet_small --image-size 32 --num-samples 32 --batch-size 16 --epoch-size 1 \
+  --parameter-broadcast false
+[ "$(fingerprint "$work/apart/device0/log0")" != "$(fingerprint "$work/apart/device1/log1")" ] ||
+  fail "without parameter_broadcast, ranks started from different seeds should differ"
+echo "ok: without parameter_broadcast the ranks differ"
+
+args=(--network resnet_small --image-size 32 --num-samples 32 --batch-size 16 --epoch-size 1)
+mkdir "$work/run"
+(cd "$work/run" && timeout 120 "$bin/cleave-run" --worker_num 2 --master_port "$(free_port)" \
+  --log_dir logs -- "$bin/resnet_data_parallel" "${args[@]}") > "$work/run/out" 2>&1 ||
+  { cat "$work/run/out"; fail "cleave-run failed"; }
+same_parameters "cleave-run" "$work/run/logs/worker_0.log" "$work/run/logs/worker_1.log"
+
+if command -v mpirun > /dev/null; then
+  (cd "$work" && NP=2 LOG_DIR=$work/mpi timeout 120 "$here/run_mpirun.sh" "${args[@]}") \
+    > "$work/mpi.out" 2>&1 || { cat "$work/mpi.out"; fail "run_mpirun.sh failed"; }
+  same_parameters "mpirun" "$work/mpi/1/rank.0/stdout" "$work/mpi/1/rank.1/stdout"
+else
+  echo "SKIPPED: mpirun not found"
+fi
+
+mkdir "$work/auto"
+if (cd "$work/auto" && RANK_SIZE=2 CLEAVE_RANK_TABLE_PORT=$(free_port) timeout 60 "$here/run.sh" \
+  "${args[@]}" --parallel-mode auto) > "$work/auto/out" 2>&1; then
+  fail "--parallel-mode auto should fail: the strategy search is not built"
+fi
+grep -q "dynamic_programming" "$work/auto/device0/log0" ||
+  fail "--parallel-mode auto: the error does not name the search: $(cat "$work/auto/device0/log0")"
+echo "ok: AUTO_PARALLEL says its search is not built: $(grep -m1 "resnet_data_parallel:" "$work/auto/device0/log0")"
