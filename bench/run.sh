@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks, side by side with a peer in one run.
-# Usage: bench/run.sh core|graph|comm|data|place|shard [SECONDS_PER_ROW]
+# Usage: bench/run.sh core|graph|comm|data|place|shard|dp [SECONDS_PER_ROW]
 #   core: training-step throughput against PyTorch (Debian python3-torch), same threads.
 #     Prints one line per row: BENCH <row> cleave=<samples/s> torch=<samples/s> ratio=<cleave/torch>
 #   graph: GRAPH_MODE against PYNATIVE_MODE (one thread). Prints per row
@@ -39,6 +39,14 @@
 #     (examples/semi_auto_parallel) on 2 and 8 workers under cleave-run (gloo) and mpirun (mpi):
 #     BENCH mlp_train_b32_np<N>_<gloo|mpi> model=<samples/s> data=<samples/s> single=<samples/s> ...
 #     (SHARD_STEPS steps, default 300, compile included). SECONDS_PER_ROW is unused.
+#   dp: DATA_PARALLEL training (bench/dp_bench.cc) of LeNet, a small ResNet and ResNet-50 (32x32
+#     images, batch 32 per process, one thread per process) on 1 process and on 2 under
+#     cleave-run, against PyTorch DDP (bench/torch_dp.py, gloo) on the same:
+#     BENCH dp_<model>_b32 cleave_np2=<samples/s> torch_np2=<samples/s> ratio=<cleave/torch>
+#       cleave_np1=.. torch_np1=.. scaling=<cleave np2 / np1> step_np1_ms=.. step_np2_ms=..
+#       allreduce_ms=<an AllReduce of all the gradients alone> hidden=<1 - (step_np2 -
+#       step_np1) / allreduce_ms, clipped to 0..1: the share of the all-reduce time that did not
+#       lengthen the step>
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 suite=${1:-core}
@@ -199,8 +207,32 @@ case "$suite" in
     done
     rm -rf "$work"
     ;;
+  dp)
+    bin=$build/bin
+    if [ ! -x "$build/bench/dp_bench" ] || [ ! -x "$bin/cleave-run" ]; then
+      "$root/scripts/build.sh" Release >/dev/null
+    fi
+    work=$(mktemp -d)
+    field() { tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
+    for model in lenet resnet_small resnet50; do
+      one=$(OMP_NUM_THREADS=1 "$build/bench/dp_bench" "$model" 32 "$seconds")
+      OMP_NUM_THREADS=1 "$bin/cleave-run" --worker_num 2 --log_dir "$work/$model" -- \
+        "$build/bench/dp_bench" "$model" 32 "$seconds" >/dev/null
+      two=$(grep -h "^dp_" "$work/$model/worker_0.log")
+      torch_one=$(OMP_NUM_THREADS=1 "$python" "$root/bench/torch_dp.py" "$model" 32 "$seconds" 1)
+      torch_two=$(OMP_NUM_THREADS=1 "$python" "$root/bench/torch_dp.py" "$model" 32 "$seconds" 2)
+      awk -v m="$model" -v c1="$(field samples_per_s <<< "$one")" -v c2="$(field samples_per_s <<< "$two")" \
+          -v t1="$(field samples_per_s <<< "$torch_one")" -v t2="$(field samples_per_s <<< "$torch_two")" \
+          -v s1="$(field step_ms <<< "$one")" -v s2="$(field step_ms <<< "$two")" \
+          -v ar="$(field allreduce_ms <<< "$two")" 'BEGIN {
+        hidden = ar > 0 ? 1 - (s2 - s1) / ar : 0; if (hidden < 0) hidden = 0; if (hidden > 1) hidden = 1
+        printf "BENCH dp_%s_b32 cleave_np2=%.1f torch_np2=%.1f ratio=%.2f cleave_np1=%.1f torch_np1=%.1f scaling=%.2f step_np1_ms=%.2f step_np2_ms=%.2f allreduce_ms=%.2f hidden=%.2f\n",
+               m, c2, t2, c2 / t2, c1, t1, c2 / c1, s1, s2, ar, hidden }'
+    done
+    rm -rf "$work"
+    ;;
   *)
-    echo "bench/run.sh: unknown suite '$suite'; expected: core, graph, comm, data, place or shard" >&2
+    echo "bench/run.sh: unknown suite '$suite'; expected: core, graph, comm, data, place, shard or dp" >&2
     exit 2
     ;;
 esac

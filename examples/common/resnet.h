@@ -50,18 +50,18 @@ inline std::shared_ptr<nn::BatchNorm2d> bn(int64_t channels, bool last = false) 
 class ResidualBlock : public nn::Cell {
  public:
   ResidualBlock(int64_t in_channels, int64_t out_channels, int64_t stride) : Cell("ResidualBlock") {
-    using namespace resnet_detail;
     const int64_t mid = out_channels / 4;  // expansion 4
-    conv1 = register_module("conv1", conv(in_channels, mid, 1));
-    bn1 = register_module("bn1", bn(mid));
-    conv2 = register_module("conv2", conv(mid, mid, 3, stride));
-    bn2 = register_module("bn2", bn(mid));
-    conv3 = register_module("conv3", conv(mid, out_channels, 1));
-    bn3 = register_module("bn3", bn(out_channels, /*last=*/true));
+    conv1 = register_module("conv1", resnet_detail::conv(in_channels, mid, 1));
+    bn1 = register_module("bn1", resnet_detail::bn(mid));
+    conv2 = register_module("conv2", resnet_detail::conv(mid, mid, 3, stride));
+    bn2 = register_module("bn2", resnet_detail::bn(mid));
+    conv3 = register_module("conv3", resnet_detail::conv(mid, out_channels, 1));
+    bn3 = register_module("bn3", resnet_detail::bn(out_channels, /*last=*/true));
     relu = register_module("relu", std::make_shared<nn::ReLU>());
     if (stride != 1 || in_channels != out_channels) {
-      conv_down = register_module("conv_down_sample", conv(in_channels, out_channels, 1, stride));
-      bn_down = register_module("bn_down_sample", bn(out_channels));
+      conv_down = register_module("conv_down_sample",
+                                  resnet_detail::conv(in_channels, out_channels, 1, stride));
+      bn_down = register_module("bn_down_sample", resnet_detail::bn(out_channels));
     }
   }
 
@@ -81,13 +81,12 @@ class ResidualBlock : public nn::Cell {
 class ResNet : public nn::Cell {
  public:
   explicit ResNet(const ResNetConfig& config) : Cell("ResNet") {
-    using namespace resnet_detail;
     CLEAVE_CHECK_ARG(config.blocks.size() == config.channels.size() && !config.blocks.empty(),
                      "ResNet: {} stage block counts and {} stage widths; expected one width per "
                      "stage",
                      config.blocks.size(), config.channels.size());
-    conv1 = register_module("conv1", conv(3, config.stem_channels, 7, 2));
-    bn1 = register_module("bn1", bn(config.stem_channels));
+    conv1 = register_module("conv1", resnet_detail::conv(3, config.stem_channels, 7, 2));
+    bn1 = register_module("bn1", resnet_detail::bn(config.stem_channels));
     relu = register_module("relu", std::make_shared<nn::ReLU>());
     maxpool = register_module("maxpool", std::make_shared<nn::MaxPool2d>(3, 2, "same"));
     int64_t in = config.stem_channels;

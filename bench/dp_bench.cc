@@ -1,0 +1,131 @@
+// DATA_PARALLEL training throughput (bench/run.sh dp): one process of a job started by cleave-run
+// (or alone, for the one-process row) trains MODEL on a fixed random batch of BATCH images per
+// rank in GRAPH_MODE, DATA_PARALLEL with mirror_mean when the job has several ranks, one thread.
+//
+//   dp_bench MODEL BATCH SECONDS [BUCKET_CAP_MB]
+//     MODEL: lenet (1x32x32), resnet_small or resnet50 (3x32x32), 10 classes
+//
+// After 3 warm-up steps it times steps for SECONDS, then times an AllReduce (mean) of one buffer
+// as large as all the gradients together on the world group, alone. Rank 0 prints
+//   ROW dp_<MODEL>_b<BATCH>_np<N> samples_per_s=<N * BATCH * steps / s> step_ms=<ms>
+//       grad_mb=<MiB> allreduce_ms=<ms>
+// (one line). bench/run.sh compares the rows of 1 and 2 processes: the all-reduce time that did not
+// make the step longer is hidden behind the backward pass.
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "cleave/cleave.h"
+#include "common/lenet.h"
+#include "common/resnet.h"
+
+namespace {
+
+using namespace cleave;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr,
+                 "usage: dp_bench lenet|resnet_small|resnet50 BATCH SECONDS [BUCKET_CAP_MB]\n");
+    return 2;
+  }
+  const std::string model = argv[1];
+  const int64_t batch = std::atoll(argv[2]);
+  const double seconds = std::atof(argv[3]);
+  const double bucket_cap_mb = argc > 4 ? std::atof(argv[4]) : 25.0;
+  if (batch <= 0 || seconds <= 0 ||
+      (model != "lenet" && model != "resnet_small" && model != "resnet50")) {
+    std::fprintf(stderr,
+                 "dp_bench: bad arguments; usage: dp_bench lenet|resnet_small|resnet50 "
+                 "BATCH>0 SECONDS>0 [BUCKET_CAP_MB]\n");
+    return 2;
+  }
+  try {
+    runtime::set_context({.mode = runtime::GRAPH_MODE});
+    init();
+    const int rank = get_rank(), world = get_group_size();
+    if (world > 1) {
+      runtime::set_auto_parallel_context({.parallel_mode = runtime::DATA_PARALLEL,
+                                          .mirror_mean = true,
+                                          .parameter_broadcast = true,
+                                          .bucket_cap_mb = bucket_cap_mb});
+    }
+    set_seed(1);
+    nn::CellPtr net;
+    int64_t channels = 3;
+    if (model == "lenet") {
+      net = std::make_shared<examples::LeNet>(10);
+      channels = 1;
+    } else if (model == "resnet_small") {
+      net = examples::resnet_small(10);
+    } else {
+      net = examples::resnet50(batch, 10);
+    }
+    const Tensor x = Tensor::normal({batch, channels, 32, 32});
+    std::vector<int32_t> labels(static_cast<size_t>(batch));
+    for (int64_t i = 0; i < batch; ++i)
+      labels[static_cast<size_t>(i)] = static_cast<int32_t>(i % 10);
+    const Tensor y = Tensor::from_vector(labels, Shape{batch});
+    auto loss = std::make_shared<nn::WithLossCell>(
+        net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"));
+    auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
+    optim::TrainOneStep step(loss, opt);
+    for (int i = 0; i < 3; ++i) step(x, y);
+
+    // Every rank runs the same number of steps: rank 0 decides when the time is up.
+    int64_t steps = 0;
+    const Tensor go = Tensor::ones({1});
+    std::shared_ptr<comm::ProcessGroup> world_group = comm::get_group(comm::kWorldGroup);
+    const auto start = Clock::now();
+    for (;;) {
+      step(x, y);
+      ++steps;
+      if (steps % 4 == 0 && world_group != nullptr && world_group->size() > 1) {
+        float* flag = go.data<float>();
+        flag[0] = rank == 0 && seconds_since(start) >= seconds ? 0.0f : 1.0f;
+        world_group->broadcast(go, 0);
+        if (flag[0] == 0.0f) break;
+      } else if ((world_group == nullptr || world_group->size() == 1) &&
+                 seconds_since(start) >= seconds) {
+        break;
+      }
+    }
+    const double elapsed = seconds_since(start);
+
+    int64_t grad_elements = 0;
+    for (const Tensor& p : net->trainable_params()) grad_elements += p.numel();
+    double allreduce_ms = 0;
+    if (world_group != nullptr && world_group->size() > 1) {
+      const Tensor flat = Tensor::ones({grad_elements});
+      for (int i = 0; i < 2; ++i) world_group->all_reduce(flat, comm::ReduceOp::kMean);
+      const int reps = 10;
+      const auto t = Clock::now();
+      for (int i = 0; i < reps; ++i) world_group->all_reduce(flat, comm::ReduceOp::kMean);
+      allreduce_ms = seconds_since(t) * 1000 / reps;
+    }
+    if (rank == 0) {
+      fmt::print(
+          "dp_{}_b{}_np{} samples_per_s={:.1f} step_ms={:.3f} grad_mb={:.2f} allreduce_ms={:.3f}\n",
+          model, batch, world, static_cast<double>(world * batch * steps) / elapsed,
+          elapsed * 1000 / static_cast<double>(steps),
+          static_cast<double>(grad_elements) * 4 / (1 << 20), allreduce_ms);
+      std::fflush(stdout);
+    }
+    release();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "dp_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
