@@ -21,6 +21,7 @@
 #include <string>
 
 #include "cleave/cleave.h"
+#include "cleave/flags.h"
 #include "common/lenet.h"
 
 using namespace cleave;
@@ -28,6 +29,7 @@ using namespace cleave::examples;
 
 int main(int argc, char** argv) {
   CLI::App app{"Trains seed 000's LeNet on MNIST on one process and prints its test accuracy."};
+  cleave::flags::setup(app, {{"DATA_PATH", "the MNIST_Data folder (--data-path)"}});
   const char* env_path = std::getenv("DATA_PATH");
   std::string data_path = env_path != nullptr ? env_path : "";
   int64_t epochs = 10;
@@ -35,13 +37,13 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   std::string checkpoint_dir;
   app.add_option("--data-path", data_path, "MNIST_Data folder (default: $DATA_PATH)");
-  app.add_option("--epochs", epochs, "epochs to train")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", epochs, "epochs to train")->check(cleave::flags::positive());
   app.add_option("--per-print-times", per_print_times, "LossMonitor prints every this many steps")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cleave::flags::non_negative());
   app.add_option("--seed", seed, "seed of the weights and the shuffle order");
   app.add_option("--checkpoint-dir", checkpoint_dir,
                  "also save checkpoints (ModelCheckpoint, every epoch) to this folder");
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
   if (data_path.empty()) {
     std::fprintf(stderr, "lenet: no data: set DATA_PATH or --data-path to an MNIST_Data folder\n");
     return 2;

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "cleave/cleave.h"
+#include "cleave/flags.h"
 #include "common/lenet.h"
 
 using namespace cleave;
@@ -185,22 +186,26 @@ int main(int argc, char** argv) {
   CLI::App app{
       "Seed 000: trains LeNet on MNIST with fc1, fc2, fc3, conv1, conv2 placed on workers 0..4 "
       "(alone: on one process) and prints the test accuracy on worker 0."};
+  std::vector<cleave::flags::Variable> variables = {
+      {"DATA_PATH", "the MNIST_Data folder (--data-path)"}};
+  for (const auto& v : cleave::flags::cluster_variables()) variables.push_back(v);
+  cleave::flags::setup(app, variables);
   Options options;
   const char* env_path = std::getenv("DATA_PATH");
   options.data_path = env_path != nullptr ? env_path : "";
   app.add_option("--data-path", options.data_path, "MNIST_Data folder (default: $DATA_PATH)");
-  app.add_option("--epochs", options.epochs, "epochs to train")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", options.epochs, "epochs to train")->check(cleave::flags::positive());
   app.add_option("--per-print-times", options.per_print_times,
                  "LossMonitor prints every this many steps")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cleave::flags::non_negative());
   app.add_option("--seed", options.seed, "seed of the weights and the shuffle order");
   app.add_option("--micro-batches", options.micro_batches,
                  "split each batch of 32 into this many micro-batches pipelined through the "
                  "placed stages (must divide 32)")
-      ->check(CLI::PositiveNumber);
+      ->check(cleave::flags::positive());
   app.add_option("--max-steps", options.max_steps,
                  "train only the first N batches of every epoch (default: all)")
-      ->check(CLI::PositiveNumber);
+      ->check(cleave::flags::positive());
   app.add_flag(
       "--stats", options.stats,
       "print PLACE_STATS (kernel time, receive wait, train wall time, samples) at the end");
@@ -213,7 +218,7 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", options.checkpoint_dir,
                  "save the training state at the end of training into "
                  "DIR/rank_<R>/lenet-<epoch>_<step>.safetensors on every worker");
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
 
   try {
     return run(options);

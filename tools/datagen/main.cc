@@ -13,9 +13,11 @@
 
 #include "cleave/core/error.h"
 #include "cleave/data/synthetic.h"
+#include "cleave/flags.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Writes learnable MNIST or CIFAR-10 stand-ins in the real file formats."};
+  cleave::flags::setup(app);
   app.require_subcommand(1);
   std::string out;
   constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
@@ -31,7 +33,7 @@ int main(int argc, char** argv) {
   CLI::App* cifar = app.add_subcommand("cifar10", "CIFAR-10 binary batches, cifar-10-batches-bin");
   add_options(mnist);
   add_options(cifar);
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
 
   const auto start = std::chrono::steady_clock::now();
   try {
