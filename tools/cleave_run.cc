@@ -302,16 +302,37 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cleave-run: last lines of %s (%s):\n", failed->name.c_str(),
                  failed->log_path.c_str());
     for (const std::string& line : failed->tail) std::fprintf(stderr, "  %s\n", line.c_str());
-    // The cause last, where the eye lands: the failed process's last non-empty line.
-    std::string error = "(its log is empty)";
-    for (auto line = failed->tail.rbegin(); line != failed->tail.rend(); ++line) {
-      if (line->find_first_not_of(" \t\r") != std::string::npos) {
-        error = *line;
-        break;
+    // The cause last, where the eye lands: the scheduler's verdict when it has one (it names
+    // the rank that failed first, whatever order the processes ended in), else the failed
+    // process's last non-empty line.
+    auto last_line = [](const Child& child) {
+      for (auto line = child.tail.rbegin(); line != child.tail.rend(); ++line) {
+        if (line->find_first_not_of(" \t\r") != std::string::npos) return *line;
+      }
+      return std::string("(its log is empty)");
+    };
+    const std::string verdict_prefix = "cleave scheduler: job failed: ";
+    std::string verdict;
+    for (const Child& child : children) {
+      if (child.name != "scheduler") continue;
+      for (const std::string& line : child.tail) {
+        if (line.rfind(verdict_prefix, 0) == 0) verdict = line.substr(verdict_prefix.size());
       }
     }
-    std::fprintf(stderr, "cleave-run: %s failed first (status %d): %s\ncleave-run: its log: %s\n",
-                 failed->name.c_str(), *failed->status, error.c_str(), failed->log_path.c_str());
+    Child* culprit = failed;
+    if (!verdict.empty()) {
+      for (Child& child : children) {  // "rank R (host ..."
+        if (verdict.rfind(child.name + " (", 0) == 0) culprit = &child;
+      }
+      std::fprintf(stderr, "cleave-run: the job failed: %s\n", verdict.c_str());
+      std::fprintf(stderr, "cleave-run: %s's last line: %s\n", culprit->name.c_str(),
+                   last_line(*culprit).c_str());
+    } else {
+      std::fprintf(stderr, "cleave-run: %s failed first (status %d): %s\n", failed->name.c_str(),
+                   *failed->status, last_line(*failed).c_str());
+    }
+    std::fprintf(stderr, "cleave-run: its log: %s\n", culprit->log_path.c_str());
+    if (culprit->status && *culprit->status != 0) return *culprit->status;
     return *failed->status;
   }
   if (forwarded_signal != 0) return 128 + forwarded_signal;

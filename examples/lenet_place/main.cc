@@ -226,6 +226,7 @@ int main(int argc, char** argv) {
     const std::string where = is_initialized() ? fmt::format(" (rank {})", get_rank()) : "";
     std::fprintf(stderr, "lenet_place%s: %s\n", where.c_str(), e.what());
     std::fflush(stderr);
+    report_failure(e.what());  // the whole job stops at once with this error
     return 1;
   }
 }

@@ -14,8 +14,9 @@
 # Builds build/Release first when the programs are missing. Arguments go to every process
 # (--epochs, --per-print-times, --seed, --micro-batches, --max-steps, --stats; --help).
 # MS_WORKER_NUM and MS_SCHED_PORT are checked before anything starts. When a process fails, the
-# terminal shows the first one to fail, its last line (its error) and its log's path, then one
-# line naming the others that failed.
+# terminal shows the cause: the scheduler's verdict ("the job failed: rank 6 ... failed: <its
+# error>") or else the first process to fail, that process's last line and its log's path, then
+# one line naming every process that exited with a non-zero status.
 # Exit status: 0 when every process succeeded, otherwise the status of the first to fail (2 for
 # a bad variable).
 set -uo pipefail
@@ -86,12 +87,14 @@ for ((i = 0; i < MS_WORKER_NUM; i++)); do
 done
 echo "Start training. The output is saved in sched and worker_* folder of $execute_path."
 
-# Wait for every process in the order they end: the first to fail shows the cause (its last
-# line is its error), the others usually fail because of it.
+# Wait for every process in the order they end. The cause of a failure: the scheduler's verdict
+# ("job failed: rank R ... failed: <error>") when it has one, else the first process to fail;
+# then that process's last line (its error) and its log.
 declare -A index_of
 for k in "${!pids[@]}"; do index_of[${pids[$k]}]=$k; done
 status=0
-others=()
+first=
+failed=()
 pending=("${pids[@]}")
 while [ "${#pending[@]}" -gt 0 ]; do
   ended=
@@ -103,18 +106,27 @@ while [ "${#pending[@]}" -gt 0 ]; do
   for pid in "${pending[@]}"; do [ "$pid" = "$ended" ] || still+=("$pid"); done
   pending=("${still[@]}")
   [ "$rc" -eq 0 ] && continue
-  if [ "$status" -eq 0 ]; then
-    status=$rc
-    error=$(grep -v '^[[:space:]]*$' "${logs[$k]}" 2> /dev/null | tail -n 1)
-    echo "run.sh: ${names[$k]} failed first (status $rc): ${error:-(its log is empty)}" >&2
-    echo "run.sh: its log: ${logs[$k]}" >&2
-  else
-    others+=("${names[$k]} ($rc)")
-  fi
+  [ -n "$first" ] || first=$k
+  [ "$status" -eq 0 ] && status=$rc
+  failed+=("${names[$k]} ($rc)")
 done
-if [ "${#others[@]}" -gt 0 ]; then
-  list=$(printf '%s, ' "${others[@]}")
-  echo "run.sh: then failed: ${list%, } (logs in $execute_path)" >&2
+last_line() { grep -v '^[[:space:]]*$' "$1" 2> /dev/null | tail -n 1; }
+if [ -n "$first" ]; then
+  verdict=$(grep -h "^cleave scheduler: job failed: " "${logs[0]}" 2> /dev/null | tail -n 1)
+  verdict=${verdict#cleave scheduler: job failed: }
+  culprit=$first
+  if [ -n "$verdict" ]; then
+    echo "run.sh: the job failed: $verdict" >&2
+    if [[ "$verdict" =~ ^rank\ ([0-9]+)\  ]] && [ "${BASH_REMATCH[1]}" -lt "$MS_WORKER_NUM" ]; then
+      culprit=$((BASH_REMATCH[1] + 1)) # worker N (MS_NODE_ID=N, so rank N) comes after the scheduler
+    fi
+    echo "run.sh: ${names[$culprit]}'s last line: $(last_line "${logs[$culprit]}")" >&2
+  else
+    echo "run.sh: ${names[$first]} failed first: $(last_line "${logs[$first]}")" >&2
+  fi
+  echo "run.sh: its log: ${logs[$culprit]}" >&2
+  list=$(printf '%s, ' "${failed[@]}")
+  echo "run.sh: exited with a non-zero status: ${list%, } (logs in $execute_path)" >&2
 fi
 
 cd "$execute_path" && grep -rn "Accuracy" */*.log

@@ -150,6 +150,8 @@ int main(int argc, char** argv) {
     release();
   } catch (const Error& e) {
     std::fprintf(stderr, "semi_auto_parallel: %s\n", e.what());
+    std::fflush(stderr);
+    report_failure(e.what());  // the whole job stops at once with this error
     return 1;
   }
   return 0;

@@ -265,6 +265,19 @@ void release_at_exit(int exit_status, void*) {
     std::lock_guard lock(state_mu);
     if (!state.initialized) return;
     if (state.client && exit_status == 0) state.client->finish();
+    // NOTE [Failing workers report]: at once, rather than a heartbeat timeout later (does
+    // nothing after report_failure).
+    if (state.client && exit_status != 0) {
+      state.client->report_failure(
+          fmt::format("its process exited with status {} (its log has the cause)", exit_status));
+      // End now, before the other workers (they wait a moment for it): the backend's teardown
+      // and static destructors are of no use to a process that failed. (Rank 0 of a rank table
+      // still serves the job: it waits below until every rank was told.)
+      if (table_scheduler == nullptr) {
+        std::fflush(nullptr);
+        std::_Exit(exit_status);
+      }
+    }
     // The backend's threads go before the static objects they use.
     comm::clear_groups();
     state = ClusterState();
@@ -340,6 +353,19 @@ void release() {
   }
   if (client) client->finish();
   join_table_scheduler();
+}
+
+void report_failure(const std::string& error) {
+  try {
+    std::shared_ptr<cluster::WorkerClient> client;
+    {
+      std::lock_guard lock(state_mu);
+      client = state.client;
+    }
+    if (client) client->report_failure(error);
+  } catch (const std::exception&) {
+    // Best effort: the process is failing anyway.
+  }
 }
 
 bool is_initialized() {

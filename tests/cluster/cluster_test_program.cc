@@ -18,6 +18,10 @@
 //   stuck_barrier R       like stuck, but the others wait at barrier 'after_compute' instead.
 //   slow R MS             like stuck, but rank R computes (busy CPU) for MS ms and then joins
 //                         the AllReduce; every rank checks the sum, releases and exits 0.
+//   error R               joins, passes barrier 'start', prints "ready rank R"; rank R then throws
+//                         a cleave::Error (as a data reader would), the others wait for store key
+//                         'never_set'.
+// An error that ends the program is printed and reported to the job (cleave::report_failure).
 //   kinds                 reads store key 'never_set' for 300 ms and adds to a key holding text
 //                         through the scheduler; prints the kind of each error ("store get:
 //                         unavailable", "store add: invalid argument"), releases, exits 0.
@@ -111,6 +115,18 @@ int hang() {
   cleave::cluster::barrier("start");
   std::printf("ready rank %d\n", cleave::get_rank());
   std::fflush(stdout);
+  cleave::cluster::job_store()->get("never_set", std::chrono::seconds(60));
+  return fail("read store key 'never_set'");
+}
+
+int error_rank(int failing) {
+  cleave::init();
+  cleave::cluster::barrier("start");
+  std::printf("ready rank %d\n", cleave::get_rank());
+  std::fflush(stdout);
+  if (cleave::get_rank() == failing) {
+    CLEAVE_FAIL("cannot read '/no/such/MNIST_Data/train/train-images-idx3-ubyte': No such file");
+  }
   cleave::cluster::job_store()->get("never_set", std::chrono::seconds(60));
   return fail("read store key 'never_set'");
 }
@@ -225,6 +241,7 @@ int main(int argc, char** argv) {
     if (mode == "hang") return hang();
     if (mode == "mpi") return mpi();
     if (mode == "fail") return fail_rank(argc > 2 ? std::stoi(argv[2]) : 0);
+    if (mode == "error") return error_rank(argc > 2 ? std::stoi(argv[2]) : 0);
     if (mode == "ranktable") return rank_table();
     if (mode == "stuck") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, false);
     if (mode == "stuck_barrier") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, true);
@@ -234,6 +251,8 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& error) {
     std::fprintf(stderr, "%s\n", error.what());
+    std::fflush(stderr);
+    cleave::report_failure(error.what());
     return 1;
   }
   std::fprintf(stderr, "cluster_test_program: unknown mode '%s'\n", mode.c_str());
