@@ -57,6 +57,8 @@ struct Worker {
   Clock::time_point finished_at;
   std::string barrier;  // the barrier it waits at, empty when none
   bool in_get = false;  // blocked in a store get (waiting for some rank: never blamed)
+  std::string get_key;  // the key it waits for, while in_get
+  Clock::time_point get_since;
   int64_t barrier_generation = 0;
   Clock::time_point barrier_since;
 
@@ -261,6 +263,8 @@ class Job final : public pb::Scheduler::Service {
     Worker* worker = find(request->worker_id(), reply->mutable_status());
     if (worker == nullptr) return grpc::Status::OK;
     worker->in_get = true;
+    worker->get_key = request->key();
+    worker->get_since = Clock::now();
     bool found = cv_.wait_for(lock, milliseconds(request->timeout_ms()), [&] {
       return store_.count(request->key()) > 0 || failure_.has_value();
     });
@@ -499,7 +503,10 @@ class Job final : public pb::Scheduler::Service {
         if (wait.waited > c.waited) c.waited = wait.waited, c.op = wait.op;
       }
     }
-    if (culprits.empty()) return;
+    if (culprits.empty()) {
+      check_deadlock(now);
+      return;
+    }
     const auto& [rank, c] = *culprits.begin();
     const Worker& stuck = *by_rank[static_cast<size_t>(rank)];
     std::vector<int> waiters = c.waiters;
@@ -562,6 +569,75 @@ class Job final : public pb::Scheduler::Service {
         "waiting for workers after {:.1f} s: {} (MS_TOPO_TIMEOUT={} s)",
         std::chrono::duration<double>(now - started_).count(), registered_and_missing(),
         std::chrono::duration_cast<std::chrono::seconds>(config_.topo_timeout).count());
+  }
+
+  // NOTE [Deadlocks]
+  // check_stuck blames no peer that waits itself. When ranks wait only for one another -- every
+  // rank of a set D waits (in a communication operation, at a barrier or for a store key) for
+  // longer than CLEAVE_STUCK_TIMEOUT_MS, makes no progress for as long, and every rank it waits
+  // for is in D -- nothing can ever end those waits: mismatched collective orders, receives whose
+  // sends never come. The job fails then with one line per rank of D saying what it waits for
+  // (operation, group, peers, tag), instead of waiting for CLEAVE_COMM_TIMEOUT_MS. A store get
+  // waits for no rank in particular: a set holding one is a deadlock only when it holds every
+  // live rank. (A transfer so slow that its ranks use almost no CPU for longer than the bound
+  // would look the same: raise CLEAVE_STUCK_TIMEOUT_MS, or set it to 0, for such jobs.)
+  void check_deadlock(Clock::time_point now) {
+    const milliseconds bound = config_.stuck_timeout;
+    struct Waiting {
+      const Worker* worker;
+      milliseconds waited;
+      std::string what;
+      std::vector<int> peers;  // empty: any rank (a store get)
+    };
+    std::map<int, Waiting> stalled;  // D, by rank
+    int live = 0;
+    for (const Worker& w : workers_) {
+      if (w.finished || w.lost) continue;
+      ++live;
+      if (w.last_seen - w.last_progress <= bound) continue;  // it progresses
+      if (w.comm_in_flight > 0 && w.comm_waited > bound) {
+        stalled[w.rank] = {
+            &w, w.comm_waited,
+            fmt::format("in {} for world rank{} {}", w.comm_op, w.comm_peers.size() > 1 ? "s" : "",
+                        fmt::join(w.comm_peers, ", ")),
+            w.comm_peers};
+      } else if (!w.barrier.empty() && now - w.barrier_since > bound) {
+        const BarrierState& b = barriers_.at(w.barrier);
+        if (b.generation != w.barrier_generation) continue;
+        Waiting wait{&w, std::chrono::duration_cast<milliseconds>(now - w.barrier_since), "", {}};
+        for (int rank = 0; rank < config_.worker_num; ++rank) {
+          if (b.arrived.count(rank) == 0) wait.peers.push_back(rank);
+        }
+        wait.what = fmt::format("at barrier '{}' for rank{} {}", w.barrier,
+                                wait.peers.size() > 1 ? "s" : "", fmt::join(wait.peers, ", "));
+        stalled[w.rank] = std::move(wait);
+      } else if (w.in_get && now - w.get_since > bound) {
+        stalled[w.rank] = {&w,
+                           std::chrono::duration_cast<milliseconds>(now - w.get_since),
+                           fmt::format("for store key '{}' (any rank may set it)", w.get_key),
+                           {}};
+      }
+    }
+    if (stalled.empty()) return;
+    for (const auto& [rank, wait] : stalled) {
+      if (wait.peers.empty() && static_cast<int>(stalled.size()) < live) return;
+      for (int peer : wait.peers) {
+        if (stalled.count(peer) == 0) return;  // it waits for a rank that is not stalled
+      }
+    }
+    std::vector<int> ranks;
+    std::string lines;
+    for (const auto& [rank, wait] : stalled) {
+      ranks.push_back(rank);
+      lines += fmt::format("\n  {}: waiting {} ms {}", wait.worker->describe(), wait.waited.count(),
+                           wait.what);
+    }
+    fail(fmt::format(
+        "deadlock: rank{} {} {} waited longer than CLEAVE_STUCK_TIMEOUT_MS={} ms, each for ranks "
+        "that wait too, and none makes progress (mismatched collective order, or a receive "
+        "whose send never comes); what each rank waits for:{}",
+        ranks.size() > 1 ? "s" : "", fmt::join(ranks, ", "), ranks.size() > 1 ? "have" : "has",
+        bound.count(), lines));
   }
 
   grpc::Status report_failure(Worker& worker, pb::Status* status) {

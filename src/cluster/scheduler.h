@@ -28,9 +28,11 @@
 //   - has finished (called release or exited).
 // A peer that computes (uses CPU) is never stuck, however long W waits: that is a slow step, and
 // only the operation's own CLEAVE_COMM_TIMEOUT_MS bounds it. A peer that is itself inside a
-// communication operation is not blamed either (every rank waiting: a slow transfer, a hang inside
-// the library or a deadlock of mismatched operations); CLEAVE_COMM_TIMEOUT_MS bounds those. So a
-// rank that does not arrive is named within CLEAVE_STUCK_TIMEOUT_MS plus two heartbeat intervals.
+// communication operation is not blamed either; when every rank involved waits for ranks that
+// wait too and none progresses, that is a deadlock (NOTE [Deadlocks] in scheduler.cc: mismatched
+// operations, a receive whose send never comes) and the job fails naming every rank's wait. So a
+// rank that does not arrive, or a deadlock, is reported within CLEAVE_STUCK_TIMEOUT_MS plus two
+// heartbeat intervals.
 //
 // NOTE [What defines a job]
 // A job is the scheduler and the workers that share its CLEAVE_JOB_TOKEN (cleave-run generates

@@ -55,8 +55,7 @@ TEST(ClusterLauncher, FailingRankStopsTheJobWithItsStatus) {
   EXPECT_NE(output.find("  rank 1 fails on purpose"), std::string::npos) << output;
   // The cause in one line, then its log.
   EXPECT_NE(output.find("cleave-run: the job failed: rank 1 (host "), std::string::npos) << output;
-  EXPECT_NE(output.find(") failed: its process exited with status 3"), std::string::npos)
-      << output;
+  EXPECT_NE(output.find(") failed: its process exited with status 3"), std::string::npos) << output;
   EXPECT_NE(output.find("cleave-run: rank 1's last line: rank 1 fails on purpose"),
             std::string::npos)
       << output;

@@ -164,5 +164,60 @@ TEST(ClusterUserErrors, AFailingWorkerEndsTheJobAtOnceWithItsError) {
   EXPECT_EQ(job.log("scheduler.log").find("no heartbeat"), std::string::npos);
 }
 
+// A deadlock: every rank waits for ranks that wait too (NOTE [Deadlocks] in
+// src/cluster/scheduler.cc). The job fails within the stuck bound (2 s here) plus heartbeats,
+// not CLEAVE_COMM_TIMEOUT_MS (60 s), naming what every rank waits for.
+void expect_deadlock_found(const std::string& name, const std::string& mode,
+                           const std::vector<std::string>& waits) {
+  constexpr int kWorkers = 3;
+  Job job(name, kWorkers);
+  const std::map<std::string, std::string> env = {{"CLEAVE_STUCK_TIMEOUT_MS", "2000"},
+                                                  {"CLEAVE_COMM_TIMEOUT_MS", "60000"}};
+  std::map<std::string, std::string> sched_env = env;
+  sched_env["MS_ROLE"] = "MS_SCHED";
+  pid_t scheduler = job.start_program({kProgram, "roundtrip"}, sched_env, "scheduler.log");
+  std::vector<pid_t> workers;
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    std::map<std::string, std::string> extra = env;
+    extra["MS_NODE_ID"] = std::to_string(rank);
+    workers.push_back(job.worker(std::to_string(rank), {mode}, extra));
+  }
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    const std::string log = fmt::format("worker_{}.log", rank);
+    ASSERT_TRUE(job.wait_for_log(log, fmt::format("ready rank {}", rank))) << job.log(log);
+  }
+  const auto start = Clock::now();
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    const std::string log = fmt::format("worker_{}.log", rank);
+    EXPECT_EQ(job.wait(workers[rank], seconds(30)), 1) << job.log(log);
+    EXPECT_NE(job.log(log).find(" stops: the job failed: deadlock: ranks 0, 1, 2 have waited "
+                                "longer than CLEAVE_STUCK_TIMEOUT_MS=2000 ms"),
+              std::string::npos)
+        << job.log(log);
+  }
+  EXPECT_EQ(job.wait(scheduler, seconds(10)), 1) << job.log("scheduler.log");
+  const double ended_s = seconds_since(start);
+  EXPECT_LT(ended_s, 20.0);  // far below CLEAVE_COMM_TIMEOUT_MS=60 s; generous under load
+  std::printf("%s: every process ended %.2f s after the wait began (bound 2 s)\n", mode.c_str(),
+              ended_s);
+  const std::string log = job.log("scheduler.log");
+  for (const std::string& wait : waits) EXPECT_NE(log.find(wait), std::string::npos) << log;
+}
+
+TEST(ClusterUserErrors, MismatchedCollectiveOrderIsADeadlockNamingEveryRanksWait) {
+  expect_deadlock_found(
+      "mismatch", "mismatch",
+      {"\n  rank 0 (host ", "AllReduce on group 'world' (gloo) for world ranks 1, 2",
+       "\n  rank 1 (host ", "\n  rank 2 (host ",
+       "Broadcast on group 'world' (gloo) for world ranks 0, 2"});
+}
+
+TEST(ClusterUserErrors, ReceivesWithoutSendsAreADeadlockNamingPeerAndTag) {
+  expect_deadlock_found("recv_cycle", "recv_cycle",
+                        {"Recv on group 'world' (gloo) with group rank 1, tag 7 for world rank 1",
+                         "Recv on group 'world' (gloo) with group rank 2, tag 7 for world rank 2",
+                         "Recv on group 'world' (gloo) with group rank 0, tag 7 for world rank 0"});
+}
+
 }  // namespace
 }  // namespace cleave::testing
