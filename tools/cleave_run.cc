@@ -147,7 +147,8 @@ int main(int argc, char** argv) {
       ->check(cleave::flags::positive());
   app.add_option("--local_worker_num", local_worker_num,
                  "workers started on this host (default: --worker_num)")
-      ->check(cleave::flags::positive());
+      ->check(cleave::flags::positive())
+      ->default_str("");
   app.add_option("--master_addr", master_addr, "the scheduler's address (MS_SCHED_HOST)");
   app.add_option("--master_port", master_port, "the scheduler's port (MS_SCHED_PORT)")
       ->check(cleave::flags::integer_in(1, 65535));
@@ -158,8 +159,9 @@ int main(int argc, char** argv) {
   app.add_option("--log_dir", log_dir, "folder of scheduler.log and worker_<rank>.log");
   app.add_flag("--join", join, "also show every process's output here, prefixed by its rank");
   app.add_option("--cluster_time_out", cluster_time_out,
-                 "seconds to wait for every worker to join (MS_TOPO_TIMEOUT)")
-      ->check(cleave::flags::positive());
+                 "seconds to wait for every worker to join (MS_TOPO_TIMEOUT; default: 600)")
+      ->check(cleave::flags::positive())
+      ->default_str("");
   app.add_option("command", command, "PROGRAM [ARGS...] (after --)")->required();
   if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
 

@@ -27,7 +27,7 @@
 // --checkpoint-dir DIR saves the training state at the end of training into
 // DIR/rank_<R>/lenet-<epoch>_<step>.safetensors on every worker (ModelCheckpoint: the workers
 // first gather the parameters each part updates, so every file holds the whole state, as one
-// process would save it).
+// process would save it). --resume DIR continues such a run from those files.
 //
 // --op-times PREFIX (with --stats) also writes PREFIX.rank<R>: every op of this worker's placed
 // graphs in the order it runs them, with its total CPU time over the same window (tab-separated:
@@ -67,6 +67,7 @@ struct Options {
   std::string op_times;        // empty: none
   std::string save_graphs;     // empty: no dumps
   std::string checkpoint_dir;  // empty: no checkpoint
+  std::string resume_dir;      // empty: a fresh run
 };
 
 // --stats measures from the end of the first `warmup_epochs` epochs (compilation, the set-up of
@@ -144,6 +145,13 @@ int run(const Options& options) {
         train::CheckpointConfig{.save_checkpoint_steps = int64_t{1} << 40, .format = "safetensors"},
         "lenet", fmt::format("{}/rank_{}", options.checkpoint_dir, get_rank())));
   }
+  if (!options.resume_dir.empty()) {  // every worker loads the whole state its rank saved
+    const std::string path = train::latest_checkpoint(
+        fmt::format("{}/rank_{}", options.resume_dir, get_rank()), "lenet");
+    model.load_train_state(path);
+    fmt::print("resuming from {} (epoch {}, step {})\n", path, model.progress().epoch_num,
+               model.progress().step_num);
+  }
   model.train(options.epochs, ds_train, callbacks, /*dataset_sink_mode=*/false);
   const std::chrono::duration<double> train_wall = std::chrono::steady_clock::now() - steady->start;
   const double train_cpu = SteadyState::process_cpu_seconds() - steady->cpu_start;
@@ -205,7 +213,8 @@ int main(int argc, char** argv) {
       ->check(cleave::flags::positive());
   app.add_option("--max-steps", options.max_steps,
                  "train only the first N batches of every epoch (default: all)")
-      ->check(cleave::flags::positive());
+      ->check(cleave::flags::positive())
+      ->default_str("");
   app.add_flag(
       "--stats", options.stats,
       "print PLACE_STATS (kernel time, receive wait, train wall time, samples) at the end");
@@ -215,6 +224,9 @@ int main(int argc, char** argv) {
   app.add_option("--save-graphs", options.save_graphs,
                  "write the compiled graphs of every stage and rank (save_graphs) under this "
                  "folder; `cleave-ir --ranks FOLDER/train_step_0` draws the ranks' subgraphs");
+  app.add_option("--resume", options.resume_dir,
+                 "continue the run that saved DIR/rank_<R>/lenet-<epoch>_<step>.safetensors "
+                 "(its --checkpoint-dir; same --seed, data and workers): train up to --epochs");
   app.add_option("--checkpoint-dir", options.checkpoint_dir,
                  "save the training state at the end of training into "
                  "DIR/rank_<R>/lenet-<epoch>_<step>.safetensors on every worker");

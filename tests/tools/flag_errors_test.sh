@@ -49,11 +49,18 @@ expect 2 "semi_auto_parallel: --steps -1 is invalid; expected a positive integer
   "$bin/semi_auto_parallel" --steps -1
 expect 2 "cleave-datagen: unknown flag --trian; did you mean --train?" \
   "$bin/cleave-datagen" mnist --out "$work/d" --trian 3
+expect 2 "cleave-datagen: --train -3 is invalid; expected a non-negative integer" \
+  "$bin/cleave-datagen" mnist --out "$work/d" --train -3
 expect 2 "unknown flag --frobnicate (run" "$bin/lenet" --frobnicate
 # --help: defaults and the environment.
 expect 0 "--epochs INT:POSITIVE=10" "$bin/lenet_place" --help
 expect 0 "MS_WORKER_NUM" "$bin/lenet_place" --help
 expect 0 "CLEAVE_JOB_TOKEN" "$bin/cleave-run" --help
+# No sentinel shown as a default.
+if "$bin/cleave-datagen" mnist --help | grep -q -- "-9223372036854775808"; then
+  fail "cleave-datagen --help shows a sentinel default"
+fi
+if "$bin/cleave-run" --help | grep -q -- "=-1"; then fail "cleave-run --help shows -1"; fi
 
 # The seed's run.sh: a bad MS_WORKER_NUM is refused before anything starts.
 export CLEAVE_BIN_DIR=$bin DATA_PATH=$work/no_data EXEC_PATH=$work/exec

@@ -249,6 +249,20 @@ TEST(Checkpoint, CorruptFilesAreClearErrors) {
   EXPECT_ERROR(save_checkpoint({{"x", Tensor::ones({1})}}, dir / "x.bin"), "unknown format");
 }
 
+TEST(Checkpoint, LatestCheckpointIsTheNewestByEpochThenStep) {
+  TempDir dir;
+  EXPECT_ERROR(latest_checkpoint(dir / "missing", "lenet"), "latest_checkpoint",
+               "missing' is not a folder");
+  EXPECT_ERROR(latest_checkpoint(dir.path().string(), "lenet"), "holds no checkpoint",
+               "'lenet-<epoch>_<step>.ckpt'");
+  for (const char* name : {"lenet-1_10.ckpt", "lenet-2_1.safetensors", "lenet-10_1.ckpt",
+                           "lenet-10_3.ckpt", "other-99_9.ckpt", "lenet-11_1.bin"}) {
+    write_bytes(dir / name, "x");
+  }
+  EXPECT_EQ(latest_checkpoint(dir.path().string(), "lenet"), dir / "lenet-10_3.ckpt");
+  EXPECT_EQ(latest_checkpoint(dir.path().string(), "other"), dir / "other-99_9.ckpt");
+}
+
 TEST(Checkpoint, SaveChecksNamesAndFolder) {
   TempDir dir;
   EXPECT_ERROR(

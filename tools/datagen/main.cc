@@ -25,8 +25,13 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   auto add_options = [&](CLI::App* sub) {
     sub->add_option("--out", out, "output folder (created if missing)")->required();
-    sub->add_option("--train", train, "train images (default: as the real data set)");
-    sub->add_option("--test", test, "test images (default: 10000)");
+    // No captured default: "unset" is a sentinel, the description says the default.
+    sub->add_option("--train", train, "train images (default: as the real data set)")
+        ->check(cleave::flags::non_negative())
+        ->default_str("");
+    sub->add_option("--test", test, "test images (default: 10000)")
+        ->check(cleave::flags::non_negative())
+        ->default_str("");
     sub->add_option("--seed", seed, "seed; the same seed writes the same files")->default_val(0);
   };
   CLI::App* mnist = app.add_subcommand("mnist", "MNIST in IDX files, MNIST_Data/{train,test}");

@@ -100,6 +100,12 @@ NamedTensors train_state_tensors(const nn::Cell& net, const optim::Optimizer* op
 TrainProgress restore_train_state(nn::Cell& net, optim::Optimizer& optimizer,
                                   const ParamMap& params);
 
+// The newest checkpoint ModelCheckpoint wrote with `prefix` in `directory`:
+// "<directory>/<prefix>-<epoch>_<step>.<ckpt|safetensors>" with the largest (epoch, step). Throws
+// Error naming the folder when it is missing or holds none (to resume a run:
+// Model::load_train_state(latest_checkpoint(dir, prefix))).
+std::string latest_checkpoint(const std::string& directory, const std::string& prefix);
+
 // ---- ModelCheckpoint ----
 
 struct CheckpointConfig {
