@@ -525,17 +525,18 @@ class Job final : public pb::Scheduler::Service {
   // "3 of MS_WORKER_NUM=4 registered (host a: node ids 0, 1; host b: 1 without MS_NODE_ID);
   // missing: 1 worker, MS_NODE_ID 3 not taken".
   std::string registered_and_missing() const {
-    std::map<std::string, std::pair<std::vector<std::string>, int>> by_host;
+    std::map<std::string, std::pair<std::vector<int>, int>> by_host;
     std::set<int> taken;
     for (const Worker& w : workers_) {
       auto& [ids, without] = by_host[w.host];
       if (w.node_id.empty()) {
         ++without;
       } else {
-        ids.push_back(w.node_id);
-        taken.insert(std::stoi(w.node_id));
+        ids.push_back(std::stoi(w.node_id));
+        taken.insert(ids.back());
       }
     }
+    for (auto& [host, entry] : by_host) std::sort(entry.first.begin(), entry.first.end());
     std::vector<std::string> hosts;
     for (const auto& [host, entry] : by_host) {
       const auto& [ids, without] = entry;
@@ -555,6 +556,7 @@ class Job final : public pb::Scheduler::Service {
         "{} of MS_WORKER_NUM={} registered{}; missing: {} worker{}", workers_.size(),
         config_.worker_num, hosts.empty() ? "" : fmt::format(" ({})", fmt::join(hosts, "; ")),
         missing, missing == 1 ? "" : "s");
+    if (taken.empty()) return text;  // the workers use no MS_NODE_ID: no id can be missing
     if (!free_ids.empty() && static_cast<int>(free_ids.size()) <= 16) {
       text += fmt::format(", MS_NODE_ID {} not taken", fmt::join(free_ids, ", "));
     } else if (!free_ids.empty()) {

@@ -54,7 +54,8 @@
 //
 // NOTE [Failing workers report]
 // A worker that fails tells the scheduler why (Fail): its program reported an error
-// (cleave::report_failure), or the process exits with a non-zero status (release at exit). The
+// (cleave::report_failure), an exception escaped (std::terminate handler, src/cluster/init.cc),
+// or the process exits with a non-zero status (release at exit). The
 // job fails at once with "rank R (host H, pid P) failed: <its error>"; blocked calls return it
 // at once and every other worker learns it from its next heartbeat, so every process ends within
 // about one heartbeat interval with that first error instead of a heartbeat timeout that would

@@ -26,6 +26,8 @@
 //                         then AllReduce (a mismatched collective order).
 //   recv_cycle            joins, passes barrier 'start', prints "ready rank R"; every rank then
 //                         receives (tag 7) from the next rank, which never sends.
+//   throw R               like error, but rank R's exception escapes from a thread
+//                         (std::terminate).
 // An error that ends the program is printed and reported to the job (cleave::report_failure).
 //   kinds                 reads store key 'never_set' for 300 ms and adds to a key holding text
 //                         through the scheduler; prints the kind of each error ("store get:
@@ -33,6 +35,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <stdexcept>
 #include <thread>
 
 #include "cleave/cluster/activity.h"
@@ -131,6 +134,20 @@ int error_rank(int failing) {
   std::fflush(stdout);
   if (cleave::get_rank() == failing) {
     CLEAVE_FAIL("cannot read '/no/such/MNIST_Data/train/train-images-idx3-ubyte': No such file");
+  }
+  cleave::cluster::job_store()->get("never_set", std::chrono::seconds(60));
+  return fail("read store key 'never_set'");
+}
+
+int throw_rank(int failing) {
+  cleave::init();
+  cleave::cluster::barrier("start");
+  std::printf("ready rank %d\n", cleave::get_rank());
+  std::fflush(stdout);
+  if (cleave::get_rank() == failing) {
+    std::thread([] {
+      throw std::runtime_error("boom in a thread of rank " + std::to_string(cleave::get_rank()));
+    }).join();
   }
   cleave::cluster::job_store()->get("never_set", std::chrono::seconds(60));
   return fail("read store key 'never_set'");
@@ -276,6 +293,7 @@ int main(int argc, char** argv) {
     if (mode == "fail") return fail_rank(argc > 2 ? std::stoi(argv[2]) : 0);
     if (mode == "error") return error_rank(argc > 2 ? std::stoi(argv[2]) : 0);
     if (mode == "mismatch") return mismatch();
+    if (mode == "throw") return throw_rank(argc > 2 ? std::stoi(argv[2]) : 0);
     if (mode == "recv_cycle") return recv_cycle();
     if (mode == "ranktable") return rank_table();
     if (mode == "stuck") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, false);

@@ -164,6 +164,29 @@ TEST(ClusterUserErrors, AFailingWorkerEndsTheJobAtOnceWithItsError) {
   EXPECT_EQ(job.log("scheduler.log").find("no heartbeat"), std::string::npos);
 }
 
+TEST(ClusterUserErrors, AnUncaughtExceptionEndsTheJobWithItsMessage) {
+  Job job("uncaught", 3);
+  pid_t scheduler = job.scheduler();
+  std::vector<pid_t> workers;
+  for (int rank = 0; rank < 3; ++rank) {
+    workers.push_back(
+        job.worker(std::to_string(rank), {"throw", "1"}, {{"MS_NODE_ID", std::to_string(rank)}}));
+  }
+  EXPECT_NE(job.wait(workers[1], seconds(10)), 0) << job.log("worker_1.log");  // SIGABRT
+  for (int rank : {0, 2}) {
+    const std::string log = fmt::format("worker_{}.log", rank);
+    EXPECT_EQ(job.wait(workers[rank], seconds(10)), 1) << job.log(log);
+    EXPECT_NE(job.log(log).find("the job failed: rank 1 (host "), std::string::npos)
+        << job.log(log);
+    EXPECT_NE(job.log(log).find(
+                  "failed: terminated by an uncaught exception: boom in a thread of rank 1"),
+              std::string::npos)
+        << job.log(log);
+  }
+  EXPECT_EQ(job.wait(scheduler, seconds(10)), 1) << job.log("scheduler.log");
+  EXPECT_EQ(job.log("scheduler.log").find("no heartbeat"), std::string::npos);
+}
+
 // A deadlock: every rank waits for ranks that wait too (NOTE [Deadlocks] in
 // src/cluster/scheduler.cc). The job fails within the stuck bound (2 s here) plus heartbeats,
 // not CLEAVE_COMM_TIMEOUT_MS (60 s), naming what every rank waits for.
