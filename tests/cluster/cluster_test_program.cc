@@ -34,8 +34,8 @@
 //                         unavailable", "store add: invalid argument"), releases, exits 0.
 #include <cstdio>
 #include <functional>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "cleave/cluster/activity.h"
