@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "cleave/flags.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -128,6 +130,9 @@ void signal_all(std::vector<Child>& children, int signal) {
 int main(int argc, char** argv) {
   CLI::App app{
       "cleave-run: starts a cleave job's scheduler and workers on this host (docs/cluster.md)"};
+  cleave::flags::setup(app, {{"CLEAVE_JOB_TOKEN",
+                              "the job's secret; required on every host of a job over several "
+                              "hosts (one host: generated)"}});
   int worker_num = 0;
   int local_worker_num = -1;
   std::string master_addr = "127.0.0.1";
@@ -139,24 +144,26 @@ int main(int argc, char** argv) {
   std::vector<std::string> command;
   app.add_option("--worker_num", worker_num, "workers of the whole job (MS_WORKER_NUM)")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(cleave::flags::positive());
   app.add_option("--local_worker_num", local_worker_num,
                  "workers started on this host (default: --worker_num)")
-      ->check(CLI::PositiveNumber);
+      ->check(cleave::flags::positive())
+      ->default_str("");
   app.add_option("--master_addr", master_addr, "the scheduler's address (MS_SCHED_HOST)");
   app.add_option("--master_port", master_port, "the scheduler's port (MS_SCHED_PORT)")
-      ->check(CLI::Range(1, 65535));
+      ->check(cleave::flags::integer_in(1, 65535));
   app.add_option("--node_rank", node_rank,
                  "this host's index; host 0 runs the scheduler, and its workers take ranks "
                  "node_rank*local_worker_num ...")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cleave::flags::non_negative());
   app.add_option("--log_dir", log_dir, "folder of scheduler.log and worker_<rank>.log");
   app.add_flag("--join", join, "also show every process's output here, prefixed by its rank");
   app.add_option("--cluster_time_out", cluster_time_out,
-                 "seconds to wait for every worker to join (MS_TOPO_TIMEOUT)")
-      ->check(CLI::PositiveNumber);
+                 "seconds to wait for every worker to join (MS_TOPO_TIMEOUT; default: 600)")
+      ->check(cleave::flags::positive())
+      ->default_str("");
   app.add_option("command", command, "PROGRAM [ARGS...] (after --)")->required();
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
 
   if (local_worker_num < 0) local_worker_num = worker_num;
   auto usage_error = [](const std::string& message) {
@@ -297,8 +304,42 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cleave-run: last lines of %s (%s):\n", failed->name.c_str(),
                  failed->log_path.c_str());
     for (const std::string& line : failed->tail) std::fprintf(stderr, "  %s\n", line.c_str());
+    // The cause last, where the eye lands: the scheduler's verdict when it has one (it names
+    // the rank that failed first, whatever order the processes ended in), else the failed
+    // process's last non-empty line.
+    auto last_line = [](const Child& child) {
+      for (auto line = child.tail.rbegin(); line != child.tail.rend(); ++line) {
+        if (line->find_first_not_of(" \t\r") != std::string::npos) return *line;
+      }
+      return std::string("(its log is empty)");
+    };
+    const std::string verdict_prefix = "cleave scheduler: job failed: ";
+    std::string verdict;
+    for (const Child& child : children) {
+      if (child.name != "scheduler") continue;
+      for (const std::string& line : child.tail) {
+        if (line.rfind(verdict_prefix, 0) == 0) verdict = line.substr(verdict_prefix.size());
+      }
+    }
+    Child* culprit = failed;
+    if (!verdict.empty()) {
+      for (Child& child : children) {  // "rank R (host ..."
+        if (verdict.rfind(child.name + " (", 0) == 0) culprit = &child;
+      }
+      std::fprintf(stderr, "cleave-run: the job failed: %s\n", verdict.c_str());
+      std::fprintf(stderr, "cleave-run: %s's last line: %s\n", culprit->name.c_str(),
+                   last_line(*culprit).c_str());
+    } else {
+      std::fprintf(stderr, "cleave-run: %s failed first (status %d): %s\n", failed->name.c_str(),
+                   *failed->status, last_line(*failed).c_str());
+    }
+    std::fprintf(stderr, "cleave-run: its log: %s\n", culprit->log_path.c_str());
+    if (culprit->status && *culprit->status != 0) return *culprit->status;
     return *failed->status;
   }
   if (forwarded_signal != 0) return 128 + forwarded_signal;
+  std::fprintf(stderr, "cleave-run: every process succeeded; logs in %s (%sworker_<rank>.log)\n",
+               std::filesystem::absolute(log_dir).lexically_normal().c_str(),
+               node_rank == 0 ? "scheduler.log, " : "");
   return 0;
 }

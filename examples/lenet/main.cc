@@ -11,7 +11,9 @@
 //
 // DATA_PATH (or --data-path) is the MNIST_Data folder with train/ and test/ subfolders in the
 // IDX format; examples/lenet/run.sh generates one with cleave-datagen when none is given. The
-// network, data pipeline, optimizer and loss are in examples/common/lenet.h.
+// network, data pipeline, optimizer and loss are in examples/common/lenet.h. --checkpoint-dir DIR
+// saves the training state every epoch; --resume DIR continues from the newest one there, with
+// the same losses as the run that was not interrupted.
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -21,6 +23,7 @@
 #include <string>
 
 #include "cleave/cleave.h"
+#include "cleave/flags.h"
 #include "common/lenet.h"
 
 using namespace cleave;
@@ -28,20 +31,25 @@ using namespace cleave::examples;
 
 int main(int argc, char** argv) {
   CLI::App app{"Trains seed 000's LeNet on MNIST on one process and prints its test accuracy."};
+  cleave::flags::setup(app, {{"DATA_PATH", "the MNIST_Data folder (--data-path)"}});
   const char* env_path = std::getenv("DATA_PATH");
   std::string data_path = env_path != nullptr ? env_path : "";
   int64_t epochs = 10;
   int64_t per_print_times = 1;
   uint64_t seed = 1;
   std::string checkpoint_dir;
+  std::string resume_dir;
   app.add_option("--data-path", data_path, "MNIST_Data folder (default: $DATA_PATH)");
-  app.add_option("--epochs", epochs, "epochs to train")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", epochs, "epochs to train")->check(cleave::flags::positive());
   app.add_option("--per-print-times", per_print_times, "LossMonitor prints every this many steps")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cleave::flags::non_negative());
   app.add_option("--seed", seed, "seed of the weights and the shuffle order");
   app.add_option("--checkpoint-dir", checkpoint_dir,
                  "also save checkpoints (ModelCheckpoint, every epoch) to this folder");
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--resume", resume_dir,
+                 "continue the run whose newest checkpoint lenet-<epoch>_<step>.ckpt is in this "
+                 "folder (its --checkpoint-dir; same --seed and data): train up to --epochs");
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
   if (data_path.empty()) {
     std::fprintf(stderr, "lenet: no data: set DATA_PATH or --data-path to an MNIST_Data folder\n");
     return 2;
@@ -53,6 +61,12 @@ int main(int argc, char** argv) {
     auto opt = get_optimizer(*net);
     auto criterion = get_loss();
     train::Model model(net, criterion, opt, {{"Accuracy", std::make_shared<train::Accuracy>()}});
+    if (!resume_dir.empty()) {
+      const std::string path = train::latest_checkpoint(resume_dir, "lenet");
+      model.load_train_state(path);
+      fmt::print("resuming from {} (epoch {}, step {})\n", path, model.progress().epoch_num,
+                 model.progress().step_num);
+    }
 
     std::printf("================= Start training =================\n");
     std::fflush(stdout);

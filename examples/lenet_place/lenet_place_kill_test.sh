@@ -69,10 +69,17 @@ job_status=0
 wait "$job" || job_status=$?
 job=
 [ "$job_status" -ne 0 ] || fail "run.sh exited 0 after a worker was killed"
-# run.sh reports every process that exited non-zero: the scheduler and all 8 workers.
+# run.sh reports every process that exited non-zero: the scheduler and all 8 workers, the killed
+# worker 1 first with its log.
+grep -q "run.sh: the job failed: rank 1 (host .*) was lost" "$work/run.out" || {
+  cat "$work/run.out"
+  fail "run.sh does not show the scheduler's verdict naming rank 1"
+}
+grep -q "run.sh: its log: $work/exec/worker_1/worker_1.log" "$work/run.out" ||
+  fail "run.sh does not show worker 1's log"
 for name in scheduler "worker 0" "worker 1" "worker 2" "worker 3" "worker 4" "worker 5" \
   "worker 6" "worker 7"; do
-  grep -q "run.sh: $name exited with status [1-9]" "$work/run.out" || {
+  grep -Eq "run.sh: exited with a non-zero status: .*$name \([1-9]" "$work/run.out" || {
     cat "$work/run.out"
     fail "$name did not exit with a non-zero status"
   }

@@ -27,7 +27,7 @@
 // --checkpoint-dir DIR saves the training state at the end of training into
 // DIR/rank_<R>/lenet-<epoch>_<step>.safetensors on every worker (ModelCheckpoint: the workers
 // first gather the parameters each part updates, so every file holds the whole state, as one
-// process would save it).
+// process would save it). --resume DIR continues such a run from those files.
 //
 // --op-times PREFIX (with --stats) also writes PREFIX.rank<R>: every op of this worker's placed
 // graphs in the order it runs them, with its total CPU time over the same window (tab-separated:
@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "cleave/cleave.h"
+#include "cleave/flags.h"
 #include "common/lenet.h"
 
 using namespace cleave;
@@ -66,6 +67,7 @@ struct Options {
   std::string op_times;        // empty: none
   std::string save_graphs;     // empty: no dumps
   std::string checkpoint_dir;  // empty: no checkpoint
+  std::string resume_dir;      // empty: a fresh run
 };
 
 // --stats measures from the end of the first `warmup_epochs` epochs (compilation, the set-up of
@@ -143,6 +145,13 @@ int run(const Options& options) {
         train::CheckpointConfig{.save_checkpoint_steps = int64_t{1} << 40, .format = "safetensors"},
         "lenet", fmt::format("{}/rank_{}", options.checkpoint_dir, get_rank())));
   }
+  if (!options.resume_dir.empty()) {  // every worker loads the whole state its rank saved
+    const std::string path = train::latest_checkpoint(
+        fmt::format("{}/rank_{}", options.resume_dir, get_rank()), "lenet");
+    model.load_train_state(path);
+    fmt::print("resuming from {} (epoch {}, step {})\n", path, model.progress().epoch_num,
+               model.progress().step_num);
+  }
   model.train(options.epochs, ds_train, callbacks, /*dataset_sink_mode=*/false);
   const std::chrono::duration<double> train_wall = std::chrono::steady_clock::now() - steady->start;
   const double train_cpu = SteadyState::process_cpu_seconds() - steady->cpu_start;
@@ -185,22 +194,27 @@ int main(int argc, char** argv) {
   CLI::App app{
       "Seed 000: trains LeNet on MNIST with fc1, fc2, fc3, conv1, conv2 placed on workers 0..4 "
       "(alone: on one process) and prints the test accuracy on worker 0."};
+  std::vector<cleave::flags::Variable> variables = {
+      {"DATA_PATH", "the MNIST_Data folder (--data-path)"}};
+  for (const auto& v : cleave::flags::cluster_variables()) variables.push_back(v);
+  cleave::flags::setup(app, variables);
   Options options;
   const char* env_path = std::getenv("DATA_PATH");
   options.data_path = env_path != nullptr ? env_path : "";
   app.add_option("--data-path", options.data_path, "MNIST_Data folder (default: $DATA_PATH)");
-  app.add_option("--epochs", options.epochs, "epochs to train")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", options.epochs, "epochs to train")->check(cleave::flags::positive());
   app.add_option("--per-print-times", options.per_print_times,
                  "LossMonitor prints every this many steps")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cleave::flags::non_negative());
   app.add_option("--seed", options.seed, "seed of the weights and the shuffle order");
   app.add_option("--micro-batches", options.micro_batches,
                  "split each batch of 32 into this many micro-batches pipelined through the "
                  "placed stages (must divide 32)")
-      ->check(CLI::PositiveNumber);
+      ->check(cleave::flags::positive());
   app.add_option("--max-steps", options.max_steps,
                  "train only the first N batches of every epoch (default: all)")
-      ->check(CLI::PositiveNumber);
+      ->check(cleave::flags::positive())
+      ->default_str("");
   app.add_flag(
       "--stats", options.stats,
       "print PLACE_STATS (kernel time, receive wait, train wall time, samples) at the end");
@@ -210,10 +224,13 @@ int main(int argc, char** argv) {
   app.add_option("--save-graphs", options.save_graphs,
                  "write the compiled graphs of every stage and rank (save_graphs) under this "
                  "folder; `cleave-ir --ranks FOLDER/train_step_0` draws the ranks' subgraphs");
+  app.add_option("--resume", options.resume_dir,
+                 "continue the run that saved DIR/rank_<R>/lenet-<epoch>_<step>.safetensors "
+                 "(its --checkpoint-dir; same --seed, data and workers): train up to --epochs");
   app.add_option("--checkpoint-dir", options.checkpoint_dir,
                  "save the training state at the end of training into "
                  "DIR/rank_<R>/lenet-<epoch>_<step>.safetensors on every worker");
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
 
   try {
     return run(options);
@@ -221,6 +238,7 @@ int main(int argc, char** argv) {
     const std::string where = is_initialized() ? fmt::format(" (rank {})", get_rank()) : "";
     std::fprintf(stderr, "lenet_place%s: %s\n", where.c_str(), e.what());
     std::fflush(stderr);
+    report_failure(e.what());  // the whole job stops at once with this error
     return 1;
   }
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cleave/cleave.h"
+#include "cleave/flags.h"
 
 namespace {
 
@@ -93,19 +94,20 @@ std::string python_float(double v) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Trains the seed's LeNet-5 on random data, printing the loss like LossMonitor."};
+  cleave::flags::setup(app);
   int64_t epochs = 3;
   int64_t steps_per_epoch = 60;
   int64_t batch_size = 32;
   int64_t print_every = 20;
   uint64_t seed = 1;
-  app.add_option("--epochs", epochs, "passes over the data set")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", epochs, "passes over the data set")->check(cleave::flags::positive());
   app.add_option("--steps-per-epoch", steps_per_epoch, "batches in the data set")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", batch_size, "images per batch")->check(CLI::PositiveNumber);
+      ->check(cleave::flags::positive());
+  app.add_option("--batch-size", batch_size, "images per batch")->check(cleave::flags::positive());
   app.add_option("--print-every", print_every, "print the loss every this many steps")
-      ->check(CLI::PositiveNumber);
+      ->check(cleave::flags::positive());
   app.add_option("--seed", seed, "seed of the weights and the data");
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
 
   try {
     set_seed(seed);

@@ -32,6 +32,7 @@
 #include <string>
 
 #include "cleave/cleave.h"
+#include "cleave/flags.h"
 
 namespace {
 
@@ -152,6 +153,10 @@ class GradMeanTrainStep : public train::TrainStep {
 
 int main(int argc, char** argv) {
   CLI::App app{"Seed 002: manual data parallelism of a Dense network on MNIST."};
+  std::vector<cleave::flags::Variable> variables = {
+      {"DATA_PATH", "the MNIST_Data folder (--data-path)"}};
+  for (const auto& v : cleave::flags::cluster_variables()) variables.push_back(v);
+  cleave::flags::setup(app, variables);
   const char* env_path = std::getenv("DATA_PATH");
   std::string data_path = env_path != nullptr ? env_path : "";
   int64_t epochs = 10;
@@ -161,21 +166,21 @@ int main(int argc, char** argv) {
   bool no_grad_mean = false;
   std::string mode = "graph";
   app.add_option("--data-path", data_path, "MNIST_Data folder (default: $DATA_PATH)");
-  app.add_option("--epochs", epochs, "epochs to train")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", epochs, "epochs to train")->check(cleave::flags::positive());
   app.add_option("--num-samples", num_samples,
                  "train on the first this many images only (0: all); with 32 per batch this is "
                  "32 * steps per epoch")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cleave::flags::non_negative());
   app.add_option("--per-print-times", per_print_times, "LossMonitor prints every this many steps")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cleave::flags::non_negative());
   app.add_option("--seed", seed, "seed of the weights and the shuffle order (same on every rank)");
   app.add_flag("--no-grad-mean", no_grad_mean,
                "update each rank with its own gradient, as the seed's program literally does "
                "(the ranks' parameters then drift apart)");
   app.add_option("--mode", mode,
                  "graph (GRAPH_MODE, the seed's) or pynative (each op runs at once)")
-      ->check(CLI::IsMember({"graph", "pynative"}));
-  CLI11_PARSE(app, argc, argv);
+      ->check(cleave::flags::one_of({"graph", "pynative"}));
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
   if (data_path.empty()) {
     std::fprintf(stderr,
                  "manual_parallel: no data: set DATA_PATH or --data-path to an MNIST_Data "
@@ -223,6 +228,8 @@ int main(int argc, char** argv) {
     release();
   } catch (const Error& e) {
     std::fprintf(stderr, "manual_parallel: %s\n", e.what());
+    std::fflush(stderr);
+    report_failure(e.what());  // the whole job stops at once with this error
     return 1;
   }
   return 0;

@@ -28,6 +28,7 @@
 #include <cstdio>
 
 #include "cleave/cleave.h"
+#include "cleave/flags.h"
 #include "cleave/runtime/sharded_parameters.h"
 #include "common/lenet.h"
 
@@ -75,19 +76,20 @@ int main(int argc, char** argv) {
   CLI::App app{
       "SEMI_AUTO_PARALLEL: a network with a strategy on every operator, equal to one "
       "device."};
+  cleave::flags::setup(app, cleave::flags::cluster_variables());
   std::string net_name = "mlp", strategy = "model";
   int64_t steps = 20, batch = 32, per_print = 1;
-  app.add_option("--net", net_name, "mlp or lenet")->check(CLI::IsMember({"mlp", "lenet"}));
+  app.add_option("--net", net_name, "mlp or lenet")->check(cleave::flags::one_of({"mlp", "lenet"}));
   app.add_option("--strategy", strategy,
                  "model (the NOTE's strategies) or data (none: every "
                  "operator data parallel)")
-      ->check(CLI::IsMember({"model", "data"}));
-  app.add_option("--steps", steps, "training steps")->check(CLI::PositiveNumber);
+      ->check(cleave::flags::one_of({"model", "data"}));
+  app.add_option("--steps", steps, "training steps")->check(cleave::flags::positive());
   app.add_option("--batch", batch, "global batch size (a multiple of 8)")
-      ->check(CLI::PositiveNumber);
+      ->check(cleave::flags::positive());
   app.add_option("--per-print-times", per_print, "LossMonitor prints every this many steps")
-      ->check(CLI::NonNegativeNumber);
-  CLI11_PARSE(app, argc, argv);
+      ->check(cleave::flags::non_negative());
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
   try {
     init();
     const int rank = get_rank(), n = get_group_size();
@@ -148,6 +150,8 @@ int main(int argc, char** argv) {
     release();
   } catch (const Error& e) {
     std::fprintf(stderr, "semi_auto_parallel: %s\n", e.what());
+    std::fflush(stderr);
+    report_failure(e.what());  // the whole job stops at once with this error
     return 1;
   }
   return 0;

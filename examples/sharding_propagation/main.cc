@@ -17,6 +17,7 @@
 #include <cstdio>
 
 #include "cleave/cleave.h"
+#include "cleave/flags.h"
 
 namespace {
 
@@ -46,19 +47,20 @@ class Net : public nn::Cell {
 
 int main(int argc, char** argv) {
   CLI::App app{"Seed 003: AUTO_PARALLEL with sharding propagation from one hand-set MatMul."};
+  cleave::flags::setup(app, cleave::flags::cluster_variables());
   int64_t epochs = 5, steps_per_epoch = 4, batch = 2;
   std::string graphs = "saved_graph", ckpt_dir = ".", strategy_save, strategy_load;
-  app.add_option("--epochs", epochs, "training epochs")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", epochs, "training epochs")->check(cleave::flags::positive());
   app.add_option("--steps-per-epoch", steps_per_epoch, "batches per epoch")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "rows per rank")->check(CLI::PositiveNumber);
+      ->check(cleave::flags::positive());
+  app.add_option("--batch", batch, "rows per rank")->check(cleave::flags::positive());
   app.add_option("--graphs", graphs, "save_graphs_path: rank R's IR dumps go to DIR/rank_R");
   app.add_option("--ckpt-dir", ckpt_dir, "checkpoints go to DIR/<rank id>");
   app.add_option("--strategy-save", strategy_save,
                  "strategy_ckpt_save_file: write every operator's strategy here");
   app.add_option("--strategy-load", strategy_load,
                  "strategy_ckpt_load_file: take the strategies from this file");
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
   try {
     init();
     const int rank = get_rank(), n = get_group_size();
@@ -77,7 +79,10 @@ int main(int argc, char** argv) {
     const Tensor input = Tensor::uniform({batch, 32});
     const Tensor label = Tensor::uniform({batch, 16});
     auto data = dataset::GeneratorDataset(
-        [&](int64_t) { return dataset::Row{input, label}; }, steps_per_epoch, {"input", "label"});
+        [&](int64_t) {
+          return dataset::Row{input, label};
+        },
+        steps_per_epoch, {"input", "label"});
     set_seed(2);
     auto net = std::make_shared<Net>(32, 16, 16);
     auto loss = std::make_shared<nn::MSELoss>();
@@ -92,6 +97,8 @@ int main(int argc, char** argv) {
     release();
   } catch (const Error& e) {
     std::fprintf(stderr, "sharding_propagation: %s\n", e.what());
+    std::fflush(stderr);
+    report_failure(e.what());  // the whole job stops at once with this error
     return 1;
   }
   return 0;

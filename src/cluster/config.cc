@@ -1,6 +1,14 @@
 #include "cluster/config.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <limits>
 
 #include "cleave/core/error.h"
@@ -61,7 +69,59 @@ void read_common(JobConfig& config) {
                    "CLEAVE_HEARTBEAT_INTERVAL_MS={}",
                    config.heartbeat_timeout.count(), config.heartbeat_interval.count());
 }
+// This process's executable and arguments (NOTE [What defines a job] in scheduler.h): the
+// executable's real path, so that `./train` and `/abs/path/train` are one program, then every
+// argument after argv[0], quoted when it holds a space.
+std::string this_command() {
+  char exe[4096] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string cmdline{std::istreambuf_iterator<char>(in), {}};
+  if (n <= 0 || cmdline.empty()) return "";
+  std::string out(exe, static_cast<size_t>(n));
+  size_t begin = cmdline.find('\0');  // skip argv[0]
+  while (begin != std::string::npos && begin + 1 < cmdline.size()) {
+    const size_t end = cmdline.find('\0', begin + 1);
+    const std::string arg =
+        cmdline.substr(begin + 1, end == std::string::npos ? std::string::npos : end - begin - 1);
+    out += arg.find_first_of(" \t'") == std::string::npos || arg.empty() ? " " + arg
+                                                                         : " '" + arg + "'";
+    begin = end;
+  }
+  return out;
+}
+
+// MS_SCHED_HOST must resolve: a name that can never resolve fails the process at once instead
+// of a worker retrying until MS_TOPO_TIMEOUT. A temporary failure of the resolver only warns
+// (gRPC resolves again on every connection attempt).
+void check_resolves(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) ::freeaddrinfo(found);
+  if (rc == 0) return;
+  if (rc == EAI_AGAIN) {
+    std::fprintf(stderr,
+                 "cleave: MS_SCHED_HOST='%s' could not be resolved yet (%s); connecting anyway, "
+                 "it is resolved again on every attempt\n",
+                 host.c_str(), gai_strerror(rc));
+    return;
+  }
+  CLEAVE_FAIL(
+      "cleave::init: MS_SCHED_HOST='{}' does not resolve to an address ({}); expected the "
+      "scheduler's host name or IP address as this host resolves it (e.g. 127.0.0.1 when every "
+      "process runs here)",
+      host, gai_strerror(rc));
+}
+
 }  // namespace
+
+std::chrono::milliseconds JobConfig::progress_interval() const {
+  return std::clamp(topo_timeout / 4, std::chrono::milliseconds(500),
+                    std::chrono::milliseconds(10'000));
+}
 
 std::chrono::milliseconds read_comm_timeout() {
   return ms_var("CLEAVE_COMM_TIMEOUT_MS", JobConfig().comm_timeout);
@@ -86,6 +146,7 @@ JobConfig read_job_config() {
                    "127.0.0.1), which is not set",
                    role);
   config.sched_host = *host;
+  check_resolves(config.sched_host);
   CLEAVE_CHECK_ARG(env_value("MS_SCHED_PORT").has_value(),
                    "cleave::init: MS_ROLE={} needs MS_SCHED_PORT (the scheduler's port, e.g. "
                    "8118), which is not set",
@@ -106,6 +167,7 @@ JobConfig read_job_config() {
                                      .c_str()));
   }
   read_common(config);
+  config.command = this_command();
   return config;
 }
 

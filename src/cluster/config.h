@@ -21,14 +21,15 @@ struct JobConfig {
   std::chrono::milliseconds topo_timeout{600'000};      // MS_TOPO_TIMEOUT (seconds)
   std::chrono::milliseconds heartbeat_interval{1'000};  // CLEAVE_HEARTBEAT_INTERVAL_MS
   std::chrono::milliseconds heartbeat_timeout{10'000};  // CLEAVE_HEARTBEAT_TIMEOUT_MS
-  std::chrono::milliseconds comm_timeout{300'000};      // The configuration of a rank-table job's
-                                                    // rendezvous (NOTE [Rank-table rendezvous] in
-  // src/cluster/init.cc): rank 0 serves the job on `sched_host` (its server_id) at
-  // CLEAVE_RANK_TABLE_PORT, and rank `rank` joins it as a worker with that rank.
-  JobConfig rank_table_job_config(const std::string& sched_host, int worker_num, int rank);
+  std::chrono::milliseconds comm_timeout{300'000};      // CLEAVE_COMM_TIMEOUT_MS
+  std::chrono::milliseconds stuck_timeout{30'000};      // CLEAVE_STUCK_TIMEOUT_MS (0: off)
+  // This process's program (its executable's path) and arguments, one string; empty when not
+  // known. Without a token it defines the job (NOTE [What defines a job] in scheduler.h).
+  std::string command;
 
-  // CLEAVE_COMM_TIMEOUT_MS
-  std::chrono::milliseconds stuck_timeout{30'000};  // CLEAVE_STUCK_TIMEOUT_MS (0: off)
+  // How often the scheduler and a waiting worker report registration progress: every 10 s, or
+  // a quarter of MS_TOPO_TIMEOUT when that is shorter (at least 0.5 s).
+  std::chrono::milliseconds progress_interval() const;
 
   std::string address() const { return sched_host + ":" + std::to_string(sched_port); }
 };

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <future>
 #include <map>
 #include <mutex>
@@ -265,6 +266,19 @@ void release_at_exit(int exit_status, void*) {
     std::lock_guard lock(state_mu);
     if (!state.initialized) return;
     if (state.client && exit_status == 0) state.client->finish();
+    // NOTE [Failing workers report]: at once, rather than a heartbeat timeout later (does
+    // nothing after report_failure).
+    if (state.client && exit_status != 0) {
+      state.client->report_failure(
+          fmt::format("its process exited with status {} (its log has the cause)", exit_status));
+      // End now, before the other workers (they wait a moment for it): the backend's teardown
+      // and static destructors are of no use to a process that failed. (Rank 0 of a rank table
+      // still serves the job: it waits below until every rank was told.)
+      if (table_scheduler == nullptr) {
+        std::fflush(nullptr);
+        std::_Exit(exit_status);
+      }
+    }
     // The backend's threads go before the static objects they use.
     comm::clear_groups();
     state = ClusterState();
@@ -272,6 +286,38 @@ void release_at_exit(int exit_status, void*) {
   } catch (const std::exception& error) {
     std::fprintf(stderr, "cleave: release at exit failed: %s\n", error.what());
   }
+}
+
+// NOTE [Failing workers report] in cluster/scheduler.h, for a process that dies of an uncaught
+// exception: the job learns its message before the process aborts.
+std::terminate_handler previous_terminate = nullptr;
+
+[[noreturn]] void report_then_terminate() {
+  std::string what = "terminated (std::terminate was called)";
+  if (std::exception_ptr error = std::current_exception()) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = std::string("terminated by an uncaught exception: ") + e.what();
+    } catch (...) {
+      what = "terminated by an uncaught exception of an unknown type";
+    }
+  }
+  std::fprintf(stderr, "cleave: %s\n", what.c_str());
+  std::fflush(stderr);
+  std::shared_ptr<cluster::WorkerClient> client;
+  {
+    std::unique_lock lock(state_mu, std::try_to_lock);  // never wait: this process is dying
+    if (lock.owns_lock()) client = state.client;
+  }
+  if (client) client->report_failure(what);
+  if (previous_terminate != nullptr) previous_terminate();
+  std::abort();
+}
+
+void install_terminate_handler() {
+  static bool installed = (previous_terminate = std::set_terminate(report_then_terminate), true);
+  (void)installed;
 }
 
 }  // namespace
@@ -307,6 +353,7 @@ void init(const std::string& backend) {
     s.store = cluster::make_scheduler_store(s.client);
     static bool registered = (on_exit(release_at_exit, nullptr), true);
     (void)registered;
+    install_terminate_handler();
   } else if (env_value("OMPI_COMM_WORLD_RANK") || env_value("OMPI_COMM_WORLD_SIZE")) {
     s.comm_timeout = cluster::read_comm_timeout();
     join_mpi(s);
@@ -343,6 +390,19 @@ void release() {
   }
   if (client) client->finish();
   join_table_scheduler();
+}
+
+void report_failure(const std::string& error) {
+  try {
+    std::shared_ptr<cluster::WorkerClient> client;
+    {
+      std::lock_guard lock(state_mu);
+      client = state.client;
+    }
+    if (client) client->report_failure(error);
+  } catch (const std::exception&) {
+    // Best effort: the process is failing anyway.
+  }
 }
 
 bool is_initialized() {

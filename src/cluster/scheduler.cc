@@ -57,6 +57,8 @@ struct Worker {
   Clock::time_point finished_at;
   std::string barrier;  // the barrier it waits at, empty when none
   bool in_get = false;  // blocked in a store get (waiting for some rank: never blamed)
+  std::string get_key;  // the key it waits for, while in_get
+  Clock::time_point get_since;
   int64_t barrier_generation = 0;
   Clock::time_point barrier_since;
 
@@ -75,7 +77,10 @@ struct BarrierState {
 // by mu_; handlers that block wait on cv_ for their condition or the job's failure.
 class Job final : public pb::Scheduler::Service {
  public:
-  explicit Job(JobConfig config) : config_(std::move(config)), started_(Clock::now()) {}
+  explicit Job(JobConfig config)
+      : config_(std::move(config)),
+        started_(Clock::now()),
+        next_progress_(started_ + config_.progress_interval()) {}
 
   // One pass of the monitor: declares lost workers and a topology timeout. Returns the exit
   // status once the job is over (0 finished, 1 failed), nullopt while it goes on.
@@ -87,7 +92,11 @@ class Job final : public pb::Scheduler::Service {
       bool all_told = std::all_of(workers_.begin(), workers_.end(), [](const Worker& w) {
         return w.lost || w.finished || w.told_failure;
       });
-      if (all_told || now - failed_at_ > config_.heartbeat_timeout + config_.heartbeat_interval) {
+      // A worker that reported its failure ends first (NOTE [Failing workers report]): the
+      // scheduler stays a second so that launchers see that worker end before it.
+      const bool reporter_ended = !failure_reported_ || now - failed_at_ >= milliseconds(1000);
+      if ((all_told && reporter_ended) ||
+          now - failed_at_ > config_.heartbeat_timeout + config_.heartbeat_interval) {
         return 1;
       }
       return std::nullopt;
@@ -99,11 +108,16 @@ class Job final : public pb::Scheduler::Service {
     }
     if (!formed_ && now - started_ > config_.topo_timeout) {
       fail(fmt::format(
-          "only {} of MS_WORKER_NUM={} workers registered within MS_TOPO_TIMEOUT={} s; start the "
-          "missing workers or raise MS_TOPO_TIMEOUT",
+          "only {} of MS_WORKER_NUM={} workers registered within MS_TOPO_TIMEOUT={} s ({}); "
+          "start the missing workers or raise MS_TOPO_TIMEOUT",
           workers_.size(), config_.worker_num,
-          std::chrono::duration_cast<std::chrono::seconds>(config_.topo_timeout).count()));
+          std::chrono::duration_cast<std::chrono::seconds>(config_.topo_timeout).count(),
+          registered_and_missing()));
       return std::nullopt;
+    }
+    if (!formed_ && now >= next_progress_) {  // NOTE [No silent waits]
+      log_line(progress(now));
+      next_progress_ = now + config_.progress_interval();
     }
     if (formed_) check_stuck(now);
     if (failure_) return std::nullopt;
@@ -131,6 +145,15 @@ class Job final : public pb::Scheduler::Service {
           fmt::format("the scheduler at {} refused this worker: {}", config_.address(), why));
       return grpc::Status::OK;
     };
+    if (config_.token.empty() && request->token().empty() && !config_.command.empty() &&
+        !request->command().empty() && request->command() != config_.command) {
+      // NOTE [What defines a job]
+      return refuse(fmt::format(
+          "it belongs to another job: it runs `{}` but this job's scheduler runs `{}` (two jobs "
+          "on MS_SCHED_PORT={}? without CLEAVE_JOB_TOKEN a job is the processes running the same "
+          "program with the same arguments; give each job its own MS_SCHED_PORT)",
+          request->command(), config_.command, config_.sched_port));
+    }
     if (request->token() != config_.token) {
       return refuse(
           "its CLEAVE_JOB_TOKEN does not match the job's token (is it from another job? the "
@@ -141,6 +164,15 @@ class Job final : public pb::Scheduler::Service {
       return refuse(
           fmt::format("its MS_WORKER_NUM={} differs from the scheduler's MS_WORKER_NUM={}",
                       request->worker_num(), config_.worker_num));
+    }
+    // A worker's retried Register (NOTE [No silent waits]) gets the id it already has.
+    for (size_t id = 0; id < workers_.size(); ++id) {
+      const Worker& w = workers_[id];
+      if (w.host == request->host() && w.pid == request->pid() && !w.lost && !failure_) {
+        reply->set_worker_id(static_cast<int64_t>(id));
+        reply->mutable_status()->set_ok(true);
+        return grpc::Status::OK;
+      }
     }
     if (failure_) {
       reply->mutable_status()->set_unavailable(true);
@@ -186,11 +218,10 @@ class Job final : public pb::Scheduler::Service {
     bool ready = cv_.wait_for(lock, milliseconds(request->timeout_ms()),
                               [&] { return formed_ || failure_.has_value(); });
     if (failure_) return report_failure(*worker, reply->mutable_status());
-    if (!ready) {
-      reply->mutable_status()->set_unavailable(true);
-      reply->mutable_status()->set_error(fmt::format(
-          "only {} of MS_WORKER_NUM={} workers registered within {} ms (MS_TOPO_TIMEOUT)",
-          workers_.size(), config_.worker_num, request->timeout_ms()));
+    if (!ready) {  // NOTE [No silent waits]: the worker prints this and asks again
+      reply->set_pending(true);
+      reply->set_progress(progress(Clock::now()));
+      reply->mutable_status()->set_ok(true);
       return grpc::Status::OK;
     }
     worker->activity = "running";
@@ -232,6 +263,8 @@ class Job final : public pb::Scheduler::Service {
     Worker* worker = find(request->worker_id(), reply->mutable_status());
     if (worker == nullptr) return grpc::Status::OK;
     worker->in_get = true;
+    worker->get_key = request->key();
+    worker->get_since = Clock::now();
     bool found = cv_.wait_for(lock, milliseconds(request->timeout_ms()), [&] {
       return store_.count(request->key()) > 0 || failure_.has_value();
     });
@@ -322,6 +355,24 @@ class Job final : public pb::Scheduler::Service {
                                    request->name(), request->timeout_ms(),
                                    fmt::join(missing, ", ")));
       return grpc::Status::OK;
+    }
+    reply->set_ok(true);
+    return grpc::Status::OK;
+  }
+
+  // NOTE [Failing workers report]
+  grpc::Status Fail(grpc::ServerContext*, const pb::FailRequest* request,
+                    pb::Status* reply) override {
+    std::lock_guard lock(mu_);
+    Worker* worker = find(request->worker_id(), reply);
+    if (worker == nullptr) return grpc::Status::OK;
+    worker->told_failure = true;  // it knows: it is the one failing
+    worker->activity = "failed: " + request->error();
+    if (failure_) {
+      log_line(fmt::format("{} failed too: {}", worker->describe(), request->error()));
+    } else {
+      fail(fmt::format("{} failed: {}", worker->describe(), request->error()));
+      failure_reported_ = true;
     }
     reply->set_ok(true);
     return grpc::Status::OK;
@@ -452,7 +503,10 @@ class Job final : public pb::Scheduler::Service {
         if (wait.waited > c.waited) c.waited = wait.waited, c.op = wait.op;
       }
     }
-    if (culprits.empty()) return;
+    if (culprits.empty()) {
+      check_deadlock(now);
+      return;
+    }
     const auto& [rank, c] = *culprits.begin();
     const Worker& stuck = *by_rank[static_cast<size_t>(rank)];
     std::vector<int> waiters = c.waiters;
@@ -468,11 +522,132 @@ class Job final : public pb::Scheduler::Service {
         stuck.activity));
   }
 
+  // "3 of MS_WORKER_NUM=4 registered (host a: node ids 0, 1; host b: 1 without MS_NODE_ID);
+  // missing: 1 worker, MS_NODE_ID 3 not taken".
+  std::string registered_and_missing() const {
+    std::map<std::string, std::pair<std::vector<int>, int>> by_host;
+    std::set<int> taken;
+    for (const Worker& w : workers_) {
+      auto& [ids, without] = by_host[w.host];
+      if (w.node_id.empty()) {
+        ++without;
+      } else {
+        ids.push_back(std::stoi(w.node_id));
+        taken.insert(ids.back());
+      }
+    }
+    for (auto& [host, entry] : by_host) std::sort(entry.first.begin(), entry.first.end());
+    std::vector<std::string> hosts;
+    for (const auto& [host, entry] : by_host) {
+      const auto& [ids, without] = entry;
+      std::string text = "host " + host + ":";
+      if (!ids.empty())
+        text += fmt::format(" node id{} {}", ids.size() > 1 ? "s" : "", fmt::join(ids, ", "));
+      if (without > 0)
+        text += fmt::format("{} {} without MS_NODE_ID", ids.empty() ? "" : ",", without);
+      hosts.push_back(text);
+    }
+    std::vector<int> free_ids;
+    for (int id = 0; id < config_.worker_num; ++id) {
+      if (taken.count(id) == 0) free_ids.push_back(id);
+    }
+    const int missing = config_.worker_num - static_cast<int>(workers_.size());
+    std::string text = fmt::format(
+        "{} of MS_WORKER_NUM={} registered{}; missing: {} worker{}", workers_.size(),
+        config_.worker_num, hosts.empty() ? "" : fmt::format(" ({})", fmt::join(hosts, "; ")),
+        missing, missing == 1 ? "" : "s");
+    if (taken.empty()) return text;  // the workers use no MS_NODE_ID: no id can be missing
+    if (!free_ids.empty() && static_cast<int>(free_ids.size()) <= 16) {
+      text += fmt::format(", MS_NODE_ID {} not taken", fmt::join(free_ids, ", "));
+    } else if (!free_ids.empty()) {
+      text += fmt::format(", {} MS_NODE_IDs not taken (the first: {})", free_ids.size(),
+                          free_ids.front());
+    }
+    return text;
+  }
+
+  std::string progress(Clock::time_point now) const {
+    return fmt::format(
+        "waiting for workers after {:.1f} s: {} (MS_TOPO_TIMEOUT={} s)",
+        std::chrono::duration<double>(now - started_).count(), registered_and_missing(),
+        std::chrono::duration_cast<std::chrono::seconds>(config_.topo_timeout).count());
+  }
+
+  // NOTE [Deadlocks]
+  // check_stuck blames no peer that waits itself. When ranks wait only for one another -- every
+  // rank of a set D waits (in a communication operation, at a barrier or for a store key) for
+  // longer than CLEAVE_STUCK_TIMEOUT_MS, makes no progress for as long, and every rank it waits
+  // for is in D -- nothing can ever end those waits: mismatched collective orders, receives whose
+  // sends never come. The job fails then with one line per rank of D saying what it waits for
+  // (operation, group, peers, tag), instead of waiting for CLEAVE_COMM_TIMEOUT_MS. A store get
+  // waits for no rank in particular: a set holding one is a deadlock only when it holds every
+  // live rank. (A transfer so slow that its ranks use almost no CPU for longer than the bound
+  // would look the same: raise CLEAVE_STUCK_TIMEOUT_MS, or set it to 0, for such jobs.)
+  void check_deadlock(Clock::time_point now) {
+    const milliseconds bound = config_.stuck_timeout;
+    struct Waiting {
+      const Worker* worker;
+      milliseconds waited;
+      std::string what;
+      std::vector<int> peers;  // empty: any rank (a store get)
+    };
+    std::map<int, Waiting> stalled;  // D, by rank
+    int live = 0;
+    for (const Worker& w : workers_) {
+      if (w.finished || w.lost) continue;
+      ++live;
+      if (w.last_seen - w.last_progress <= bound) continue;  // it progresses
+      if (w.comm_in_flight > 0 && w.comm_waited > bound) {
+        stalled[w.rank] = {
+            &w, w.comm_waited,
+            fmt::format("in {} for world rank{} {}", w.comm_op, w.comm_peers.size() > 1 ? "s" : "",
+                        fmt::join(w.comm_peers, ", ")),
+            w.comm_peers};
+      } else if (!w.barrier.empty() && now - w.barrier_since > bound) {
+        const BarrierState& b = barriers_.at(w.barrier);
+        if (b.generation != w.barrier_generation) continue;
+        Waiting wait{&w, std::chrono::duration_cast<milliseconds>(now - w.barrier_since), "", {}};
+        for (int rank = 0; rank < config_.worker_num; ++rank) {
+          if (b.arrived.count(rank) == 0) wait.peers.push_back(rank);
+        }
+        wait.what = fmt::format("at barrier '{}' for rank{} {}", w.barrier,
+                                wait.peers.size() > 1 ? "s" : "", fmt::join(wait.peers, ", "));
+        stalled[w.rank] = std::move(wait);
+      } else if (w.in_get && now - w.get_since > bound) {
+        stalled[w.rank] = {&w,
+                           std::chrono::duration_cast<milliseconds>(now - w.get_since),
+                           fmt::format("for store key '{}' (any rank may set it)", w.get_key),
+                           {}};
+      }
+    }
+    if (stalled.empty()) return;
+    for (const auto& [rank, wait] : stalled) {
+      if (wait.peers.empty() && static_cast<int>(stalled.size()) < live) return;
+      for (int peer : wait.peers) {
+        if (stalled.count(peer) == 0) return;  // it waits for a rank that is not stalled
+      }
+    }
+    std::vector<int> ranks;
+    std::string lines;
+    for (const auto& [rank, wait] : stalled) {
+      ranks.push_back(rank);
+      lines += fmt::format("\n  {}: waiting {} ms {}", wait.worker->describe(), wait.waited.count(),
+                           wait.what);
+    }
+    fail(fmt::format(
+        "deadlock: rank{} {} {} waited longer than CLEAVE_STUCK_TIMEOUT_MS={} ms, each for ranks "
+        "that wait too, and none makes progress (mismatched collective order, or a receive "
+        "whose send never comes); what each rank waits for:{}",
+        ranks.size() > 1 ? "s" : "", fmt::join(ranks, ", "), ranks.size() > 1 ? "have" : "has",
+        bound.count(), lines));
+  }
+
   grpc::Status report_failure(Worker& worker, pb::Status* status) {
     worker.told_failure = true;
     status->set_ok(false);
     status->set_job_failed(true);
     status->set_unavailable(true);
+    status->set_reported_by_worker(failure_reported_);
     status->set_error(*failure_);
     return grpc::Status::OK;
   }
@@ -525,11 +700,13 @@ class Job final : public pb::Scheduler::Service {
 
   const JobConfig config_;
   const Clock::time_point started_;
+  Clock::time_point next_progress_;  // NOTE [No silent waits]
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Worker> workers_;  // indexed by worker id (arrival order); deque: stable references
   bool formed_ = false;
   std::optional<std::string> failure_;
+  bool failure_reported_ = false;  // by the failing worker itself (Fail)
   Clock::time_point failed_at_;
   std::map<std::string, std::string> store_;
   std::map<std::string, BarrierState> barriers_;

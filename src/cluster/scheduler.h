@@ -28,9 +28,40 @@
 //   - has finished (called release or exited).
 // A peer that computes (uses CPU) is never stuck, however long W waits: that is a slow step, and
 // only the operation's own CLEAVE_COMM_TIMEOUT_MS bounds it. A peer that is itself inside a
-// communication operation is not blamed either (every rank waiting: a slow transfer, a hang inside
-// the library or a deadlock of mismatched operations); CLEAVE_COMM_TIMEOUT_MS bounds those. So a
-// rank that does not arrive is named within CLEAVE_STUCK_TIMEOUT_MS plus two heartbeat intervals.
+// communication operation is not blamed either; when every rank involved waits for ranks that
+// wait too and none progresses, that is a deadlock (NOTE [Deadlocks] in scheduler.cc: mismatched
+// operations, a receive whose send never comes) and the job fails naming every rank's wait. So a
+// rank that does not arrive, or a deadlock, is reported within CLEAVE_STUCK_TIMEOUT_MS plus two
+// heartbeat intervals.
+//
+// NOTE [What defines a job]
+// A job is the scheduler and the workers that share its CLEAVE_JOB_TOKEN (cleave-run generates
+// one per job). Without a token (seed 000's run.sh, processes started by hand), a job is the
+// processes that run the same program with the same arguments: each worker sends its command
+// (the executable's real path and its arguments) when it registers, and the scheduler refuses at
+// once a worker whose command differs from its own, naming both -- so two jobs started on one
+// MS_SCHED_PORT never merge, even with their workers interleaved (the second scheduler cannot
+// bind the port and exits; its workers are refused). Two jobs of the very same command on one
+// port cannot be told apart this way: give them different ports or tokens.
+//
+// NOTE [No silent waits]
+// While the job forms, the scheduler logs every JobConfig::progress_interval() (10 s by default)
+// how many workers have registered, from which hosts, and which MS_NODE_IDs are still free; each
+// waiting worker prints the same line (WaitTopology answers "pending" with it after that
+// interval). A worker that cannot reach the scheduler retries, saying so after 1 s and then at
+// the same interval, until MS_TOPO_TIMEOUT; an MS_SCHED_HOST that does not resolve fails init()
+// at once (cluster/config.cc).
+//
+// NOTE [Failing workers report]
+// A worker that fails tells the scheduler why (Fail): its program reported an error
+// (cleave::report_failure), an exception escaped (std::terminate handler, src/cluster/init.cc),
+// or the process exits with a non-zero status (release at exit). The
+// job fails at once with "rank R (host H, pid P) failed: <its error>"; blocked calls return it
+// at once and every other worker learns it from its next heartbeat, so every process ends within
+// about one heartbeat interval with that first error instead of a heartbeat timeout that would
+// name whichever rank went silent first. So that launchers (cleave-run, run.sh) see the failing
+// worker end first, it ends right after its report, the others wait 0.5 s after learning of it,
+// and the scheduler stays at least 1 s after it.
 #pragma once
 
 #include <functional>

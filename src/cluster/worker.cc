@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -152,6 +153,13 @@ ErrorKind error_kind(const pb::Status& status) {
   return status.unavailable() ? ErrorKind::kUnavailable : ErrorKind::kInvalidArgument;
 }
 
+// A job failed by a worker's own report (NOTE [Failing workers report] in scheduler.h): that
+// worker ends right after its report; the others wait a moment so that it ends first and a
+// launcher (cleave-run, run.sh) names it as the first process to fail.
+void let_the_reporter_end_first(const pb::Status& status) {
+  if (status.reported_by_worker()) std::this_thread::sleep_for(milliseconds(500));
+}
+
 // Turns the outcome of a call into this process's reaction: a lost scheduler or a failed job
 // stops the process (NOTE [Stopping on a failed job]); any other error is the caller's to see.
 void check_reply(const grpc::Status& transport, const pb::Status& status, const JobConfig& config,
@@ -162,6 +170,7 @@ void check_reply(const grpc::Status& transport, const pb::Status& status, const 
         rank_text(rank), config.address(), what, transport.error_message(), doing_now()));
   }
   if (status.job_failed()) {
+    let_the_reporter_end_first(status);
     stop_process(fmt::format("cleave: {} stops: the job failed: {}; this process was {}",
                              rank_text(rank), status.error(), doing_now()));
   }
@@ -180,19 +189,64 @@ Topology WorkerClient::join() {
   if (config_.node_id) request.set_node_id(std::to_string(*config_.node_id));
   request.set_pid(getpid());
   request.set_worker_num(config_.worker_num);
+  request.set_command(config_.command);
   pb::RegisterReply reply;
   {
-    grpc::ClientContext context;
-    context.set_wait_for_ready(true);
-    set_deadline(context, config_.topo_timeout);
-    grpc::Status status = rpc_->stub->Register(&context, request, &reply);
-    if (!status.ok()) {
-      CLEAVE_UNAVAILABLE(
-          "cleave::init: cannot reach the scheduler at {} (MS_SCHED_HOST:MS_SCHED_PORT) within "
-          "MS_TOPO_TIMEOUT={} s: {}; is a process with MS_ROLE=MS_SCHED running there?",
-          config_.address(),
-          std::chrono::duration_cast<std::chrono::seconds>(config_.topo_timeout).count(),
-          status.error_message());
+    // NOTE [No silent waits] in scheduler.h: fail-fast calls, retried while the scheduler is
+    // unavailable (not started yet, connection refused), saying so after 1 s and then every
+    // progress interval. Only UNAVAILABLE is retried: such a call never reached the scheduler, so
+    // a retry cannot register this worker twice.
+    const auto start = Clock::now();
+    const auto deadline = start + config_.topo_timeout;
+    auto next_note = start + milliseconds(1000);
+    const auto topo_s =
+        std::chrono::duration_cast<std::chrono::seconds>(config_.topo_timeout).count();
+    // Waits for the connection in slices up to the next note; the scheduler answers a repeated
+    // Register of this process with the same id, so a slice that ends just after its request
+    // went out does no harm.
+    auto call = [&](bool wait_for_ready, milliseconds timeout) {
+      grpc::ClientContext context;
+      context.set_wait_for_ready(wait_for_ready);
+      set_deadline(context, std::max(milliseconds(1), timeout));
+      return rpc_->stub->Register(&context, request, &reply);
+    };
+    std::string last_error = "no connection";
+    for (;;) {
+      auto now = Clock::now();
+      const auto slice = std::chrono::duration_cast<milliseconds>(
+          std::min(deadline, std::max(next_note, now + milliseconds(50))) - now);
+      grpc::Status status = call(/*wait_for_ready=*/true, slice);
+      if (status.ok()) break;
+      now = Clock::now();
+      const bool retry = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+      if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        last_error = status.error_message();
+      }
+      if (!retry || now >= deadline) {
+        CLEAVE_UNAVAILABLE(
+            "cleave::init: cannot reach the scheduler at {} (MS_SCHED_HOST:MS_SCHED_PORT) within "
+            "MS_TOPO_TIMEOUT={} s: {}; is a process with MS_ROLE=MS_SCHED running there?",
+            config_.address(), topo_s, last_error);
+      }
+      if (now >= next_note) {
+        // Why there is no connection ("Connection refused", ...): one fail-fast call.
+        status = call(/*wait_for_ready=*/false, milliseconds(500));
+        if (status.ok()) break;
+        if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+          last_error = status.error_message();
+        }
+        std::fprintf(stderr,
+                     "cleave: worker (pid %d) cannot reach the scheduler at %s yet (%s) after %lld "
+                     "s; retrying until MS_TOPO_TIMEOUT=%lld s (is a process with "
+                     "MS_ROLE=MS_SCHED running there?)\n",
+                     static_cast<int>(getpid()), config_.address().c_str(), last_error.c_str(),
+                     static_cast<long long>(
+                         std::chrono::duration_cast<std::chrono::seconds>(now - start).count()),
+                     static_cast<long long>(topo_s));
+        std::fflush(stderr);
+        next_note = now + config_.progress_interval();
+      }
     }
   }
   if (!reply.status().ok()) {
@@ -205,15 +259,29 @@ Topology WorkerClient::join() {
   verdict_cap_ms = 3 * config_.heartbeat_timeout.count() + config_.heartbeat_interval.count();
   comm::set_failure_hook(wait_for_verdict);
 
+  // NOTE [No silent waits] in scheduler.h: asks every progress interval and prints the
+  // scheduler's progress line while the job forms; the scheduler fails the job at MS_TOPO_TIMEOUT.
   ActivityScope waiting("waiting for the other workers to register");
   pb::TopologyRequest topology_request;
   topology_request.set_worker_id(worker_id_);
-  topology_request.set_timeout_ms(config_.topo_timeout.count());
+  topology_request.set_timeout_ms(config_.progress_interval().count());
   pb::TopologyReply topology_reply;
-  grpc::ClientContext context;
-  set_deadline(context, config_.topo_timeout + config_.heartbeat_timeout);
-  grpc::Status status = rpc_->stub->WaitTopology(&context, topology_request, &topology_reply);
-  check_reply(status, topology_reply.status(), config_, rank_, "cleave::init");
+  const auto give_up = Clock::now() + config_.topo_timeout + config_.heartbeat_timeout;
+  for (;;) {
+    topology_reply.Clear();
+    grpc::ClientContext context;
+    set_deadline(context, config_.progress_interval() + config_.heartbeat_timeout);
+    grpc::Status status = rpc_->stub->WaitTopology(&context, topology_request, &topology_reply);
+    check_reply(status, topology_reply.status(), config_, rank_, "cleave::init");
+    if (!topology_reply.pending()) break;
+    std::fprintf(stderr, "cleave: worker (pid %d) %s\n", static_cast<int>(getpid()),
+                 topology_reply.progress().c_str());
+    std::fflush(stderr);
+    if (Clock::now() > give_up) {
+      CLEAVE_UNAVAILABLE("cleave::init: the job did not form within MS_TOPO_TIMEOUT: {}",
+                         topology_reply.progress());
+    }
+  }
   Topology topology;
   topology.rank = rank_ = topology_reply.rank();
   topology.world_size = topology_reply.world_size();
@@ -254,6 +322,7 @@ void WorkerClient::heartbeat_loop() {
       last_reply = now;
       if (!reply.status().job_failed()) healthy_heartbeat_sent = sent;
       if (reply.status().job_failed()) {
+        let_the_reporter_end_first(reply.status());
         stop_process(fmt::format("cleave: {} stops: the job failed: {}; this process was {}",
                                  rank_text(rank_), reply.status().error(), doing_now()));
       }
@@ -341,6 +410,22 @@ void WorkerClient::barrier(const std::string& name, milliseconds timeout) {
   set_deadline(context, timeout + config_.heartbeat_timeout);
   grpc::Status status = rpc_->stub->Barrier(&context, request, &reply);
   check_reply(status, reply, config_, rank_, fmt::format("barrier '{}'", name));
+}
+
+void WorkerClient::report_failure(const std::string& error) {
+  if (worker_id_ < 0) return;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;  // finished or already reported
+  }
+  pb::FailRequest request;
+  request.set_worker_id(worker_id_);
+  request.set_error(error);
+  pb::Status reply;
+  grpc::ClientContext context;
+  set_deadline(context, std::min(config_.heartbeat_timeout, milliseconds(2000)));
+  rpc_->stub->Fail(&context, request, &reply);  // best effort: the heartbeats stop anyway
+  stop_heartbeats();
 }
 
 void WorkerClient::finish() {

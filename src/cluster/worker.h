@@ -65,6 +65,11 @@ class WorkerClient {
   // Blocks until every worker has called barrier(name) (NOTE [Barrier generations]).
   void barrier(const std::string& name, std::chrono::milliseconds timeout);
 
+  // Tells the scheduler this worker failed with `error` (NOTE [Failing workers report] in
+  // cluster/scheduler.h) and stops the heartbeats; best effort, bounded by 2 s. Does nothing
+  // before join() or after finish() or an earlier report.
+  void report_failure(const std::string& error);
+
   // Tells the scheduler this worker finished, waits until every worker has (or the job failed:
   // then the process stops with status 1), and stops the heartbeats.
   void finish();

@@ -158,7 +158,7 @@ void ProcessGroup::guarded(const OpInfo& info, const std::function<void()>& fn) 
   std::string what;
   ErrorKind kind = ErrorKind::kUnavailable;
   int peer = info.peer;
-  InFlight in_flight(*this, info.op, info.peers);
+  InFlight in_flight(*this, info.op, info.peers, info.tag);
   try {
     fn();
     return;
@@ -453,7 +453,7 @@ void ProcessGroup::exchange(const std::vector<PeerBuffer>& sends,
                             const std::vector<PeerBuffer>& recvs, int tag) {
   const char* op = sends.empty() ? "Recv" : recvs.empty() ? "Send" : "NeighborExchange";
   const ExchangePlan plan = plan_exchange(*this, op, sends, recvs, tag);
-  run({op, single_peer(sends, recvs), remote_peers(plan)},
+  run({op, single_peer(sends, recvs), remote_peers(plan), tag},
       [&] { run_plan(plan, [&] { do_exchange(plan.sends, plan.recvs); }); });
 }
 
@@ -467,7 +467,7 @@ std::shared_ptr<Work> ProcessGroup::exchange_async(const std::vector<PeerBuffer>
                                                    const std::vector<PeerBuffer>& recvs, int tag) {
   const char* op = sends.empty() ? "Recv" : recvs.empty() ? "Send" : "NeighborExchange";
   const ExchangePlan plan = plan_exchange(*this, op, sends, recvs, tag);
-  const OpInfo info{op, single_peer(sends, recvs), remote_peers(plan)};
+  const OpInfo info{op, single_peer(sends, recvs), remote_peers(plan), tag};
   auto task = std::make_shared<std::packaged_task<void()>>([this, info, plan] {
     guarded(info, [&] { run_plan(plan, [&] { do_exchange(plan.sends, plan.recvs); }); });
   });
@@ -508,7 +508,7 @@ std::shared_ptr<Work> ProcessGroup::post(const Tensor& tensor, int peer, int tag
     return is_send ? send_async(tensor, peer, tag) : recv_async(tensor, peer, tag);
   };
   if (peer == rank() || tensor.nbytes() == 0) return fallback();
-  const OpInfo info{op, peer};
+  const OpInfo info{op, peer, {peer}, tag};
   std::function<void()> wait;
   guarded(info, [&] { wait = do_post(tensor, peer, tag, is_send); });
   if (!wait) return fallback();

@@ -26,8 +26,8 @@ Registry& registry() {
 
 }  // namespace
 
-InFlight::InFlight(const ProcessGroup& g, const char* o, const std::vector<int>& p)
-    : group(g), op(o), peers(p), start(std::chrono::steady_clock::now()) {
+InFlight::InFlight(const ProcessGroup& g, const char* o, const std::vector<int>& p, int t)
+    : group(g), op(o), peers(p), tag(t), start(std::chrono::steady_clock::now()) {
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   r.running.push_back(this);
@@ -56,6 +56,7 @@ CommSnapshot comm_snapshot() {
     s.op += fmt::format(" with group rank{} {}", oldest.peers.size() > 1 ? "s" : "",
                         fmt::join(oldest.peers, ", "));
     for (int rank : oldest.peers) s.peers.push_back(g.world_rank(rank));
+    if (oldest.tag >= 0) s.op += fmt::format(", tag {}", oldest.tag);
   } else {
     for (int rank = 0; rank < g.size(); ++rank) {
       if (rank != g.rank()) s.peers.push_back(g.world_rank(rank));

@@ -179,6 +179,7 @@ std::unique_ptr<ShmMailboxes> ShmMailboxes::create(ProcessGroup& group,
     s.outgoing = edge.src == rank;
     s.peer = s.outgoing ? edge.dst : edge.src;
     s.bytes = edge.bytes;
+    s.tag = edge.tag;
     s.base = (s.outgoing ? peers[edge.dst] : inbox) + offset[e];
     CLEAVE_CHECK_ARG(boxes->slot_index_[edge.tag] < 0, "ShmMailboxes: tag {} is used twice",
                      edge.tag);
@@ -233,7 +234,8 @@ bool ShmMailboxes::await(const Slot& s, bool sending) const {
   }
   const std::vector<int> peers = {s.peer};
   // For the stuck-rank detection.
-  InFlight in_flight(*group_, sending ? "Send (shared memory)" : "Recv (shared memory)", peers);
+  InFlight in_flight(*group_, sending ? "Send (shared memory)" : "Recv (shared memory)", peers,
+                     s.tag);
   return wait_for(state, wanted, spin_, s.typical_wait_us, Clock::now() + timeout_);
 }
 

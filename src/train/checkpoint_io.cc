@@ -1,4 +1,6 @@
 // save_checkpoint / load_checkpoint in MindSpore's .ckpt layout and in safetensors.
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -12,6 +14,8 @@ namespace cleave::train {
 namespace {
 
 constexpr const char* kWhat = "checkpoint";
+// The "__metadata__" key of a safetensors file's checksum (NOTE [Checkpoint checksums]).
+constexpr const char* kChecksumKey = "cleave.crc32c";
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
@@ -85,6 +89,94 @@ Tensor tensor_from_bytes(const std::string& path, const std::string& name, DType
   return t;
 }
 
+// ---- checksum (NOTE [Checkpoint checksums]) ----
+
+// CRC32C: the Castagnoli polynomial, reflected (0x82F63B78), one table lookup per byte.
+class Crc32c {
+ public:
+  void update(const void* data, size_t size) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < size; ++i) crc_ = kTable[(crc_ ^ p[i]) & 0xff] ^ (crc_ >> 8);
+  }
+  uint32_t value() const { return ~crc_; }
+
+ private:
+  static constexpr std::array<uint32_t, 256> kTable = [] {
+    std::array<uint32_t, 256> table{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) != 0 ? 0x82F63B78u ^ (c >> 1) : c >> 1;
+      table[i] = c;
+    }
+    return table;
+  }();
+  uint32_t crc_ = 0xffffffffu;
+};
+
+// The checksum of tensors by name (name order, whatever the order in the file).
+uint32_t content_checksum(const std::map<std::string, const Tensor*>& tensors) {
+  Crc32c crc;
+  for (const auto& [name, t] : tensors) {
+    crc.update(name.c_str(), name.size() + 1);
+    const char* dtype = names_of(t->dtype()).ckpt;
+    crc.update(dtype, std::strlen(dtype) + 1);
+    for (int64_t d : t->shape().dims()) {
+      unsigned char le[8];
+      for (int i = 0; i < 8; ++i)
+        le[i] = static_cast<unsigned char>(static_cast<uint64_t>(d) >> (8 * i));
+      crc.update(le, sizeof le);
+    }
+    crc.update(t->raw_data(), t->nbytes());
+  }
+  return crc.value();
+}
+uint32_t content_checksum(const NamedTensors& tensors) {
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : tensors) by_name.emplace(name, &t);
+  return content_checksum(by_name);
+}
+uint32_t content_checksum(const ParamMap& tensors) {
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : tensors) by_name.emplace(name, &t);
+  return content_checksum(by_name);
+}
+
+void verify_checksum(const std::string& path, const ParamMap& tensors, uint32_t stored) {
+  const uint32_t computed = content_checksum(tensors);
+  CLEAVE_CHECK_ARG(computed == stored,
+                   "cannot load checkpoint '{}': its content does not match its checksum (CRC32C "
+                   "stored {:08x}, computed {:08x} over {} tensor(s)); the file is corrupt (a "
+                   "changed byte or a lost tensor): use another copy or save it again",
+                   path, stored, computed, tensors.size());
+}
+
+// NonFinite::kRefuse: throws at the first NaN or infinity of a floating-point tensor.
+template <typename T>
+void refuse_non_finite(const std::string& path, const std::string& name, const Tensor& t) {
+  const T* data = static_cast<const T*>(t.raw_data());
+  const int64_t n = t.numel();
+  int64_t count = 0, first = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(data[i])) {
+      if (first < 0) first = i;
+      ++count;
+    }
+  }
+  CLEAVE_CHECK_ARG(count == 0,
+                   "cannot load checkpoint '{}': tensor '{}' ({} {}) holds {} non-finite value(s), "
+                   "the first {} at flat index {}; non-finite values are refused "
+                   "(LoadCheckpointOptions.non_finite is NonFinite::kRefuse)",
+                   path, name, dtype_name(t.dtype()), t.shape().to_string(), count,
+                   first < 0 ? 0.0 : static_cast<double>(data[first]), first);
+}
+
+void check_finite(const std::string& path, const ParamMap& tensors) {
+  for (const auto& [name, t] : tensors) {
+    if (t.dtype() == DType::kFloat32) refuse_non_finite<float>(path, name, t);
+    if (t.dtype() == DType::kFloat64) refuse_non_finite<double>(path, name, t);
+  }
+}
+
 void check_tensors(const NamedTensors& tensors, const std::string& path) {
   std::set<std::string> seen;
   for (const auto& [name, t] : tensors) {
@@ -105,6 +197,14 @@ void check_tensors(const NamedTensors& tensors, const std::string& path) {
 // ---- .ckpt ----
 
 std::string encode_ckpt(const NamedTensors& tensors) {
+  // The checksum goes first (NOTE [Checkpoint checksums]): field 100, wire type 5 (fixed32), its
+  // key the varint 805 (0xa5 0x06), then 4 little-endian bytes. A parser accepts fields in any
+  // order; SerializeToString would write it last.
+  const uint32_t crc = content_checksum(tensors);
+  std::string out(6, '\0');
+  out[0] = '\xa5';
+  out[1] = '\x06';
+  for (size_t i = 0; i < 4; ++i) out[2 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
   proto::Checkpoint ckpt;
   for (const auto& [name, t] : tensors) {
     proto::Checkpoint::Value* value = ckpt.add_value();
@@ -114,8 +214,7 @@ std::string encode_ckpt(const NamedTensors& tensors) {
     tp->set_tensor_type(names_of(t.dtype()).ckpt);
     tp->set_tensor_content(static_cast<const char*>(t.raw_data()), t.nbytes());
   }
-  std::string out;
-  CLEAVE_ASSERT(ckpt.SerializeToString(&out), "protobuf serialization failed");
+  CLEAVE_ASSERT(ckpt.AppendToString(&out), "protobuf serialization failed");
   return out;
 }
 
@@ -139,6 +238,7 @@ ParamMap decode_ckpt(const std::string& path, const std::string& bytes) {
         "cannot load checkpoint '{}': the name '{}' appears twice; the file is corrupt", path,
         name);
   }
+  if (ckpt.has_crc32c()) verify_checksum(path, out, ckpt.crc32c());
   return out;
 }
 
@@ -147,7 +247,9 @@ ParamMap decode_ckpt(const std::string& path, const std::string& bytes) {
 std::string encode_safetensors(const NamedTensors& tensors,
                                const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::map<std::string, std::string> meta = metadata;
+  meta[kChecksumKey] = fmt::format("{:08x}", content_checksum(tensors));
+  header["__metadata__"] = meta;
   size_t offset = 0;
   for (const auto& [name, t] : tensors) {
     const size_t end = offset + t.nbytes();
@@ -234,6 +336,24 @@ ParamMap decode_safetensors(const std::string& path, const std::string& bytes) {
     out.emplace(name, tensor_from_bytes(path, name, dtype, dims, bytes.data() + data_begin + begin,
                                         end - begin));
   }
+  if (header.contains("__metadata__") && header["__metadata__"].is_object() &&
+      header["__metadata__"].contains(kChecksumKey)) {
+    const nlohmann::json& stored = header["__metadata__"][kChecksumKey];
+    uint32_t crc = 0;
+    bool valid = stored.is_string() && stored.get<std::string>().size() == 8;
+    if (valid) {
+      for (char c : stored.get<std::string>()) {
+        const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        valid = valid && digit >= 0;
+        crc = (crc << 4) | static_cast<uint32_t>(digit < 0 ? 0 : digit);
+      }
+    }
+    CLEAVE_CHECK_ARG(valid,
+                     "cannot load checkpoint '{}': metadata \"{}\" is {}; expected 8 lowercase hex "
+                     "digits (a CRC32C); the file is corrupt",
+                     path, kChecksumKey, stored.dump());
+    verify_checksum(path, out, crc);
+  }
   return out;
 }
 
@@ -256,17 +376,28 @@ void save_checkpoint(const NamedTensors& tensors, const std::string& path,
                      const std::map<std::string, std::string>& metadata) {
   const CheckpointFormat format = checkpoint_format(path);
   check_tensors(tensors, path);
+  CLEAVE_CHECK_ARG(metadata.count(kChecksumKey) == 0,
+                   "cannot save checkpoint '{}': metadata key \"{}\" is reserved for cleave's "
+                   "checksum; use another key",
+                   path, kChecksumKey);
   const std::string bytes = format == CheckpointFormat::kCkpt
                                 ? encode_ckpt(tensors)
                                 : encode_safetensors(tensors, metadata);
   write_file_atomically(path, bytes, kWhat);
 }
 
-ParamMap load_checkpoint(const std::string& path) {
+ParamMap load_checkpoint(const std::string& path, const LoadCheckpointOptions& options) {
   const CheckpointFormat format = checkpoint_format(path);
   const std::string bytes = read_whole_file(path, kWhat);
-  return format == CheckpointFormat::kCkpt ? decode_ckpt(path, bytes)
-                                           : decode_safetensors(path, bytes);
+  // An empty protobuf message would parse as a checkpoint of no tensors.
+  CLEAVE_CHECK_ARG(!bytes.empty(),
+                   "cannot load checkpoint '{}': the file is empty (0 bytes); a save that never "
+                   "completed or a copy that failed left it: use another copy",
+                   path);
+  ParamMap out = format == CheckpointFormat::kCkpt ? decode_ckpt(path, bytes)
+                                                   : decode_safetensors(path, bytes);
+  if (options.non_finite == NonFinite::kRefuse) check_finite(path, out);
+  return out;
 }
 
 std::map<std::string, std::string> load_checkpoint_metadata(const std::string& path) {
@@ -280,6 +411,7 @@ std::map<std::string, std::string> load_checkpoint_metadata(const std::string& p
   CLEAVE_CHECK_ARG(meta.is_object(),
                    "cannot load checkpoint '{}': \"__metadata__\" is not an object", path);
   for (const auto& [key, value] : meta.items()) {
+    if (key == kChecksumKey) continue;
     CLEAVE_CHECK_ARG(value.is_string(),
                      "cannot load checkpoint '{}': metadata '{}' is not a string", path, key);
     out[key] = value.get<std::string>();

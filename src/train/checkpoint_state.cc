@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <regex>
+#include <tuple>
+#include <vector>
 
 #include "cleave/core/error.h"
 #include "cleave/train/checkpoint.h"
@@ -163,6 +165,47 @@ ModelCheckpoint::ModelCheckpoint(CheckpointConfig config, std::string prefix, st
   if (directory_.empty()) directory_.push_back('.');
 }
 
+namespace {
+
+// (epoch, step, path) of a file "<prefix>-<epoch>_<step>.<format>".
+using CheckpointFile = std::tuple<int64_t, int64_t, std::filesystem::path>;
+
+// The files of `prefix` and `format` ("ckpt|safetensors" for both) in `directory`, oldest (by
+// epoch, then step) first.
+std::vector<CheckpointFile> checkpoint_files(const std::string& directory,
+                                             const std::string& prefix, const std::string& format) {
+  const std::regex pattern(
+      std::regex_replace(prefix, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
+      R"(-(\d+)_(\d+)\.()" + format + ")");
+  std::vector<CheckpointFile> files;
+  for (const auto& entry : std::filesystem::directory_iterator(directory)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (std::regex_match(name, m, pattern)) {
+      files.emplace_back(std::stoll(m[1]), std::stoll(m[2]), entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+std::string latest_checkpoint(const std::string& directory, const std::string& prefix) {
+  std::error_code ec;
+  CLEAVE_CHECK_ARG(std::filesystem::is_directory(directory, ec),
+                   "latest_checkpoint: '{}' is not a folder; expected the folder a run saved its "
+                   "checkpoints in (ModelCheckpoint's directory)",
+                   directory);
+  const std::vector<CheckpointFile> files = checkpoint_files(directory, prefix, "ckpt|safetensors");
+  CLEAVE_CHECK_ARG(
+      !files.empty(),
+      "latest_checkpoint: the folder '{}' holds no checkpoint '{}-<epoch>_<step>.ckpt' "
+      "or '.safetensors'",
+      directory, prefix);
+  return std::get<2>(files.back()).string();
+}
+
 void ModelCheckpoint::on_train_begin(RunContext& ctx) {
   std::error_code ec;
   std::filesystem::create_directories(directory_, ec);
@@ -200,19 +243,7 @@ void ModelCheckpoint::save(const RunContext& ctx) {
   save_checkpoint(state, latest_);
   last_saved_step_ = ctx.cur_step_num;
 
-  // The files of this prefix in the folder, oldest (by epoch, then step) first.
-  const std::regex pattern(
-      std::regex_replace(prefix_, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
-      R"(-(\d+)_(\d+)\.)" + config_.format);
-  std::vector<std::tuple<int64_t, int64_t, std::filesystem::path>> files;
-  for (const auto& entry : std::filesystem::directory_iterator(directory_)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, m, pattern)) {
-      files.emplace_back(std::stoll(m[1]), std::stoll(m[2]), entry.path());
-    }
-  }
-  std::sort(files.begin(), files.end());
+  const std::vector<CheckpointFile> files = checkpoint_files(directory_, prefix_, config_.format);
   const auto keep = static_cast<size_t>(config_.keep_checkpoint_max);
   for (size_t i = 0; i + keep < files.size(); ++i) {
     std::error_code ec;

@@ -18,11 +18,23 @@
 //   stuck_barrier R       like stuck, but the others wait at barrier 'after_compute' instead.
 //   slow R MS             like stuck, but rank R computes (busy CPU) for MS ms and then joins
 //                         the AllReduce; every rank checks the sum, releases and exits 0.
+//   error R               joins, passes barrier 'start', prints "ready rank R"; rank R then throws
+//                         a cleave::Error (as a data reader would), the others wait for store key
+//                         'never_set'.
+//   mismatch              joins, passes barrier 'start', prints "ready rank R"; rank 0 then calls
+//                         AllReduce and Broadcast on the world group, the others Broadcast and
+//                         then AllReduce (a mismatched collective order).
+//   recv_cycle            joins, passes barrier 'start', prints "ready rank R"; every rank then
+//                         receives (tag 7) from the next rank, which never sends.
+//   throw R               like error, but rank R's exception escapes from a thread
+//                         (std::terminate).
+// An error that ends the program is printed and reported to the job (cleave::report_failure).
 //   kinds                 reads store key 'never_set' for 300 ms and adds to a key holding text
 //                         through the scheduler; prints the kind of each error ("store get:
 //                         unavailable", "store add: invalid argument"), releases, exits 0.
 #include <cstdio>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -113,6 +125,60 @@ int hang() {
   std::fflush(stdout);
   cleave::cluster::job_store()->get("never_set", std::chrono::seconds(60));
   return fail("read store key 'never_set'");
+}
+
+int error_rank(int failing) {
+  cleave::init();
+  cleave::cluster::barrier("start");
+  std::printf("ready rank %d\n", cleave::get_rank());
+  std::fflush(stdout);
+  if (cleave::get_rank() == failing) {
+    CLEAVE_FAIL("cannot read '/no/such/MNIST_Data/train/train-images-idx3-ubyte': No such file");
+  }
+  cleave::cluster::job_store()->get("never_set", std::chrono::seconds(60));
+  return fail("read store key 'never_set'");
+}
+
+int throw_rank(int failing) {
+  cleave::init();
+  cleave::cluster::barrier("start");
+  std::printf("ready rank %d\n", cleave::get_rank());
+  std::fflush(stdout);
+  if (cleave::get_rank() == failing) {
+    std::thread([] {
+      throw std::runtime_error("boom in a thread of rank " + std::to_string(cleave::get_rank()));
+    }).join();
+  }
+  cleave::cluster::job_store()->get("never_set", std::chrono::seconds(60));
+  return fail("read store key 'never_set'");
+}
+
+int mismatch() {
+  cleave::init();
+  cleave::cluster::barrier("start");
+  std::printf("ready rank %d\n", cleave::get_rank());
+  std::fflush(stdout);
+  auto world = cleave::comm::find_group(cleave::kWorldGroup);
+  auto x = cleave::Tensor::from_vector(std::vector<float>(1000, 1.0f));
+  if (cleave::get_rank() == 0) {
+    world->all_reduce(x);
+    world->broadcast(x, 0);
+  } else {
+    world->broadcast(x, 0);
+    world->all_reduce(x);
+  }
+  return fail("a mismatched collective order returned");
+}
+
+int recv_cycle() {
+  cleave::init();
+  cleave::cluster::barrier("start");
+  std::printf("ready rank %d\n", cleave::get_rank());
+  std::fflush(stdout);
+  auto world = cleave::comm::find_group(cleave::kWorldGroup);
+  auto x = cleave::Tensor::from_vector(std::vector<float>(16, 0.0f));
+  world->irecv(x, (cleave::get_rank() + 1) % cleave::get_group_size(), 7)->wait();
+  return fail("a receive without a send returned");
 }
 
 int fail_rank(int failing) {
@@ -225,6 +291,10 @@ int main(int argc, char** argv) {
     if (mode == "hang") return hang();
     if (mode == "mpi") return mpi();
     if (mode == "fail") return fail_rank(argc > 2 ? std::stoi(argv[2]) : 0);
+    if (mode == "error") return error_rank(argc > 2 ? std::stoi(argv[2]) : 0);
+    if (mode == "mismatch") return mismatch();
+    if (mode == "throw") return throw_rank(argc > 2 ? std::stoi(argv[2]) : 0);
+    if (mode == "recv_cycle") return recv_cycle();
     if (mode == "ranktable") return rank_table();
     if (mode == "stuck") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, false);
     if (mode == "stuck_barrier") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, true);
@@ -234,6 +304,8 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& error) {
     std::fprintf(stderr, "%s\n", error.what());
+    std::fflush(stderr);
+    cleave::report_failure(error.what());
     return 1;
   }
   std::fprintf(stderr, "cluster_test_program: unknown mode '%s'\n", mode.c_str());

@@ -36,6 +36,11 @@ TEST(ClusterLauncher, RunsFourWorkersWithOneLogEach) {
     EXPECT_NE(output.find(fmt::format("[rank {}] {}", rank, line)), std::string::npos) << output;
   }
   EXPECT_NE(job.log("logs/scheduler.log").find("all 4 workers finished"), std::string::npos);
+  // Where the logs are.
+  EXPECT_NE(output.find("cleave-run: every process succeeded; logs in " + job.path("logs") +
+                        " (scheduler.log, worker_<rank>.log)"),
+            std::string::npos)
+      << output;
 }
 
 TEST(ClusterLauncher, FailingRankStopsTheJobWithItsStatus) {
@@ -48,6 +53,15 @@ TEST(ClusterLauncher, FailingRankStopsTheJobWithItsStatus) {
       << output;
   EXPECT_NE(output.find("last lines of rank 1"), std::string::npos) << output;
   EXPECT_NE(output.find("  rank 1 fails on purpose"), std::string::npos) << output;
+  // The cause in one line, then its log.
+  EXPECT_NE(output.find("cleave-run: the job failed: rank 1 (host "), std::string::npos) << output;
+  EXPECT_NE(output.find(") failed: its process exited with status 3"), std::string::npos) << output;
+  EXPECT_NE(output.find("cleave-run: rank 1's last line: rank 1 fails on purpose"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("cleave-run: its log: " + job.path("logs") + "/worker_1.log"),
+            std::string::npos)
+      << output;
 }
 
 TEST(ClusterLauncher, TwoHostsJoinOneJobByNodeRank) {

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "testing/gradcheck.h"
 #include "train/train_testing.h"
@@ -101,13 +103,52 @@ TEST_P(CheckpointFormats, TruncatedFilesAreClearErrors) {
     write_bytes(path, bytes.substr(0, keep));
     EXPECT_ERROR(load_checkpoint(path), "cannot load checkpoint '" + path + "'");
   }
+  // A 0-byte file (an empty protobuf message would parse as a checkpoint of no tensors).
   write_bytes(path, "");
-  if (GetParam() == "safetensors") {
-    EXPECT_ERROR(load_checkpoint(path), path, "fewer than the 8");
-  } else {
-    // An empty protobuf message is a valid, empty checkpoint.
-    EXPECT_TRUE(load_checkpoint(path).empty());
-  }
+  EXPECT_ERROR(load_checkpoint(path), "cannot load checkpoint '" + path + "'",
+               "the file is empty (0 bytes)");
+}
+
+TEST_P(CheckpointFormats, AFlippedBitIsAChecksumError) {
+  TempDir dir;
+  const std::string path = dir / ("f." + GetParam());
+  save_checkpoint(sample_tensors(), path);
+  const std::string bytes = read_bytes(path);
+  // The last float of "w" (-1e-3f) sits in the data, whatever the format: flip one bit of it.
+  const float value = -1e-3f;
+  const std::string pattern(reinterpret_cast<const char*>(&value), sizeof value);
+  const size_t at = bytes.find(pattern);
+  ASSERT_NE(at, std::string::npos);
+  std::string flipped = bytes;
+  flipped[at + 1] = static_cast<char>(flipped[at + 1] ^ 0x10);
+  write_bytes(path, flipped);
+  EXPECT_ERROR(load_checkpoint(path), "cannot load checkpoint '" + path + "'",
+               "does not match its checksum", "the file is corrupt");
+  write_bytes(path, bytes);
+  expect_same(load_checkpoint(path), sample_tensors());
+}
+
+TEST_P(CheckpointFormats, NonFiniteValuesAreRefusedOnRequest) {
+  TempDir dir;
+  const std::string path = dir / ("n." + GetParam());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const NamedTensors tensors = {
+      {"ok", Tensor::from_vector<float>({1.0f, 2.0f})},
+      {"fc.weight", Tensor::from_vector<float>({1.0f, nan, 3.0f, nan}, {2, 2})},
+      {"steps", Tensor::from_vector<int32_t>({1})}};
+  save_checkpoint(tensors, path);
+  // Loaded as saved by default (MindSpore's behaviour).
+  EXPECT_TRUE(std::isnan(load_checkpoint(path).at("fc.weight").to_double_vector()[1]));
+  EXPECT_ERROR(load_checkpoint(path, {.non_finite = NonFinite::kRefuse}),
+               "cannot load checkpoint '" + path + "'",
+               "tensor 'fc.weight' (Float32 (2, 2)) holds 2 non-finite value(s)",
+               "the first nan at flat index 1", "NonFinite::kRefuse");
+  save_checkpoint({{"d", Tensor::from_vector<double>({-std::numeric_limits<double>::infinity()})}},
+                  path);
+  EXPECT_ERROR(load_checkpoint(path, {.non_finite = NonFinite::kRefuse}), "tensor 'd'",
+               "the first -inf at flat index 0");
+  save_checkpoint(sample_tensors(), path);
+  expect_same(load_checkpoint(path, {.non_finite = NonFinite::kRefuse}), sample_tensors());
 }
 
 INSTANTIATE_TEST_SUITE_P(Train, CheckpointFormats, ::testing::Values("ckpt", "safetensors"));
@@ -125,9 +166,15 @@ TEST(Checkpoint, CkptIsMindSporesProtobufLayout) {
                              "\x1a\x08" + content;
   const std::string value = std::string("\x0a\x07") + "fc.bias" + "\x12" +
                             std::string(1, static_cast<char>(tensor.size())) + tensor;
+  // The checksum first: field 100 (fixed32) = CRC32C of "fc.bias\0Float32\0", the dim 2 as an
+  // int64 and the content (0x5fffc53b, computed independently).
+  const std::string crc("\xa5\x06\x3b\xc5\xff\x5f", 6);
   const std::string expected =
-      std::string("\x0a") + std::string(1, static_cast<char>(value.size())) + value;
+      crc + std::string("\x0a") + std::string(1, static_cast<char>(value.size())) + value;
   EXPECT_EQ(read_bytes(path), expected);
+  // Without the checksum (a file of MindSpore or of an older cleave) it loads unchecked.
+  write_bytes(path, expected.substr(crc.size()));
+  EXPECT_EQ(load_checkpoint(path).at("fc.bias").to_double_vector(), (std::vector<double>{1, 2}));
 }
 
 TEST(Checkpoint, SafetensorsHeaderAndMetadata) {
@@ -145,7 +192,12 @@ TEST(Checkpoint, SafetensorsHeaderAndMetadata) {
   EXPECT_NE(header.find(R"("x":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]})"),
             std::string::npos)
       << header;
+  // The checksum is in the metadata, as other safetensors readers expect strings there, but
+  // load_checkpoint_metadata leaves it out.
+  EXPECT_NE(header.find(R"("cleave.crc32c":")"), std::string::npos) << header;
   EXPECT_EQ(load_checkpoint_metadata(path), (std::map<std::string, std::string>{{"format", "pt"}}));
+  EXPECT_ERROR(save_checkpoint({{"x", Tensor::ones({1})}}, path, {{"cleave.crc32c", "0"}}),
+               "metadata key \"cleave.crc32c\" is reserved");
 }
 
 TEST(Checkpoint, CorruptFilesAreClearErrors) {
@@ -175,6 +227,18 @@ TEST(Checkpoint, CorruptFilesAreClearErrors) {
   len2[0] = static_cast<char>(header2.size());
   write_bytes(st, len2 + header2 + std::string(8, '\0'));
   EXPECT_ERROR(load_checkpoint(st), st, "tensor 'x' (Float32 (3)) has 8 bytes", "expected 12");
+  // Another tool's file without a checksum loads unchecked; a malformed checksum is an error.
+  const std::string header3 = R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::string len3(8, '\0');
+  len3[0] = static_cast<char>(header3.size());
+  write_bytes(st, len3 + header3 + std::string(8, '\0'));
+  EXPECT_EQ(load_checkpoint(st).at("x").to_double_vector(), (std::vector<double>{0, 0}));
+  const std::string header4 =
+      R"({"__metadata__":{"cleave.crc32c":"xyz"},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::string len4(8, '\0');
+  len4[0] = static_cast<char>(header4.size());
+  write_bytes(st, len4 + header4 + std::string(8, '\0'));
+  EXPECT_ERROR(load_checkpoint(st), st, "metadata \"cleave.crc32c\" is \"xyz\"", "8 lowercase hex");
 
   const std::string ck = dir / "c.ckpt";
   write_bytes(ck, "this is not a protobuf message at all");
@@ -183,6 +247,20 @@ TEST(Checkpoint, CorruptFilesAreClearErrors) {
                "No such file");
   EXPECT_ERROR(load_checkpoint(dir / "x.pt"), "x.pt", "unknown format", ".ckpt", ".safetensors");
   EXPECT_ERROR(save_checkpoint({{"x", Tensor::ones({1})}}, dir / "x.bin"), "unknown format");
+}
+
+TEST(Checkpoint, LatestCheckpointIsTheNewestByEpochThenStep) {
+  TempDir dir;
+  EXPECT_ERROR(latest_checkpoint(dir / "missing", "lenet"), "latest_checkpoint",
+               "missing' is not a folder");
+  EXPECT_ERROR(latest_checkpoint(dir.path().string(), "lenet"), "holds no checkpoint",
+               "'lenet-<epoch>_<step>.ckpt'");
+  for (const char* name : {"lenet-1_10.ckpt", "lenet-2_1.safetensors", "lenet-10_1.ckpt",
+                           "lenet-10_3.ckpt", "other-99_9.ckpt", "lenet-11_1.bin"}) {
+    write_bytes(dir / name, "x");
+  }
+  EXPECT_EQ(latest_checkpoint(dir.path().string(), "lenet"), dir / "lenet-10_3.ckpt");
+  EXPECT_EQ(latest_checkpoint(dir.path().string(), "other"), dir / "other-99_9.ckpt");
 }
 
 TEST(Checkpoint, SaveChecksNamesAndFolder) {

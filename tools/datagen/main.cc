@@ -13,9 +13,11 @@
 
 #include "cleave/core/error.h"
 #include "cleave/data/synthetic.h"
+#include "cleave/flags.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Writes learnable MNIST or CIFAR-10 stand-ins in the real file formats."};
+  cleave::flags::setup(app);
   app.require_subcommand(1);
   std::string out;
   constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
@@ -23,15 +25,20 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   auto add_options = [&](CLI::App* sub) {
     sub->add_option("--out", out, "output folder (created if missing)")->required();
-    sub->add_option("--train", train, "train images (default: as the real data set)");
-    sub->add_option("--test", test, "test images (default: 10000)");
+    // No captured default: "unset" is a sentinel, the description says the default.
+    sub->add_option("--train", train, "train images (default: as the real data set)")
+        ->check(cleave::flags::non_negative())
+        ->default_str("");
+    sub->add_option("--test", test, "test images (default: 10000)")
+        ->check(cleave::flags::non_negative())
+        ->default_str("");
     sub->add_option("--seed", seed, "seed; the same seed writes the same files")->default_val(0);
   };
   CLI::App* mnist = app.add_subcommand("mnist", "MNIST in IDX files, MNIST_Data/{train,test}");
   CLI::App* cifar = app.add_subcommand("cifar10", "CIFAR-10 binary batches, cifar-10-batches-bin");
   add_options(mnist);
   add_options(cifar);
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
 
   const auto start = std::chrono::steady_clock::now();
   try {

@@ -42,6 +42,15 @@ void init(const std::string& backend = "");
 void release();
 
 bool is_initialized();
+
+// Tells the job that this process failed with `error` (one line: what went wrong, as the user
+// should read it): in dynamic networking and rank-table rendezvous the scheduler fails the job at
+// once with "rank R (host H, pid P) failed: <error>", and every other process stops with that
+// line within about a heartbeat interval (NOTE [Failing workers report] in
+// src/cluster/scheduler.h). Call it where the program catches the error that ends it, then exit
+// with a non-zero status; a process that exits non-zero without calling it is reported as
+// "exited with status N". Does nothing standalone, under mpirun or before init(); never throws.
+void report_failure(const std::string& error);
 JoinMode join_mode();
 // The backend init() chose ("gloo", "mpi", "nccl").
 const std::string& get_backend();

@@ -170,6 +170,7 @@ class ProcessGroup {
     const char* op;
     int peer = -1;           // the peer named in errors
     std::vector<int> peers;  // point-to-point: the group ranks it waits for (comm/progress.h)
+    int tag = -1;            // point-to-point: the message tag (-1: none)
   };
   // Runs `fn` in call order with the group's other operations (NOTE [Ordering of operations]),
   // translating failures.

@@ -17,7 +17,8 @@ struct CommSnapshot {
   int64_t completed = 0;  // operations finished (successfully or not) since the process started
   int in_flight = 0;      // operations running now (blocking or asynchronous)
   // The oldest operation in flight (when in_flight > 0): e.g. "AllReduce on group 'world'
-  // (gloo)", the world ranks it waits for, and how long it has been running.
+  // (gloo)" or "Recv on group 'world' (gloo) with group rank 1, tag 7", the world ranks it waits
+  // for, and how long it has been running.
   std::string op;
   std::vector<int> peers;
   std::chrono::milliseconds waited{0};
@@ -39,11 +40,11 @@ void call_failure_hook(const std::string& error);
 
 // Marks one operation of `group` as in flight for its lifetime (ProcessGroup does this around
 // every operation). `peers` are the group ranks it waits for (point-to-point: its peers); empty
-// for a collective, which waits for every other rank of the group. Cheap: one uncontended lock on
-// entry and exit.
+// for a collective, which waits for every other rank of the group; `tag` is a point-to-point
+// message's tag (-1: none). Cheap: one uncontended lock on entry and exit.
 class InFlight {
  public:
-  InFlight(const ProcessGroup& group, const char* op, const std::vector<int>& peers);
+  InFlight(const ProcessGroup& group, const char* op, const std::vector<int>& peers, int tag = -1);
   ~InFlight();
   InFlight(const InFlight&) = delete;
   InFlight& operator=(const InFlight&) = delete;
@@ -51,6 +52,7 @@ class InFlight {
   const ProcessGroup& group;
   const char* op;
   const std::vector<int>& peers;
+  int tag;
   std::chrono::steady_clock::time_point start;
 };
 

@@ -104,6 +104,7 @@ class ShmMailboxes {
  private:
   struct Slot {
     int peer = 0;
+    int tag = -1;
     bool outgoing = false;
     size_t bytes = 0;
     unsigned char* base = nullptr;      // the slot: state word, then the message

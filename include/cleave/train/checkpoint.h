@@ -8,6 +8,17 @@
 // {"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, "__metadata__": {...}},
 // then the data). Any other extension is an error.
 //
+// NOTE [Checkpoint checksums]
+// Every save stores a CRC32C (Castagnoli) of the checkpoint's content: for each tensor in name
+// order, its name, its dtype's name, its dims (int64, little-endian) and its raw bytes, each name
+// ended by a NUL. A .ckpt stores it as the field `crc32c` (number 100, fixed32) of the Checkpoint
+// message, written first in the file so that a file cut anywhere still carries it; other readers
+// of the protobuf layout (MindSpore) skip the unknown field. A .safetensors stores it as the hex
+// string "cleave.crc32c" of "__metadata__", so other safetensors readers still read the file.
+// load_checkpoint recomputes it and throws naming the file when it differs (a flipped bit, a lost
+// tensor). Files without a checksum (written before cleave had one, or by another tool) load
+// without the check: only their structure is checked then.
+//
 // NOTE [Atomic checkpoint writes]
 // Every save writes a temporary file in the destination's folder, fsyncs it, renames it over the
 // destination and fsyncs the folder. A crash at any point leaves either the previous file or the
@@ -38,16 +49,27 @@ CheckpointFormat checkpoint_format(const std::string& path);
 
 // Writes every parameter of `cell` (dotted names, as parameters_and_names()) to `path`.
 void save_checkpoint(const nn::Cell& cell, const std::string& path);
-// Writes `tensors` (unique, non-empty names; defined tensors) to `path`. `metadata` goes to the
-// safetensors "__metadata__" (a .ckpt has no place for it and ignores it).
+// Writes `tensors` (unique, non-empty names; defined tensors) to `path`, with a checksum (NOTE
+// [Checkpoint checksums]). `metadata` goes to the safetensors "__metadata__" (a .ckpt has no
+// place for it and ignores it); its key "cleave.crc32c" is reserved.
 void save_checkpoint(const NamedTensors& tensors, const std::string& path,
                      const std::map<std::string, std::string>& metadata = {});
 
+// What load_checkpoint does with a NaN or an infinity in a floating-point tensor.
+enum class NonFinite {
+  kAllow,   // load it (MindSpore's behaviour)
+  kRefuse,  // throw Error naming the file, the tensor, the element and the value
+};
+struct LoadCheckpointOptions {
+  NonFinite non_finite = NonFinite::kAllow;
+};
+
 // Reads every tensor of the checkpoint at `path`. Throws Error naming the file when it is
-// missing, truncated or corrupt (a bad header, an unknown dtype, data that does not match its
-// shape, a duplicate name).
-ParamMap load_checkpoint(const std::string& path);
-// The "__metadata__" of a safetensors file (empty for a .ckpt).
+// missing, empty (0 bytes), truncated or corrupt (a bad header, an unknown dtype, data that does
+// not match its shape, a duplicate name, a checksum that does not match: NOTE [Checkpoint
+// checksums]), and, with NonFinite::kRefuse, when a tensor holds a NaN or an infinity.
+ParamMap load_checkpoint(const std::string& path, const LoadCheckpointOptions& options = {});
+// The "__metadata__" of a safetensors file (empty for a .ckpt), without cleave's checksum.
 std::map<std::string, std::string> load_checkpoint_metadata(const std::string& path);
 
 // Copies params[name] into every parameter of `net` (by dotted name). Every parameter must be
@@ -77,6 +99,12 @@ NamedTensors train_state_tensors(const nn::Cell& net, const optim::Optimizer* op
 // tensor; copies nothing then.
 TrainProgress restore_train_state(nn::Cell& net, optim::Optimizer& optimizer,
                                   const ParamMap& params);
+
+// The newest checkpoint ModelCheckpoint wrote with `prefix` in `directory`:
+// "<directory>/<prefix>-<epoch>_<step>.<ckpt|safetensors>" with the largest (epoch, step). Throws
+// Error naming the folder when it is missing or holds none (to resume a run:
+// Model::load_train_state(latest_checkpoint(dir, prefix))).
+std::string latest_checkpoint(const std::string& directory, const std::string& prefix);
 
 // ---- ModelCheckpoint ----
 
