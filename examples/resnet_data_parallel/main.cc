@@ -23,6 +23,7 @@
 #include <string>
 
 #include "cleave/cleave.h"
+#include "cleave/flags.h"
 #include "common/resnet.h"
 
 namespace {
@@ -99,45 +100,44 @@ std::pair<uint64_t, double> fingerprint(const nn::Cell& net) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Seed 001: ResNet-50 on CIFAR-10, data parallel across processes."};
+  std::vector<cleave::flags::Variable> variables = {
+      {"DATA_PATH", "the cifar-10-batches-bin folder (--data-path)"},
+      {"RANK_TABLE_FILE", "a rank table (seed 001's MINDSPORE_HCCL_CONFIG_PATH too), with RANK_ID"},
+      {"CLEAVE_RANK_TABLE_PORT", "rank tables: the port rank 0 serves the rendezvous on"}};
+  for (const auto& v : cleave::flags::cluster_variables()) variables.push_back(v);
+  cleave::flags::setup(app, variables);
   Options o;
   if (const char* env = std::getenv("DATA_PATH")) o.data_path = env;
   app.add_option("--data-path", o.data_path, "cifar-10-batches-bin folder (default: $DATA_PATH)");
   app.add_option("--epoch-size", o.epoch_size, "epochs to train (the seed's epoch_size)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+      ->check(cleave::flags::positive());
   app.add_option("--batch-size", o.batch_size, "images per step on each rank")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+      ->check(cleave::flags::positive());
   app.add_option("--image-size", o.image_size,
                  "the side images are resized to (the seed's 224; 32 skips the resize, about "
                  "50x less work per step)")
-      ->check(CLI::Range(int64_t{32}, int64_t{1024}))
-      ->capture_default_str();
+      ->check(cleave::flags::integer_in(32, 1024));
   app.add_option("--num-samples", o.num_samples,
                  "read only this many images of this rank's shard (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cleave::flags::non_negative());
   app.add_option("--network", o.network, "resnet50 (the seed's) or resnet_small")
-      ->check(CLI::IsMember({"resnet50", "resnet_small"}))
-      ->capture_default_str();
+      ->check(cleave::flags::one_of({"resnet50", "resnet_small"}));
   app.add_option("--parallel-mode", o.parallel_mode,
                  "data (DATA_PARALLEL, the seed's first variant) or auto (AUTO_PARALLEL with the "
                  "strategy search, not built yet)")
-      ->check(CLI::IsMember({"data", "auto"}))
-      ->capture_default_str();
+      ->check(cleave::flags::one_of({"data", "auto"}));
   app.add_option("--parameter-broadcast", o.parameter_broadcast,
                  "broadcast rank 0's initial parameters (true, MindSpore's default in data "
                  "parallel mode, or false)")
-      ->capture_default_str();
+      ->check(cleave::flags::one_of({"true", "false"}));
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb,
                  "gradients are all-reduced in buckets of at most this many MiB (0: one "
                  "AllReduce per gradient)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+      ->check(cleave::flags::non_negative_number());
   app.add_option("--seed", o.seed,
                  "seed of the weights and the data augmentation (each rank adds its rank to "
-                 "it, so that parameter_broadcast has something to do)")
-      ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+                 "it, so that parameter_broadcast has something to do)");
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
   if (o.data_path.empty()) {
     std::fprintf(stderr,
                  "resnet_data_parallel: no data: set DATA_PATH or --data-path to a "
@@ -182,6 +182,8 @@ int main(int argc, char** argv) {
     release();
   } catch (const Error& e) {
     std::fprintf(stderr, "resnet_data_parallel: %s\n", e.what());
+    std::fflush(stderr);
+    report_failure(e.what());  // the whole job stops at once with this error
     return 1;
   }
   return 0;

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "cleave/core/error.h"
+#include "cleave/flags.h"
 #include "cleave/ops/elementwise.h"
 #include "cleave/train/checkpoint.h"
 
@@ -33,12 +34,13 @@ void print_values(const Tensor& t) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Shows the tensors of a checkpoint (.ckpt or .safetensors)."};
+  cleave::flags::setup(app);
   std::string path, values;
   bool metadata = false;
   app.add_option("file", path, "the checkpoint")->required();
   app.add_option("--values", values, "print the values of this tensor, one per line");
   app.add_flag("--metadata", metadata, "print the safetensors metadata");
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
   try {
     if (metadata) {
       for (const auto& [key, value] : train::load_checkpoint_metadata(path)) {

@@ -198,6 +198,15 @@ inline CLI::Validator non_negative() {
     return n && *n >= 0;
   });
 }
+// A number (not only an integer) >= 0.
+inline CLI::Validator non_negative_number() {
+  return detail::value_check("NON-NEGATIVE", "a number >= 0", [](const std::string& v) {
+    double x = 0;
+    const char* end = v.data() + v.size();
+    auto [ptr, ec] = std::from_chars(v.data(), end, x);
+    return ec == std::errc() && ptr == end && !v.empty() && x >= 0 && x <= 1e300;
+  });
+}
 // Integer in [low, high].
 inline CLI::Validator integer_in(long long low, long long high) {
   return detail::value_check(fmt::format("{}..{}", low, high),
