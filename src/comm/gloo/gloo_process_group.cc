@@ -5,6 +5,10 @@
 // its rank number in a gloo::rendezvous::Store and reads the others'. StoreAdapter serves that
 // store from a comm::Store (the scheduler's over gRPC, or the in-memory one in tests), namespaced
 // by the group's name, with the group's timeout on every wait.
+//
+// When every rank of the group is on this host, the collectives go through shared memory
+// instead of TCP (NOTE [Shared-memory collectives] in comm/shm/shm_collectives.h); point-to-point
+// traffic stays on Gloo's pairs. CLEAVE_COMM_SHM=0 keeps everything on TCP.
 #include <fmt/ranges.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -28,6 +32,7 @@
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
 #include "comm/backends.h"
+#include "comm/shm/shm_collectives.h"
 
 namespace cleave::comm {
 namespace {
@@ -136,7 +141,10 @@ class GlooProcessGroup final : public ProcessGroup {
           "create_process_group('{}', gloo): rank {} of {} could not connect to its peers: {}",
           options.name, options.rank, options.size, e.what());
     }
+    shm_ = ShmCollectives::create(options, *make_prefix_store(options.name, options.store));
   }
+
+  std::string transport() const override { return shm_ ? "shm" : "tcp"; }
 
   ~GlooProcessGroup() override { shutdown(); }
 
@@ -144,6 +152,7 @@ class GlooProcessGroup final : public ProcessGroup {
   uint32_t next_tag() { return tag_++ & 0xffffff; }
 
   void do_all_reduce(const Tensor& t, ReduceOp op) override {
+    if (shm_) return shm_->all_reduce(t, op);
     gloo::AllreduceOptions opts(context_);
     CLEAVE_DISPATCH_ALL(t.dtype(), [&] { opts.setOutput(t.data<T>(), t.numel()); });
     opts.setReduceFunction(reduce_fn(t.dtype(), op));
@@ -153,6 +162,7 @@ class GlooProcessGroup final : public ProcessGroup {
   }
 
   void do_all_gather(const Tensor& out, const Tensor& in) override {
+    if (shm_) return shm_->all_gather(out, in);
     gloo::AllgatherOptions opts(context_);
     CLEAVE_DISPATCH_ALL(in.dtype(), [&] {
       opts.setInput(in.data<T>(), in.numel());
@@ -165,6 +175,7 @@ class GlooProcessGroup final : public ProcessGroup {
 
   // Gloo has no reduce-scatter in its options API: all-reduce a copy, keep this rank's chunk.
   void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
+    if (shm_) return shm_->reduce_scatter(out, in, op);
     const Tensor whole = in.clone();
     do_all_reduce(whole, op);
     std::memcpy(out.raw_data(), static_cast<const char*>(whole.raw_data()) + out.nbytes() * rank(),
@@ -172,6 +183,7 @@ class GlooProcessGroup final : public ProcessGroup {
   }
 
   void do_broadcast(const Tensor& t, int root) override {
+    if (shm_) return shm_->broadcast(t, root);
     gloo::BroadcastOptions opts(context_);
     CLEAVE_DISPATCH_ALL(t.dtype(), [&] { opts.setOutput(t.data<T>(), t.numel()); });
     opts.setRoot(root);
@@ -181,6 +193,7 @@ class GlooProcessGroup final : public ProcessGroup {
   }
 
   void do_all_to_all(const Tensor& out, const Tensor& in) override {
+    if (shm_) return shm_->all_to_all(out, in);
     gloo::AlltoallOptions opts(context_);
     CLEAVE_DISPATCH_ALL(in.dtype(), [&] {
       opts.setInput(in.data<T>(), in.numel());
@@ -192,6 +205,7 @@ class GlooProcessGroup final : public ProcessGroup {
   }
 
   void do_barrier() override {
+    if (shm_) return shm_->barrier();
     gloo::BarrierOptions opts(context_);
     opts.setTag(next_tag());
     opts.setTimeout(options().timeout);
@@ -271,6 +285,7 @@ class GlooProcessGroup final : public ProcessGroup {
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   std::atomic<uint32_t> tag_{0};
+  std::unique_ptr<ShmCollectives> shm_;  // null: collectives over TCP
 };
 
 // Gloo's TCP transport writes to its sockets without MSG_NOSIGNAL: a write to a peer that has
