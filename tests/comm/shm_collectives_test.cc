@@ -16,6 +16,7 @@
 #include "cleave/comm/process_group.h"
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
+#include "comm/backends.h"
 #include "comm/thread_world.h"
 #include "testing/gradcheck.h"
 
@@ -137,14 +138,14 @@ void run_world(int size, const std::function<void(ProcessGroup&)>& fn,
 }
 
 TEST(ShmCollectives, GlooGroupsOnOneHostUseSharedMemoryUnlessTurnedOff) {
-  run_world(3, [](ProcessGroup& g) { EXPECT_EQ(g.transport(), "shm"); });
-  run_world(1, [](ProcessGroup& g) { EXPECT_EQ(g.transport(), "tcp"); });
+  run_world(3, [](ProcessGroup& g) { EXPECT_EQ(collective_transport(g), "shm"); });
+  run_world(1, [](ProcessGroup& g) { EXPECT_EQ(collective_transport(g), "tcp"); });
   {
     ShmSetting off("0");
-    run_world(3, [](ProcessGroup& g) { EXPECT_EQ(g.transport(), "tcp"); });
+    run_world(3, [](ProcessGroup& g) { EXPECT_EQ(collective_transport(g), "tcp"); });
   }
   run_world(
-      2, [](ProcessGroup& g) { EXPECT_EQ(g.transport(), "shm"); }, milliseconds(5000));
+      2, [](ProcessGroup& g) { EXPECT_EQ(collective_transport(g), "shm"); }, milliseconds(5000));
   EXPECT_TRUE(leftover_segments().empty());
 }
 
@@ -251,7 +252,7 @@ TEST(ShmCollectives, SubGroupsHaveTheirOwnSegment) {
     for (const auto& [group, members] :
          {std::pair{odd, std::vector<int>{1, 3}}, std::pair{low, std::vector<int>{0, 1, 2}}}) {
       if (!group) continue;
-      EXPECT_EQ(group->transport(), "shm");
+      EXPECT_EQ(collective_transport(*group), "shm");
       // Each member contributes make(..., its world rank): the reference over those ranks.
       Tensor t = make(7919, DType::kFloat32, r);
       group->all_reduce(t);
@@ -275,7 +276,7 @@ TEST(ShmCollectives, TwoRanksEqualGlooOverTcpBitForBit) {
     ShmSetting shm(setting);
     std::mutex mutex;
     run_world(2, [&](ProcessGroup& g) {
-      EXPECT_EQ(g.transport(), std::string(setting) == "0" ? "tcp" : "shm");
+      EXPECT_EQ(collective_transport(g), std::string(setting) == "0" ? "tcp" : "shm");
       Tensor sum = make(n, DType::kFloat32, g.rank());
       g.all_reduce(sum);
       Tensor prod = make(n, DType::kFloat64, g.rank());

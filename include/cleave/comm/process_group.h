@@ -101,10 +101,6 @@ class ProcessGroup {
   int group_rank(int world_rank) const;
   // Whether an earlier operation failed; every later operation then throws at once.
   bool broken() const;
-  // How the collectives travel: "shm" when the gloo backend's ranks all share this host (NOTE
-  // [Shared-memory collectives] in src/comm/shm/shm_collectives.h), "tcp" for gloo otherwise, the
-  // backend's name for the others.
-  virtual std::string transport() const { return backend(); }
 
   // Blocking collectives (NOTE [Collective semantics]). Each throws cleave::Error on bad input,
   // on failure and after options().timeout.

@@ -144,7 +144,7 @@ class GlooProcessGroup final : public ProcessGroup {
     shm_ = ShmCollectives::create(options, *make_prefix_store(options.name, options.store));
   }
 
-  std::string transport() const override { return shm_ ? "shm" : "tcp"; }
+  bool on_shared_memory() const { return shm_ != nullptr; }
 
   ~GlooProcessGroup() override { shutdown(); }
 
@@ -304,6 +304,13 @@ void ignore_sigpipe() {
 }
 
 }  // namespace
+
+std::string collective_transport(const ProcessGroup& group) {
+  if (const auto* gloo = dynamic_cast<const GlooProcessGroup*>(&group)) {
+    return gloo->on_shared_memory() ? "shm" : "tcp";
+  }
+  return group.backend();
+}
 
 std::shared_ptr<ProcessGroup> make_gloo_group(const ProcessGroupOptions& options) {
   ignore_sigpipe();
