@@ -33,6 +33,9 @@ struct ShmCollectives::Header {
   std::atomic<uint32_t> sleepers;                // ranks asleep on `generation`
   alignas(64) std::atomic<int32_t> culprit;      // 0, or 1 + the rank a failed rank blamed
   std::atomic<int32_t> reporter;                 // the rank that failed first
+  // Set by rank 0 before the others map the segment, so that every rank agrees on them.
+  alignas(64) uint64_t round_bytes;  // per rank and round, <= kSlotBytes
+  uint32_t oversubscribed;           // more ranks than cores on this host
 };
 
 namespace {
@@ -43,12 +46,14 @@ struct alignas(64) RankWord {
   int32_t pid;
 };
 
-constexpr size_t kHeaderBytes = 256;
+constexpr size_t kHeaderBytes = 320;
 constexpr size_t kPage = 4096;
 // NOTE [Waiting in shared-memory collectives]
 constexpr auto kSpin = std::chrono::microseconds(50);
-constexpr auto kYield = std::chrono::microseconds(500);
+constexpr auto kYield = std::chrono::microseconds(1000);
 constexpr auto kSlice = std::chrono::milliseconds(10);
+// NOTE [Rounds of shared-memory collectives]
+constexpr size_t kRoundBytes = size_t{512} << 10;
 
 size_t layout_bytes(int size) {
   const size_t control = kHeaderBytes + sizeof(RankWord) * static_cast<size_t>(size);
@@ -95,12 +100,21 @@ std::string host_key() {
                      link_target("/proc/self/ns/ipc"), link_target("/proc/self/ns/pid"));
 }
 
-// The cores this process may run on.
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+// The cores of this host (not of this process's affinity mask: the workers of a job may be bound
+// to one core each, and then each has a core of its own).
+int online_cores() {
   return static_cast<int>(std::clamp(sysconf(_SC_NPROCESSORS_ONLN), 1L, 4096L));
+}
+
+// Bytes per rank and round (NOTE [Rounds of shared-memory collectives]); CLEAVE_COMM_SHM_ROUND_KB
+// overrides it (for measurements).
+size_t round_bytes(bool oversubscribed) {
+  size_t bytes = oversubscribed ? ShmCollectives::kSlotBytes : kRoundBytes;
+  if (const char* v = std::getenv("CLEAVE_COMM_SHM_ROUND_KB")) {
+    bytes =
+        std::clamp<size_t>(std::strtoull(v, nullptr, 10) << 10, 4096, ShmCollectives::kSlotBytes);
+  }
+  return bytes / 64 * 64;
 }
 
 bool shm_enabled() {
@@ -203,7 +217,6 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(const ProcessGroupOptions
   shm->rank_ = rank;
   shm->size_ = size;
   shm->timeout_ = timeout;
-  shm->oversubscribed_ = size > usable_cores();
   const size_t bytes = layout_bytes(size);
 
   std::string segment;
@@ -226,6 +239,11 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(const ProcessGroupOptions
       ok = false;
     }
     if (ok) ok = map(fd);
+    if (ok) {
+      auto* header = static_cast<Header*>(shm->mapping_);
+      header->oversubscribed = size > online_cores() ? 1 : 0;
+      header->round_bytes = round_bytes(header->oversubscribed != 0);
+    }
     if (!ok) {
       if (fd >= 0) shm_unlink(segment.c_str());
       segment.clear();
@@ -251,6 +269,8 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(const ProcessGroupOptions
   if (mapped) {
     rank_words(shm->mapping_)[rank].pid = static_cast<int32_t>(getpid());
     shm->header_ = static_cast<Header*>(shm->mapping_);
+    shm->oversubscribed_ = shm->header_->oversubscribed != 0;
+    shm->round_bytes_ = static_cast<size_t>(shm->header_->round_bytes);
     shm->slots_ = static_cast<unsigned char*>(shm->mapping_) + slots_offset(size);
   }
   store.set(key("mapped", rank), to_bytes(mapped ? "1" : "0"));
@@ -377,7 +397,7 @@ void ShmCollectives::all_reduce(const Tensor& tensor, ReduceOp op) {
   deadline_ = Clock::now() + timeout_;
   const size_t es = dtype_size(tensor.dtype());
   const size_t n = static_cast<size_t>(tensor.numel());
-  const size_t per_round = kSlotBytes / es;
+  const size_t per_round = round_bytes_ / es;
   auto* data = static_cast<unsigned char*>(tensor.raw_data());
   for (size_t off = 0; off < n; off += per_round) {
     const size_t len = std::min(per_round, n - off);
@@ -413,7 +433,7 @@ void ShmCollectives::reduce_scatter(const Tensor& output, const Tensor& input, R
   deadline_ = Clock::now() + timeout_;
   const size_t es = dtype_size(input.dtype());
   const size_t n = static_cast<size_t>(output.numel());  // per rank
-  const size_t per_round = kSlotBytes / es / static_cast<size_t>(size_);
+  const size_t per_round = round_bytes_ / es / static_cast<size_t>(size_);
   const auto* in = static_cast<const unsigned char*>(input.raw_data());
   auto* out = static_cast<unsigned char*>(output.raw_data());
   for (size_t off = 0; off < n; off += per_round) {
@@ -443,8 +463,8 @@ void ShmCollectives::all_gather(const Tensor& output, const Tensor& input) {
   const auto* in = static_cast<const unsigned char*>(input.raw_data());
   auto* out = static_cast<unsigned char*>(output.raw_data());
   copy(out + rank_ * bytes, in, bytes);
-  for (size_t off = 0; off < bytes; off += kSlotBytes) {
-    const size_t len = std::min(kSlotBytes, bytes - off);
+  for (size_t off = 0; off < bytes; off += round_bytes_) {
+    const size_t len = std::min(round_bytes_, bytes - off);
     const int b = static_cast<int>(rounds_++ & 1);
     copy(slot(rank_, b), in + off, len);
     arrive_and_wait();
@@ -458,8 +478,8 @@ void ShmCollectives::broadcast(const Tensor& tensor, int root) {
   deadline_ = Clock::now() + timeout_;
   const size_t bytes = tensor.nbytes();
   auto* data = static_cast<unsigned char*>(tensor.raw_data());
-  for (size_t off = 0; off < bytes; off += kSlotBytes) {
-    const size_t len = std::min(kSlotBytes, bytes - off);
+  for (size_t off = 0; off < bytes; off += round_bytes_) {
+    const size_t len = std::min(round_bytes_, bytes - off);
     const int b = static_cast<int>(rounds_++ & 1);
     if (rank_ == root) copy(slot(root, b), data + off, len);
     arrive_and_wait();
@@ -471,7 +491,7 @@ void ShmCollectives::all_to_all(const Tensor& output, const Tensor& input) {
   deadline_ = Clock::now() + timeout_;
   const size_t chunk = input.nbytes() / static_cast<size_t>(size_);  // bytes per rank
   const size_t es = dtype_size(input.dtype());
-  const size_t per_round = kSlotBytes / static_cast<size_t>(size_) / es * es;  // bytes per region
+  const size_t per_round = round_bytes_ / static_cast<size_t>(size_) / es * es;  // bytes per region
   const auto* in = static_cast<const unsigned char*>(input.raw_data());
   auto* out = static_cast<unsigned char*>(output.raw_data());
   copy(out + rank_ * chunk, in + rank_ * chunk, chunk);

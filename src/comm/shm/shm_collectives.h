@@ -38,6 +38,16 @@
 // addition and multiplication commute), and for integers and max/min they are always equal. The
 // tests check both facts (tests/comm/shm_collectives_test.cc).
 //
+// NOTE [Rounds of shared-memory collectives]
+// A round moves at most round_bytes per rank: 512 KB when the host has a core per rank, 1 MB (the
+// whole buffer, kSlotBytes) when it has fewer. Smaller rounds keep the data of a round in the
+// caches but cost more barriers; a barrier is ~1 us when every rank runs, but a scheduling
+// round-trip when ranks share cores, so oversubscribed groups take the largest rounds. Measured on
+// 2 cores shared with compilers (bench/run.sh comm, AllReduce 4 MB on 2 ranks): rounds of 64 KB
+// 10.8 ms, 128 KB 4.3 ms, 256 KB 1.9 ms, 1 MB 1.2 ms — under that load, the fewer barriers the
+// better. CLEAVE_COMM_SHM_ROUND_KB (read by rank 0 when the group is created) overrides the size
+// for measurements; rank 0 stores it in the segment so that every rank uses the same.
+//
 // NOTE [Waiting in shared-memory collectives]
 // A barrier is a counter of arrivals and a generation word: the last rank to arrive advances the
 // generation and, when some rank sleeps on it, wakes it with a futex. A rank that waits polls the
@@ -45,12 +55,13 @@
 // arrives within microseconds, and a sleep/wake-up pair costs more than the whole small
 // collective. With more ranks than cores a spin only delays the ranks that are still working (the
 // prototype lost ~8 ms per operation with 4 spinning ranks on 2 cores), so it yields the core on
-// every poll instead (kYield), and then sleeps on the futex in slices of kSlice. Between slices it
-// checks that the ranks it waits for are alive (their pids, this host's pid namespace being one
-// condition for using the segment) and that no rank has declared the group failed; the group's
-// timeout bounds the whole operation. A rank that fails (timeout, a dead peer) records the rank it
-// blames in the header and wakes everybody, so the other ranks fail at once with the same culprit
-// instead of waiting for their own timeouts.
+// every poll instead (kYield, 1 ms: on 2 cores shared with compilers, 8 ranks, AllReduce 4 MB took
+// ~6.4 ms sleeping at once, 3.3-4.9 ms yielding for 50 us to 2 ms first), and then sleeps on the
+// futex in slices of kSlice. Between slices it checks that the ranks it waits for are alive (their
+// pids, this host's pid namespace being one condition for using the segment) and that no rank has
+// declared the group failed; the group's timeout bounds the whole operation. A rank that fails
+// (timeout, a dead peer) records the rank it blames in the header and wakes everybody, so the other
+// ranks fail at once with the same culprit instead of waiting for their own timeouts.
 //
 // NOTE [No shared memory left behind]
 // Rank 0 creates the segment, every rank maps it and says so through the store, and rank 0 unlinks
@@ -75,7 +86,7 @@ namespace cleave::comm {
 class ShmCollectives {
  public:
   // Bytes of one buffer of one rank's slot (NOTE [Shared-memory collectives]).
-  static constexpr size_t kSlotBytes = size_t{512} << 10;
+  static constexpr size_t kSlotBytes = size_t{1} << 20;
 
   // Collective over the group described by `options` (every rank calls it, after the group's
   // transport is connected), through `store` (the group's namespace). Returns null on every rank
@@ -113,7 +124,8 @@ class ShmCollectives {
   int rank_ = 0;
   int size_ = 1;
   std::chrono::milliseconds timeout_{0};
-  bool oversubscribed_ = false;  // more ranks than cores of this process (NOTE [Waiting ...])
+  bool oversubscribed_ = false;      // more ranks than cores on this host (NOTE [Waiting ...])
+  size_t round_bytes_ = kSlotBytes;  // per rank and round, at most kSlotBytes
   void* mapping_ = nullptr;
   size_t mapping_bytes_ = 0;
   Header* header_ = nullptr;
