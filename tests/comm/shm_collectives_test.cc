@@ -83,6 +83,26 @@ Tensor make(int64_t n, DType dtype, int rank, int64_t offset = 0) {
   return t;
 }
 
+template <typename T>
+T apply(T a, T b, ReduceOp op) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return op == ReduceOp::kMax ? (a || b) : (a && b);
+  } else {
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kMean:
+        return a + b;
+      case ReduceOp::kProd:
+        return a * b;
+      case ReduceOp::kMax:
+        return std::max(a, b);
+      case ReduceOp::kMin:
+        return std::min(a, b);
+    }
+    return a;
+  }
+}
+
 // op over ranks 0..size-1 of make(n, dtype, r, offset), in rank order.
 Tensor reference(int64_t n, DType dtype, int size, ReduceOp op, int64_t offset = 0) {
   Tensor acc = make(n, dtype, 0, offset);
@@ -91,27 +111,7 @@ Tensor reference(int64_t n, DType dtype, int size, ReduceOp op, int64_t offset =
     for (int r = 1; r < size; ++r) {
       const Tensor x = make(n, dtype, r, offset);
       const T* b = x.data<T>();
-      for (int64_t i = 0; i < n; ++i) {
-        if constexpr (std::is_same_v<T, bool>) {
-          a[i] = op == ReduceOp::kMax ? (a[i] || b[i]) : (a[i] && b[i]);
-        } else {
-          switch (op) {
-            case ReduceOp::kSum:
-            case ReduceOp::kMean:
-              a[i] = a[i] + b[i];
-              break;
-            case ReduceOp::kProd:
-              a[i] = a[i] * b[i];
-              break;
-            case ReduceOp::kMax:
-              a[i] = std::max(a[i], b[i]);
-              break;
-            case ReduceOp::kMin:
-              a[i] = std::min(a[i], b[i]);
-              break;
-          }
-        }
-      }
+      for (int64_t i = 0; i < n; ++i) a[i] = apply<T>(a[i], b[i], op);
     }
   });
   return acc;
