@@ -303,6 +303,44 @@ TEST(ShmCollectives, SixtyFourMegabytesOnTwoRanks) {
   });
 }
 
+// NOTE [Calls checked in shared-memory collectives]
+TEST(ShmCollectives, RanksCallingDifferentCollectivesFailAtOnceNamingTheCalls) {
+  const auto start = std::chrono::steady_clock::now();
+  run_world(3, [](ProcessGroup& g) {
+    Tensor t = Tensor::full({g.rank() == 1 ? 1000 : 10}, 1.0);
+    try {
+      g.all_reduce(t);
+      ADD_FAILURE() << "AllReduce of different sizes returned";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(e.kind(), ErrorKind::kUnavailable);
+      if (g.rank() == 1) {
+        EXPECT_NE(what.find("rank 0 called AllReduce(sum) of 10 elements of Float32 while this "
+                            "rank called AllReduce(sum) of 1000 elements of Float32"),
+                  std::string::npos)
+            << what;
+      } else {
+        EXPECT_NE(what.find("rank 1 called AllReduce(sum) of 1000 elements of Float32 while this "
+                            "rank called AllReduce(sum) of 10 elements of Float32"),
+                  std::string::npos)
+            << what;
+      }
+    }
+    EXPECT_TRUE(g.broken());
+  });
+  run_world(2, [](ProcessGroup& g) {
+    if (g.rank() == 0) {
+      EXPECT_ERROR(g.barrier(),
+                   "rank 1 called Broadcast from root 1 of 4 elements of Int64 while "
+                   "this rank called Barrier");
+    } else {
+      EXPECT_ERROR(g.broadcast(Tensor::zeros(Shape({4}), DType::kInt64), 1),
+                   "rank 0 called Barrier while this rank called Broadcast from root 1");
+    }
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
 TEST(ShmCollectives, RankThatStopsParticipatingIsNamedAfterTheTimeout) {
   const auto start = std::chrono::steady_clock::now();
   run_world(

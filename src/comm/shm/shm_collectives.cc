@@ -40,11 +40,42 @@ struct ShmCollectives::Header {
 
 namespace {
 
-// Per rank, after the header: the barriers it has reached and its pid.
+// A collective a rank calls (NOTE [Calls checked in shared-memory collectives]).
+struct CallRecord {
+  int32_t call;    // ShmCollectives::Call
+  int32_t dtype;   // DType
+  int32_t detail;  // ReduceOp, or the root of a Broadcast
+  int64_t count;   // elements
+};
+
+// Per rank, after the header: the barriers it has reached, its pid, and its last two calls (call
+// i in calls[i % 2]: a rank writes a record again only two operations later, after the barrier of
+// the operation between, which no rank passes before it has finished checking the record).
 struct alignas(64) RankWord {
   std::atomic<uint64_t> arrived;
   int32_t pid;
+  CallRecord calls[2];
 };
+static_assert(sizeof(RankWord) == 64);
+
+const char* call_name(int32_t call) {
+  static const char* const names[] = {"AllReduce", "AllGather", "ReduceScatter",
+                                      "Broadcast", "AlltoAll",  "Barrier"};
+  return call >= 0 && call < 6 ? names[call] : "?";
+}
+
+std::string describe(const CallRecord& w) {
+  const std::string name = call_name(w.call);
+  if (name == "Barrier") return name;
+  std::string what = name;
+  if (name == "AllReduce" || name == "ReduceScatter") {
+    what += fmt::format("({})", reduce_op_name(static_cast<ReduceOp>(w.detail)));
+  } else if (name == "Broadcast") {
+    what += fmt::format(" from root {}", w.detail);
+  }
+  return fmt::format("{} of {} elements of {}", what, w.count,
+                     dtype_name(static_cast<DType>(w.dtype)));
+}
 
 constexpr size_t kHeaderBytes = 320;
 constexpr size_t kPage = 4096;
@@ -312,7 +343,7 @@ void ShmCollectives::fail(int culprit, const std::string& why) {
   throw BackendFailure(why, culprit);
 }
 
-void ShmCollectives::arrive_and_wait() {
+void ShmCollectives::wait_at_barrier() {
   const uint64_t k = ++barriers_;
   RankWord* words = rank_words(mapping_);
   words[rank_].arrived.store(k, std::memory_order_release);
@@ -388,13 +419,46 @@ void ShmCollectives::arrive_and_wait() {
 
 // ---- the collectives ----
 
-void ShmCollectives::barrier() {
+void ShmCollectives::begin(Call call, const Tensor* tensor, int64_t count, int detail) {
   deadline_ = Clock::now() + timeout_;
+  CallRecord& mine = rank_words(mapping_)[rank_].calls[++calls_ & 1];
+  mine.call = static_cast<int32_t>(call);
+  mine.dtype = tensor != nullptr ? static_cast<int32_t>(tensor->dtype()) : 0;
+  mine.count = count;
+  mine.detail = detail;
+  check_call_ = true;
+}
+
+void ShmCollectives::check_calls() {
+  const RankWord* words = rank_words(mapping_);
+  const CallRecord& mine = words[rank_].calls[calls_ & 1];
+  for (int r = 0; r < size_; ++r) {
+    const CallRecord& w = words[r].calls[calls_ & 1];
+    if (w.call != mine.call || w.dtype != mine.dtype || w.count != mine.count ||
+        w.detail != mine.detail) {
+      fail(r, fmt::format("shared memory: rank {} called {} while this rank called {}; every rank "
+                          "of a group must call the same collectives, with the same sizes, in "
+                          "the same order",
+                          r, describe(w), describe(mine)));
+    }
+  }
+}
+
+void ShmCollectives::arrive_and_wait() {
+  wait_at_barrier();
+  if (check_call_) {
+    check_call_ = false;
+    check_calls();
+  }
+}
+
+void ShmCollectives::barrier() {
+  begin(Call::kBarrier, nullptr, 0, 0);
   arrive_and_wait();
 }
 
 void ShmCollectives::all_reduce(const Tensor& tensor, ReduceOp op) {
-  deadline_ = Clock::now() + timeout_;
+  begin(Call::kAllReduce, &tensor, tensor.numel(), static_cast<int>(op));
   const size_t es = dtype_size(tensor.dtype());
   const size_t n = static_cast<size_t>(tensor.numel());
   const size_t per_round = round_bytes_ / es;
@@ -430,7 +494,7 @@ void ShmCollectives::all_reduce(const Tensor& tensor, ReduceOp op) {
 }
 
 void ShmCollectives::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
-  deadline_ = Clock::now() + timeout_;
+  begin(Call::kReduceScatter, &output, output.numel(), static_cast<int>(op));
   const size_t es = dtype_size(input.dtype());
   const size_t n = static_cast<size_t>(output.numel());  // per rank
   const size_t per_round = round_bytes_ / es / static_cast<size_t>(size_);
@@ -458,7 +522,7 @@ void ShmCollectives::reduce_scatter(const Tensor& output, const Tensor& input, R
 }
 
 void ShmCollectives::all_gather(const Tensor& output, const Tensor& input) {
-  deadline_ = Clock::now() + timeout_;
+  begin(Call::kAllGather, &input, input.numel(), 0);
   const size_t bytes = input.nbytes();
   const auto* in = static_cast<const unsigned char*>(input.raw_data());
   auto* out = static_cast<unsigned char*>(output.raw_data());
@@ -475,7 +539,7 @@ void ShmCollectives::all_gather(const Tensor& output, const Tensor& input) {
 }
 
 void ShmCollectives::broadcast(const Tensor& tensor, int root) {
-  deadline_ = Clock::now() + timeout_;
+  begin(Call::kBroadcast, &tensor, tensor.numel(), root);
   const size_t bytes = tensor.nbytes();
   auto* data = static_cast<unsigned char*>(tensor.raw_data());
   for (size_t off = 0; off < bytes; off += round_bytes_) {
@@ -488,7 +552,7 @@ void ShmCollectives::broadcast(const Tensor& tensor, int root) {
 }
 
 void ShmCollectives::all_to_all(const Tensor& output, const Tensor& input) {
-  deadline_ = Clock::now() + timeout_;
+  begin(Call::kAllToAll, &input, input.numel(), 0);
   const size_t chunk = input.nbytes() / static_cast<size_t>(size_);  // bytes per rank
   const size_t es = dtype_size(input.dtype());
   const size_t per_round = round_bytes_ / static_cast<size_t>(size_) / es * es;  // bytes per region

@@ -63,6 +63,15 @@
 // (timeout, a dead peer) records the rank it blames in the header and wakes everybody, so the other
 // ranks fail at once with the same culprit instead of waiting for their own timeouts.
 //
+// NOTE [Calls checked in shared-memory collectives]
+// Every rank writes the collective it calls (which, dtype, element count, reduce op or root) into
+// its word of the header before the operation's first barrier and compares all ranks' words after
+// it. A group whose ranks call different collectives, or the same one with different sizes, would
+// otherwise pair up the wrong rounds and return garbage or wait until the timeout; here every rank
+// fails at once with "rank 1 called AllReduce(sum) of 1000 elements of Float32 while this rank
+// called AllReduce(sum) of 10 elements of Float32". (Over TCP, Gloo detects some of these cases by
+// the size of the messages and hangs on others.)
+//
 // NOTE [No shared memory left behind]
 // Rank 0 creates the segment, every rank maps it and says so through the store, and rank 0 unlinks
 // it once all have answered (or on any failure of the set-up): from then on the segment lives only
@@ -111,9 +120,24 @@ class ShmCollectives {
 
  private:
   struct Header;
+  enum class Call : int32_t {
+    kAllReduce,
+    kAllGather,
+    kReduceScatter,
+    kBroadcast,
+    kAllToAll,
+    kBarrier
+  };
   ShmCollectives() = default;
+  // Starts an operation: its deadline, and the call the other ranks check at its first barrier.
+  void begin(Call call, const Tensor* tensor, int64_t count, int detail);
+  // Throws BackendFailure naming the first rank whose call differs from this rank's.
+  void check_calls();
+  // Waits at the next barrier without checking the calls.
+  void wait_at_barrier();
   unsigned char* slot(int rank, int buffer) const;
-  // Waits until every rank has arrived at the next barrier; throws BackendFailure (see above).
+  // Waits until every rank has arrived at the next barrier (the first of an operation also checks
+  // the calls); throws BackendFailure (see above).
   void arrive_and_wait();
   [[noreturn]] void fail(int culprit, const std::string& why);
   // The first rank (other than this one) that has not reached barrier `k` and whose process is
@@ -130,6 +154,8 @@ class ShmCollectives {
   size_t mapping_bytes_ = 0;
   Header* header_ = nullptr;
   unsigned char* slots_ = nullptr;
+  bool check_call_ = false;                         // the next barrier is the operation's first
+  uint64_t calls_ = 0;                              // operations begun
   uint64_t barriers_ = 0;                           // barriers this rank has passed
   uint64_t rounds_ = 0;                             // rounds run (buffer = rounds_ % 2)
   std::chrono::steady_clock::time_point deadline_;  // of the operation running
