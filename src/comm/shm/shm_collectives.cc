@@ -229,7 +229,7 @@ void copy(void* dst, const void* src, size_t bytes) {
 std::unique_ptr<ShmCollectives> ShmCollectives::create(const ProcessGroupOptions& options,
                                                        Store& store) {
   static_assert(sizeof(Header) <= kHeaderBytes);
-  if (!shm_enabled() || options.size <= 1) return nullptr;
+  if (!shm_enabled() || options.size <= 1 || options.size > kMaxRanks) return nullptr;
   const int rank = options.rank, size = options.size;
   const auto timeout = options.timeout;
   auto key = [](const char* what, int r) { return fmt::format("shm/{}/{}", what, r); };
@@ -373,8 +373,11 @@ void ShmCollectives::wait_at_barrier() {
     if (done()) return;
     sched_yield();
   }
-  // Asleep in slices, checking the failure word, the peers' processes and the deadline.
+  // Asleep in slices, checking the failure word, the peers' processes and the deadline. A
+  // completed barrier comes first: its operation then checks the calls itself, and names the
+  // mismatch rather than the rank that found it first.
   while (true) {
+    if (done()) return;
     const int32_t culprit = header_->culprit.load(std::memory_order_acquire);
     if (culprit != 0) {
       const int reporter = header_->reporter.load();
@@ -384,7 +387,6 @@ void ShmCollectives::wait_at_barrier() {
                       reporter, culprit - 1),
           culprit - 1);
     }
-    if (done()) return;
     const int dead = dead_rank_behind(k);
     if (dead >= 0) {
       fail(dead, fmt::format("shared memory: rank {} (pid {}) has exited without reaching the "
@@ -497,7 +499,7 @@ void ShmCollectives::reduce_scatter(const Tensor& output, const Tensor& input, R
   begin(Call::kReduceScatter, &output, output.numel(), static_cast<int>(op));
   const size_t es = dtype_size(input.dtype());
   const size_t n = static_cast<size_t>(output.numel());  // per rank
-  const size_t per_round = round_bytes_ / es / static_cast<size_t>(size_);
+  const size_t per_round = std::max<size_t>(1, round_bytes_ / es / static_cast<size_t>(size_));
   const auto* in = static_cast<const unsigned char*>(input.raw_data());
   auto* out = static_cast<unsigned char*>(output.raw_data());
   for (size_t off = 0; off < n; off += per_round) {
@@ -555,7 +557,8 @@ void ShmCollectives::all_to_all(const Tensor& output, const Tensor& input) {
   begin(Call::kAllToAll, &input, input.numel(), 0);
   const size_t chunk = input.nbytes() / static_cast<size_t>(size_);  // bytes per rank
   const size_t es = dtype_size(input.dtype());
-  const size_t per_round = round_bytes_ / static_cast<size_t>(size_) / es * es;  // bytes per region
+  const size_t per_round =
+      std::max(es, round_bytes_ / static_cast<size_t>(size_) / es * es);  // bytes per region
   const auto* in = static_cast<const unsigned char*>(input.raw_data());
   auto* out = static_cast<unsigned char*>(output.raw_data());
   copy(out + rank_ * chunk, in + rank_ * chunk, chunk);

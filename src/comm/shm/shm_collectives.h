@@ -96,12 +96,15 @@ class ShmCollectives {
  public:
   // Bytes of one buffer of one rank's slot (NOTE [Shared-memory collectives]).
   static constexpr size_t kSlotBytes = size_t{1} << 20;
+  // Larger groups stay on TCP: the segment holds 2 * kSlotBytes per rank.
+  static constexpr int kMaxRanks = 64;
 
   // Collective over the group described by `options` (every rank calls it, after the group's
   // transport is connected), through `store` (the group's namespace). Returns null on every rank
-  // when shared memory is off (CLEAVE_COMM_SHM=0), when the ranks are not all on this host (host
-  // name, boot id, IPC and pid namespaces), or when the segment cannot be created or mapped.
-  // Throws cleave::Error when a rank does not answer within options.timeout.
+  // when shared memory is off (CLEAVE_COMM_SHM=0), when the group has more than kMaxRanks ranks,
+  // when the ranks are not all on this host (host name, boot id, IPC and pid namespaces), or when
+  // the segment cannot be created or mapped. Throws cleave::Error when a rank does not answer
+  // within options.timeout.
   static std::unique_ptr<ShmCollectives> create(const ProcessGroupOptions& options, Store& store);
   ~ShmCollectives();
   ShmCollectives(const ShmCollectives&) = delete;
