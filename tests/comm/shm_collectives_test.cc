@@ -303,6 +303,106 @@ TEST(ShmCollectives, SixtyFourMegabytesOnTwoRanks) {
   });
 }
 
+// Thread ranks pretending to be on the hosts `host_of[rank]` (NOTE [Hierarchical collectives] in
+// src/comm/gloo/gloo_process_group.cc).
+void run_on_hosts(const std::vector<std::string>& host_of,
+                  const std::function<void(ProcessGroup&)>& fn) {
+  const int size = static_cast<int>(host_of.size());
+  auto store = make_memory_store();
+  std::vector<std::shared_ptr<ProcessGroup>> groups(static_cast<size_t>(size));
+  testing::run_threads(size, [&](int rank) {
+    ShmCollectives::set_host_key_for_testing("test-host-" + host_of[rank]);
+    groups[rank] = create_process_group(testing::thread_world_options(store, rank, size));
+    ShmCollectives::set_host_key_for_testing("");
+    fn(*groups[rank]);
+  });
+}
+
+TEST(ShmCollectives, GroupsOverSeveralHostsReduceOnEachHostThenAcrossLeaders) {
+  // Hosts A = {0, 2}, B = {1, 3}: the float sum is (x0 + x2) + (x1 + x3), bit for bit (two
+  // leaders: Gloo's ring adds two values, which commute).
+  run_on_hosts({"A", "B", "A", "B"}, [](ProcessGroup& g) {
+    EXPECT_EQ(collective_transport(g), "shm+tcp");
+    for (int64_t n : kCounts) {
+      Tensor t = make(n, DType::kFloat32, g.rank());
+      g.all_reduce(t);
+      Tensor want = Tensor::empty(Shape({n}), DType::kFloat32);
+      for (int64_t i = 0; i < n; ++i) {
+        want.data<float>()[i] = (value(0, i) + value(2, i)) + (value(1, i) + value(3, i));
+      }
+      expect_bits(t, want, fmt::format("hierarchical AllReduce n={} rank {}", n, g.rank()));
+      Tensor m = make(n, DType::kInt64, g.rank());
+      g.all_reduce(m, ReduceOp::kMax);
+      expect_bits(m, reference(n, DType::kInt64, 4, ReduceOp::kMax), "hierarchical max");
+      g.barrier();
+      // The other collectives stay on Gloo's mesh.
+      Tensor in = make(n, DType::kInt32, g.rank());
+      Tensor out = Tensor::zeros(Shape({4 * n}), DType::kInt32);
+      g.all_gather(out, in);
+      for (int r = 0; r < 4; ++r) {
+        expect_bits(out.narrow_rows(r * n, n), make(n, DType::kInt32, r), "AllGather");
+      }
+    }
+  });
+  // A = {0, 1, 2}, B = {3}, C = {4}: hosts with one rank take part as leaders only.
+  run_on_hosts({"A", "A", "A", "B", "C"}, [](ProcessGroup& g) {
+    EXPECT_EQ(collective_transport(g), "shm+tcp");
+    for (int64_t n : kCounts) {
+      Tensor t = make(n, DType::kInt64, g.rank());
+      g.all_reduce(t);
+      expect_bits(t, reference(n, DType::kInt64, 5, ReduceOp::kSum), "int64 sum over 3 hosts");
+      Tensor f = make(n, DType::kFloat64, g.rank());
+      g.all_reduce(f, ReduceOp::kMean);
+      const Tensor sum = reference(n, DType::kFloat64, 5, ReduceOp::kSum);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(f.data<double>()[i], sum.data<double>()[i] / 5, 1e-12);
+      }
+      g.barrier();
+    }
+  });
+  // Every rank on its own host: nothing to share, TCP.
+  run_on_hosts({"A", "B", "C"}, [](ProcessGroup& g) { EXPECT_EQ(collective_transport(g), "tcp"); });
+  EXPECT_TRUE(leftover_segments().empty());
+}
+
+TEST(ShmCollectives, AHostWhoseLeaderStopsFailsEveryRank) {
+  const auto start = std::chrono::steady_clock::now();
+  // Hosts A = {0, 1}, B = {2, 3}; rank 2 (B's leader) never calls the AllReduce: rank 3 waits on
+  // its host for it, and A's leader waits for it over TCP, then fails its host's segment.
+  auto store = make_memory_store();
+  std::vector<std::shared_ptr<ProcessGroup>> groups(4);
+  testing::run_threads(4, [&](int rank) {
+    ShmCollectives::set_host_key_for_testing(rank < 2 ? "test-host-A" : "test-host-B");
+    groups[rank] =
+        create_process_group(testing::thread_world_options(store, rank, 4, milliseconds(600)));
+    ShmCollectives::set_host_key_for_testing("");
+    if (rank == 2) return;
+    Tensor t = Tensor::full({100}, 1.0);
+    try {
+      groups[rank]->all_reduce(t);
+      ADD_FAILURE() << "AllReduce returned without rank 2";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUnavailable);
+      const std::string what = e.what();
+      EXPECT_NE(what.find("AllReduce on group 'world'"), std::string::npos) << what;
+      if (rank == 3) {
+        EXPECT_NE(what.find("rank(s) 2 did not arrive"), std::string::npos) << what;
+      } else if (rank == 1) {
+        // A's leader fails over TCP (and says why in its own error) at about the time rank 1's
+        // own wait for it ends: either names rank 0.
+        EXPECT_TRUE(what.find("rank 0 gave up on the operation (its error names the cause)") !=
+                        std::string::npos ||
+                    what.find("rank(s) 0 did not arrive") != std::string::npos)
+            << what;
+      } else {
+        EXPECT_NE(what.find("Timed out"), std::string::npos) << what;  // Gloo's words
+      }
+    }
+    EXPECT_TRUE(groups[rank]->broken());
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
+}
+
 // NOTE [Calls checked in shared-memory collectives]
 TEST(ShmCollectives, RanksCallingDifferentCollectivesFailAtOnceNamingTheCalls) {
   const auto start = std::chrono::steady_clock::now();

@@ -22,6 +22,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstring>
@@ -141,10 +142,13 @@ class GlooProcessGroup final : public ProcessGroup {
           "create_process_group('{}', gloo): rank {} of {} could not connect to its peers: {}",
           options.name, options.rank, options.size, e.what());
     }
-    shm_ = ShmCollectives::create(options, *make_prefix_store(options.name, options.store));
+    std::shared_ptr<comm::Store> group_store = make_prefix_store(options.name, options.store);
+    const std::vector<std::string> hosts = ShmCollectives::host_keys(options, *group_store);
+    if (!hosts.empty()) use_shared_memory(hosts, *group_store);
   }
 
-  bool on_shared_memory() const { return shm_ != nullptr; }
+  // "shm", "shm+tcp" (NOTE [Hierarchical collectives]) or "tcp".
+  std::string transport() const { return shm_ ? "shm" : hierarchical_ ? "shm+tcp" : "tcp"; }
 
   ~GlooProcessGroup() override { shutdown(); }
 
@@ -153,6 +157,7 @@ class GlooProcessGroup final : public ProcessGroup {
 
   void do_all_reduce(const Tensor& t, ReduceOp op) override {
     if (shm_) return shm_->all_reduce(t, op);
+    if (hierarchical_) return hierarchical_all_reduce(t, op);
     gloo::AllreduceOptions opts(context_);
     CLEAVE_DISPATCH_ALL(t.dtype(), [&] { opts.setOutput(t.data<T>(), t.numel()); });
     opts.setReduceFunction(reduce_fn(t.dtype(), op));
@@ -206,10 +211,105 @@ class GlooProcessGroup final : public ProcessGroup {
 
   void do_barrier() override {
     if (shm_) return shm_->barrier();
+    if (hierarchical_) return hierarchical_barrier();
     gloo::BarrierOptions opts(context_);
     opts.setTag(next_tag());
     opts.setTimeout(options().timeout);
     gloo::barrier(opts);
+  }
+
+  // NOTE [Hierarchical collectives]
+  // A group whose ranks share no single host but of which some share one: each host's ranks get a
+  // shared-memory segment (ShmCollectives over the host's members), and the lowest rank of each
+  // host, its leader, joins a Gloo context among the leaders. AllReduce reduces on each host in
+  // rank order, the leaders all-reduce over TCP (Gloo's ring, so floating sums of 3 or more hosts
+  // follow Gloo's order across hosts), and each leader broadcasts the result on its host; Barrier
+  // is a host barrier, a leaders' barrier and a host barrier. The other collectives and
+  // point-to-point stay on the group's full Gloo mesh. Used only when every host with several
+  // ranks got its segment (all ranks agree through the store); else everything stays on TCP. A
+  // leader whose TCP step fails marks its host's segment failed, so that its members fail at once.
+  void use_shared_memory(const std::vector<std::string>& hosts, comm::Store& store) {
+    std::vector<int> members, leaders;
+    for (int r = 0; r < size(); ++r) {
+      if (hosts[r] == hosts[rank()]) members.push_back(r);
+      if (std::find(hosts.begin(), hosts.begin() + r, hosts[r]) == hosts.begin() + r) {
+        leaders.push_back(r);
+      }
+    }
+    std::unique_ptr<ShmCollectives> local = ShmCollectives::create(options(), store, members);
+    if (leaders.size() == 1) {
+      shm_ = std::move(local);
+      return;
+    }
+    const bool shared = static_cast<int>(leaders.size()) < size();
+    const bool ok = local != nullptr || members.size() == 1;
+    store.set(fmt::format("shm/host_ok/{}", rank()), {static_cast<uint8_t>(ok ? '1' : '0')});
+    bool all_ok = true;
+    for (int r = 0; r < size(); ++r) {
+      const std::vector<uint8_t> v = store.get(fmt::format("shm/host_ok/{}", r), options().timeout);
+      all_ok = all_ok && v.size() == 1 && v[0] == '1';
+    }
+    if (!shared || !all_ok) return;  // TCP for everything
+    local_ = std::move(local);
+    hierarchical_ = true;
+    if (rank() != members[0]) return;
+    const int leader =
+        static_cast<int>(std::find(leaders.begin(), leaders.end(), rank()) - leaders.begin());
+    auto context =
+        std::make_shared<gloo::rendezvous::Context>(leader, static_cast<int>(leaders.size()));
+    context->setTimeout(options().timeout);
+    StoreAdapter adapter(make_prefix_store(options().name + "/leaders", options().store),
+                         options().timeout, options().name + " (leaders)");
+    try {
+      context->connectFullMesh(adapter, device_);
+      gloo::BarrierOptions barrier(context);
+      barrier.setTimeout(options().timeout);
+      gloo::barrier(barrier);
+    } catch (const std::exception& e) {
+      CLEAVE_UNAVAILABLE(
+          "create_process_group('{}', gloo): rank {} (the leader of its host) could not connect "
+          "to the other hosts' leaders (ranks {}): {}",
+          options().name, rank(), fmt::join(leaders, ", "), e.what());
+    }
+    leaders_ = std::move(context);
+  }
+
+  // Runs `step` (a Gloo operation among the leaders); on failure, first fails this host's segment.
+  void leaders_step(const std::function<void()>& step) {
+    try {
+      step();
+    } catch (...) {
+      if (local_) local_->abandon(rank());
+      throw;
+    }
+  }
+
+  void hierarchical_all_reduce(const Tensor& t, ReduceOp op) {
+    if (local_) local_->all_reduce(t, op);
+    if (leaders_) {
+      leaders_step([&] {
+        gloo::AllreduceOptions opts(leaders_);
+        CLEAVE_DISPATCH_ALL(t.dtype(), [&] { opts.setOutput(t.data<T>(), t.numel()); });
+        opts.setReduceFunction(reduce_fn(t.dtype(), op));
+        opts.setTag(leader_tag_++ & 0xffffff);
+        opts.setTimeout(options().timeout);
+        gloo::allreduce(opts);
+      });
+    }
+    if (local_) local_->broadcast(t, 0);  // from the leader, member 0
+  }
+
+  void hierarchical_barrier() {
+    if (local_) local_->barrier();
+    if (leaders_) {
+      leaders_step([&] {
+        gloo::BarrierOptions opts(leaders_);
+        opts.setTag(leader_tag_++ & 0xffffff);
+        opts.setTimeout(options().timeout);
+        gloo::barrier(opts);
+      });
+    }
+    if (local_) local_->barrier();
   }
 
   std::function<void()> do_post(const Tensor& tensor, int peer, int tag, bool is_send) override {
@@ -285,7 +385,13 @@ class GlooProcessGroup final : public ProcessGroup {
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   std::atomic<uint32_t> tag_{0};
-  std::unique_ptr<ShmCollectives> shm_;  // null: collectives over TCP
+  std::unique_ptr<ShmCollectives> shm_;  // every rank on this host: collectives in memory
+  // NOTE [Hierarchical collectives]: the ranks of this host (null when this rank is alone on it),
+  // and among the hosts' leaders (the lowest rank of each host) a Gloo context of their own.
+  bool hierarchical_ = false;
+  std::unique_ptr<ShmCollectives> local_;
+  std::shared_ptr<gloo::Context> leaders_;  // on leaders only
+  uint32_t leader_tag_ = 0;  // leaders_'s own tags: the main context's stay equal on all ranks
 };
 
 // Gloo's TCP transport writes to its sockets without MSG_NOSIGNAL: a write to a peer that has
@@ -307,7 +413,7 @@ void ignore_sigpipe() {
 
 std::string collective_transport(const ProcessGroup& group) {
   if (const auto* gloo = dynamic_cast<const GlooProcessGroup*>(&group)) {
-    return gloo->on_shared_memory() ? "shm" : "tcp";
+    return gloo->transport();
   }
   return group.backend();
 }

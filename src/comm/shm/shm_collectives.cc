@@ -226,25 +226,45 @@ void copy(void* dst, const void* src, size_t bytes) {
 
 // ---- creation (NOTE [No shared memory left behind]) ----
 
-std::unique_ptr<ShmCollectives> ShmCollectives::create(const ProcessGroupOptions& options,
-                                                       Store& store) {
-  static_assert(sizeof(Header) <= kHeaderBytes);
-  if (!shm_enabled() || options.size <= 1 || options.size > kMaxRanks) return nullptr;
-  const int rank = options.rank, size = options.size;
-  const auto timeout = options.timeout;
-  auto key = [](const char* what, int r) { return fmt::format("shm/{}/{}", what, r); };
+namespace {
+thread_local std::string testing_host_key;  // set_host_key_for_testing
+}  // namespace
 
-  // Same host? Every rank reads every rank's key, so all decide alike.
-  const std::string mine = host_key();
-  store.set(key("host", rank), to_bytes(mine));
-  bool same_host = true;
-  for (int r = 0; r < size; ++r) {
-    if (r != rank && to_string(store.get(key("host", r), timeout)) != mine) same_host = false;
+std::vector<std::string> ShmCollectives::host_keys(const ProcessGroupOptions& options,
+                                                   Store& store) {
+  if (!shm_enabled() || options.size <= 1) return {};
+  auto key = [](int r) { return fmt::format("shm/host/{}", r); };
+  const std::string mine = testing_host_key.empty() ? host_key() : testing_host_key;
+  store.set(key(options.rank), to_bytes(mine));
+  std::vector<std::string> keys(static_cast<size_t>(options.size));
+  for (int r = 0; r < options.size; ++r) {
+    keys[r] = r == options.rank ? mine : to_string(store.get(key(r), options.timeout));
   }
-  if (!same_host) return nullptr;
+  return keys;
+}
+
+void ShmCollectives::set_host_key_for_testing(std::string key) {
+  testing_host_key = std::move(key);
+}
+
+std::unique_ptr<ShmCollectives> ShmCollectives::create(const ProcessGroupOptions& options,
+                                                       Store& store,
+                                                       const std::vector<int>& members) {
+  static_assert(sizeof(Header) <= kHeaderBytes);
+  const int size = static_cast<int>(members.size());
+  const int rank =
+      static_cast<int>(std::find(members.begin(), members.end(), options.rank) - members.begin());
+  CLEAVE_ASSERT(rank < size, "ShmCollectives::create: this rank is not a member");
+  if (size <= 1 || size > kMaxRanks) return nullptr;
+  const auto timeout = options.timeout;
+  // Keys of this host's members (named by their first member: one namespace per host).
+  auto key = [&](const char* what, int r) {
+    return fmt::format("shm/{}/{}/{}", members[0], what, r);
+  };
 
   auto shm = std::unique_ptr<ShmCollectives>(new ShmCollectives());
   shm->name_ = options.name;
+  shm->members_ = members;
   shm->rank_ = rank;
   shm->size_ = size;
   shm->timeout_ = timeout;
@@ -279,9 +299,9 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(const ProcessGroupOptions
       if (fd >= 0) shm_unlink(segment.c_str());
       segment.clear();
     }
-    store.set("shm/segment", to_bytes(segment));
+    store.set(key("segment", 0), to_bytes(segment));
   } else {
-    segment = to_string(store.get("shm/segment", timeout));
+    segment = to_string(store.get(key("segment", 0), timeout));
   }
   // From here on rank 0 unlinks the segment whatever happens.
   struct Unlink {
@@ -332,14 +352,18 @@ int ShmCollectives::dead_rank_behind(uint64_t k) const {
   return -1;
 }
 
-void ShmCollectives::fail(int culprit, const std::string& why) {
+void ShmCollectives::abandon(int culprit) {
   int32_t none = 0;
   if (header_->culprit.compare_exchange_strong(none, culprit + 1)) {
-    header_->reporter.store(rank_);
+    header_->reporter.store(members_[rank_]);
   }
   header_->generation.fetch_add(0);  // a full fence before the wake-up
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header_->generation), FUTEX_WAKE, INT_MAX,
           nullptr, nullptr, 0);
+}
+
+void ShmCollectives::fail(int culprit, const std::string& why) {
+  abandon(culprit);
   throw BackendFailure(why, culprit);
 }
 
@@ -381,23 +405,29 @@ void ShmCollectives::wait_at_barrier() {
     const int32_t culprit = header_->culprit.load(std::memory_order_acquire);
     if (culprit != 0) {
       const int reporter = header_->reporter.load();
+      // A rank that blames itself failed outside this segment (a leader's TCP step).
       throw BackendFailure(
-          fmt::format("shared memory: rank {} gave up on the operation, blaming rank {} (its "
-                      "error names the cause)",
-                      reporter, culprit - 1),
+          reporter == culprit - 1
+              ? fmt::format("shared memory: rank {} gave up on the operation (its error names the "
+                            "cause)",
+                            reporter)
+              : fmt::format("shared memory: rank {} gave up on the operation, blaming rank {} "
+                            "(its error names the cause)",
+                            reporter, culprit - 1),
           culprit - 1);
     }
     const int dead = dead_rank_behind(k);
     if (dead >= 0) {
-      fail(dead, fmt::format("shared memory: rank {} (pid {}) has exited without reaching the "
-                             "collective's barrier {} that this rank waits at",
-                             dead, rank_words(mapping_)[dead].pid, k));
+      fail(members_[dead],
+           fmt::format("shared memory: rank {} (pid {}) has exited without reaching the "
+                       "collective's barrier {} that this rank waits at",
+                       members_[dead], rank_words(mapping_)[dead].pid, k));
     }
     const Clock::time_point now = Clock::now();
     if (now >= deadline_) {
       std::vector<int> missing;
       for (int r = 0; r < size_; ++r) {
-        if (words[r].arrived.load(std::memory_order_acquire) < k) missing.push_back(r);
+        if (words[r].arrived.load(std::memory_order_acquire) < k) missing.push_back(members_[r]);
       }
       if (missing.empty()) continue;  // all arrived just now
       fail(missing.front(),
@@ -438,10 +468,11 @@ void ShmCollectives::check_calls() {
     const CallRecord& w = words[r].calls[calls_ & 1];
     if (w.call != mine.call || w.dtype != mine.dtype || w.count != mine.count ||
         w.detail != mine.detail) {
-      fail(r, fmt::format("shared memory: rank {} called {} while this rank called {}; every rank "
-                          "of a group must call the same collectives, with the same sizes, in "
-                          "the same order",
-                          r, describe(w), describe(mine)));
+      fail(members_[r],
+           fmt::format("shared memory: rank {} called {} while this rank called {}; every rank "
+                       "of a group must call the same collectives, with the same sizes, in "
+                       "the same order",
+                       members_[r], describe(w), describe(mine)));
     }
   }
 }

@@ -36,7 +36,9 @@
 // rank that depends on the segment, so for floating point with 3 or more ranks the two differ in
 // the last bits (by design, not a bug of either); with 2 ranks they are equal bit for bit (IEEE
 // addition and multiplication commute), and for integers and max/min they are always equal. The
-// tests check both facts (tests/comm/shm_collectives_test.cc).
+// tests check both facts (tests/comm/shm_collectives_test.cc). A group over several hosts (NOTE
+// [Hierarchical collectives] in comm/gloo/gloo_process_group.cc) reduces each host's ranks in
+// rank order and then the hosts' partial results in Gloo's ring order.
 //
 // NOTE [Rounds of shared-memory collectives]
 // A round moves at most round_bytes per rank: 512 KB when the host has a core per rank, 1 MB (the
@@ -99,13 +101,20 @@ class ShmCollectives {
   // Larger groups stay on TCP: the segment holds 2 * kSlotBytes per rank.
   static constexpr int kMaxRanks = 64;
 
-  // Collective over the group described by `options` (every rank calls it, after the group's
-  // transport is connected), through `store` (the group's namespace). Returns null on every rank
-  // when shared memory is off (CLEAVE_COMM_SHM=0), when the group has more than kMaxRanks ranks,
-  // when the ranks are not all on this host (host name, boot id, IPC and pid namespaces), or when
-  // the segment cannot be created or mapped. Throws cleave::Error when a rank does not answer
-  // within options.timeout.
-  static std::unique_ptr<ShmCollectives> create(const ProcessGroupOptions& options, Store& store);
+  // Every rank's host key (host name, boot id, IPC and pid namespaces), exchanged through `store`
+  // (the group's namespace); all ranks call it and get the same vector. Empty when shared memory
+  // is off (CLEAVE_COMM_SHM=0) or the group has one rank. Throws cleave::Error when a rank does
+  // not answer within options.timeout.
+  static std::vector<std::string> host_keys(const ProcessGroupOptions& options, Store& store);
+  // Collective over `members` (ascending group ranks that share this host, this rank among them;
+  // every member calls it with the same list, after host_keys). Returns null on every member when
+  // there are fewer than 2 or more than kMaxRanks, or when the segment cannot be created or
+  // mapped. Throws cleave::Error when a member does not answer within options.timeout.
+  static std::unique_ptr<ShmCollectives> create(const ProcessGroupOptions& options, Store& store,
+                                                const std::vector<int>& members);
+  // Tests: the host key of groups created later on this thread (ranks as threads pretending to
+  // be on several hosts); empty restores the real one.
+  static void set_host_key_for_testing(std::string key);
   ~ShmCollectives();
   ShmCollectives(const ShmCollectives&) = delete;
   ShmCollectives& operator=(const ShmCollectives&) = delete;
@@ -120,6 +129,10 @@ class ShmCollectives {
   void broadcast(const Tensor& tensor, int root);
   void all_to_all(const Tensor& output, const Tensor& input);
   void barrier();
+  // Records that this member gave up on the operation, blaming group rank `culprit`, and wakes the
+  // other members, which then fail at once naming it (for a failure outside these collectives:
+  // the leaders' exchange of NOTE [Hierarchical collectives]).
+  void abandon(int culprit);
 
  private:
   struct Header;
@@ -148,6 +161,7 @@ class ShmCollectives {
   int dead_rank_behind(uint64_t k) const;
 
   std::string name_;
+  std::vector<int> members_;  // group rank of each member; rank_ and size_ count members
   int rank_ = 0;
   int size_ = 1;
   std::chrono::milliseconds timeout_{0};
