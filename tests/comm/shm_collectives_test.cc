@@ -335,7 +335,18 @@ TEST(ShmCollectives, GroupsOverSeveralHostsReduceOnEachHostThenAcrossLeaders) {
       g.all_reduce(m, ReduceOp::kMax);
       expect_bits(m, reference(n, DType::kInt64, 4, ReduceOp::kMax), "hierarchical max");
       g.barrier();
-      // The other collectives stay on Gloo's mesh.
+      for (int root = 0; root < 4; ++root) {
+        Tensor b = make(n, DType::kFloat64, g.rank());
+        g.broadcast(b, root);
+        expect_bits(b, make(n, DType::kFloat64, root), "hierarchical Broadcast");
+      }
+      Tensor rs_in = make(4 * n, DType::kInt64, g.rank());
+      Tensor rs_out = Tensor::zeros(Shape({n}), DType::kInt64);
+      g.reduce_scatter(rs_out, rs_in);
+      expect_bits(rs_out,
+                  reference(4 * n, DType::kInt64, 4, ReduceOp::kSum).narrow_rows(g.rank() * n, n),
+                  "hierarchical ReduceScatter");
+      // AllGather stays on Gloo's mesh.
       Tensor in = make(n, DType::kInt32, g.rank());
       Tensor out = Tensor::zeros(Shape({4 * n}), DType::kInt32);
       g.all_gather(out, in);
@@ -353,6 +364,11 @@ TEST(ShmCollectives, GroupsOverSeveralHostsReduceOnEachHostThenAcrossLeaders) {
       expect_bits(t, reference(n, DType::kInt64, 5, ReduceOp::kSum), "int64 sum over 3 hosts");
       Tensor f = make(n, DType::kFloat64, g.rank());
       g.all_reduce(f, ReduceOp::kMean);
+      for (int root : {0, 2, 3, 4}) {
+        Tensor b = make(n, DType::kInt32, g.rank());
+        g.broadcast(b, root);
+        expect_bits(b, make(n, DType::kInt32, root), "Broadcast over 3 hosts");
+      }
       const Tensor sum = reference(n, DType::kFloat64, 5, ReduceOp::kSum);
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_NEAR(f.data<double>()[i], sum.data<double>()[i] / 5, 1e-12);

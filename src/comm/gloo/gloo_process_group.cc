@@ -189,6 +189,7 @@ class GlooProcessGroup final : public ProcessGroup {
 
   void do_broadcast(const Tensor& t, int root) override {
     if (shm_) return shm_->broadcast(t, root);
+    if (hierarchical_) return hierarchical_broadcast(t, root);
     gloo::BroadcastOptions opts(context_);
     CLEAVE_DISPATCH_ALL(t.dtype(), [&] { opts.setOutput(t.data<T>(), t.numel()); });
     opts.setRoot(root);
@@ -252,6 +253,12 @@ class GlooProcessGroup final : public ProcessGroup {
     if (!shared || !all_ok) return;  // TCP for everything
     local_ = std::move(local);
     hierarchical_ = true;
+    members_ = members;
+    leader_ranks_ = leaders;
+    for (int r = 0; r < size(); ++r) {
+      leader_of_.push_back(*std::find_if(leaders.begin(), leaders.end(),
+                                         [&](int l) { return hosts[l] == hosts[r]; }));
+    }
     if (rank() != members[0]) return;
     const int leader =
         static_cast<int>(std::find(leaders.begin(), leaders.end(), rank()) - leaders.begin());
@@ -297,6 +304,27 @@ class GlooProcessGroup final : public ProcessGroup {
       });
     }
     if (local_) local_->broadcast(t, 0);  // from the leader, member 0
+  }
+
+  // The root's host first (from the root), then the leaders (from the root's leader), then the
+  // other hosts (from their leaders).
+  void hierarchical_broadcast(const Tensor& t, int root) {
+    const auto index = [](const std::vector<int>& ranks, int r) {
+      return static_cast<int>(std::find(ranks.begin(), ranks.end(), r) - ranks.begin());
+    };
+    const bool root_host = leader_of_[rank()] == leader_of_[root];
+    if (root_host && local_) local_->broadcast(t, index(members_, root));
+    if (leaders_) {
+      leaders_step([&] {
+        gloo::BroadcastOptions opts(leaders_);
+        CLEAVE_DISPATCH_ALL(t.dtype(), [&] { opts.setOutput(t.data<T>(), t.numel()); });
+        opts.setRoot(index(leader_ranks_, leader_of_[root]));
+        opts.setTag(leader_tag_++ & 0xffffff);
+        opts.setTimeout(options().timeout);
+        gloo::broadcast(opts);
+      });
+    }
+    if (!root_host && local_) local_->broadcast(t, 0);
   }
 
   void hierarchical_barrier() {
@@ -391,7 +419,10 @@ class GlooProcessGroup final : public ProcessGroup {
   bool hierarchical_ = false;
   std::unique_ptr<ShmCollectives> local_;
   std::shared_ptr<gloo::Context> leaders_;  // on leaders only
-  uint32_t leader_tag_ = 0;  // leaders_'s own tags: the main context's stay equal on all ranks
+  uint32_t leader_tag_ = 0;   // leaders_'s own tags: the main context's stay equal on all ranks
+  std::vector<int> members_;  // the group ranks on this host
+  std::vector<int> leader_ranks_;  // the leader of each host, ascending
+  std::vector<int> leader_of_;     // per group rank: its host's leader
 };
 
 // Gloo's TCP transport writes to its sockets without MSG_NOSIGNAL: a write to a peer that has
