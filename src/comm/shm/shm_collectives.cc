@@ -80,7 +80,6 @@ std::string describe(const CallRecord& w) {
 constexpr size_t kHeaderBytes = 320;
 constexpr size_t kPage = 4096;
 // NOTE [Waiting in shared-memory collectives]
-constexpr auto kSpin = std::chrono::microseconds(50);
 constexpr auto kYield = std::chrono::microseconds(1000);
 constexpr auto kSlice = std::chrono::milliseconds(10);
 // NOTE [Rounds of shared-memory collectives]
@@ -99,14 +98,6 @@ RankWord* rank_words(void* mapping) {
 size_t slots_offset(int size) {
   const size_t control = kHeaderBytes + sizeof(RankWord) * static_cast<size_t>(size);
   return (control + kPage - 1) / kPage * kPage;
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
 }
 
 std::string read_first_line(const char* path) {
@@ -320,7 +311,6 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(const ProcessGroupOptions
   if (mapped) {
     rank_words(shm->mapping_)[rank].pid = static_cast<int32_t>(getpid());
     shm->header_ = static_cast<Header*>(shm->mapping_);
-    shm->oversubscribed_ = shm->header_->oversubscribed != 0;
     shm->round_bytes_ = static_cast<size_t>(shm->header_->round_bytes);
     shm->slots_ = static_cast<unsigned char*>(shm->mapping_) + slots_offset(size);
   }
@@ -385,14 +375,6 @@ void ShmCollectives::wait_at_barrier() {
     return static_cast<int32_t>(header_->generation.load(std::memory_order_acquire) - target) >= 0;
   };
   const Clock::time_point start = Clock::now();
-  if (!oversubscribed_) {
-    while (Clock::now() - start < kSpin) {
-      for (int i = 0; i < 64; ++i) {
-        if (done()) return;
-        cpu_relax();
-      }
-    }
-  }
   while (Clock::now() - start < kYield) {
     if (done()) return;
     sched_yield();
