@@ -36,7 +36,9 @@
 // rank that depends on the segment, so for floating point with 3 or more ranks the two differ in
 // the last bits (by design, not a bug of either); with 2 ranks they are equal bit for bit (IEEE
 // addition and multiplication commute), and for integers and max/min they are always equal. The
-// tests check both facts (tests/comm/shm_collectives_test.cc). A group over several hosts (NOTE
+// tests check the rank order and the 2-rank equality (tests/comm/shm_collectives_test.cc); that
+// 3 or more ranks differ from Gloo in the last bits follows from the ring's order and is not
+// asserted. A group over several hosts (NOTE
 // [Hierarchical collectives] in comm/gloo/gloo_process_group.cc) reduces each host's ranks in
 // rank order and then the hosts' partial results in Gloo's ring order.
 //
@@ -45,10 +47,12 @@
 // whole buffer, kSlotBytes) when it has fewer. Smaller rounds keep the data of a round in the
 // caches but cost more barriers; a barrier is ~1 us when every rank runs, but a scheduling
 // round-trip when ranks share cores, so oversubscribed groups take the largest rounds. Measured on
-// 2 cores shared with compilers (bench/run.sh comm, AllReduce 4 MB on 2 ranks): rounds of 64 KB
-// 10.8 ms, 128 KB 4.3 ms, 256 KB 1.9 ms, 1 MB 1.2 ms — under that load, the fewer barriers the
-// better. CLEAVE_COMM_SHM_ROUND_KB (read by rank 0 when the group is created) overrides the size
-// for measurements; rank 0 stores it in the segment so that every rank uses the same.
+// 2 cores shared with compilers (comm_bench shm, AllReduce 4 MB on 2 ranks, with the earlier wait
+// that spun before yielding): rounds of 64 KB 10.8 ms, 128 KB 4.3 ms, 256 KB 1.9 ms, 1 MB 1.2 ms
+// — under that load, the fewer barriers the better; 512 KB is a guess between cache and barrier
+// count for a quiet machine, not measured there. CLEAVE_COMM_SHM_ROUND_KB (read by rank 0 when
+// the group is created) overrides the size for measurements; rank 0 stores it in the segment so
+// that every rank uses the same.
 //
 // NOTE [Waiting in shared-memory collectives]
 // A barrier is a counter of arrivals and a generation word: the last rank to arrive advances the
