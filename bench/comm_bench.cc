@@ -6,6 +6,13 @@
 //                               prints BENCH <op>_<size>_np<N> cleave=<GB/s> gloo=<GB/s> ratio=..
 //   comm_bench mpi [SECONDS]    under mpirun (ranks are PROCESSES): raw MPI_* calls against the
 //                               cleave mpi group; prints ... cleave=<GB/s> mpi=<GB/s> ratio=..
+//   comm_bench shm [SECONDS]    ranks as PROCESSES forked by this one (N = 2, 4, 8), each with a
+//                               cleave gloo group on one host, so its collectives go through
+//                               shared memory (NOTE [Shared-memory collectives] in
+//                               src/comm/shm/shm_collectives.h); a store of files in a temporary
+//                               folder stands in for the scheduler's. Prints
+//                               BENCH <op>_<size>_np<N> shm=<GB/s> shm_us=<us per operation>
+//                               (compare with the mpi rows of the same run).
 //
 // NOTE [Bandwidth in comm_bench]
 // <size> is the buffer of one rank: the reduced tensor for AllReduce, the broadcast tensor for
@@ -28,16 +35,25 @@
 #include <mpi.h>
 #endif
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cleave/comm/process_group.h"
+#include "comm/backends.h"
 
 namespace {
 
@@ -237,6 +253,135 @@ int run_mpi(double seconds) {
 #endif
 }
 
+// ---- shm: ranks as processes of this host ----
+
+// A Store shared by the processes of this host through files in one folder: a key is a file
+// (written whole, then renamed into place), a counter a file updated under flock.
+class FileStore final : public cleave::comm::Store {
+ public:
+  explicit FileStore(std::string dir) : dir_(std::move(dir)) {}
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    const std::string tmp = path(key) + ".tmp" + std::to_string(getpid());
+    std::ofstream(tmp, std::ios::binary)
+        .write(reinterpret_cast<const char*>(value.data()),
+               static_cast<std::streamsize>(value.size()));
+    std::filesystem::rename(tmp, path(key));
+  }
+  std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    const auto deadline = Clock::now() + timeout;
+    while (!check({key})) {
+      if (Clock::now() > deadline) throw std::runtime_error("FileStore: no key " + key);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    std::ifstream in(path(key), std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string v = text.str();
+    return {v.begin(), v.end()};
+  }
+  int64_t add(const std::string& key, int64_t delta) override {
+    const int fd = open((dir_ + "/lock").c_str(), O_CREAT | O_RDWR, 0600);
+    flock(fd, LOCK_EX);
+    int64_t value = 0;
+    if (check({key})) {
+      const std::vector<uint8_t> v = get(key, std::chrono::milliseconds(1000));
+      value = std::stoll(std::string(v.begin(), v.end()));
+    }
+    value += delta;
+    const std::string text = std::to_string(value);
+    set(key, {text.begin(), text.end()});
+    flock(fd, LOCK_UN);
+    close(fd);
+    return value;
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    for (const std::string& k : keys) {
+      if (!std::filesystem::exists(path(k))) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::string path(std::string key) const {
+    std::replace(key.begin(), key.end(), '/', '%');
+    return dir_ + "/" + key;
+  }
+  std::string dir_;
+};
+
+void shm_rank(int rank, int size, double seconds, const std::string& dir) {
+  cleave::comm::ProcessGroupOptions o;
+  o.store = std::make_shared<FileStore>(dir);
+  o.rank = rank;
+  o.size = size;
+  auto group = cleave::comm::create_process_group(o);
+  if (cleave::comm::collective_transport(*group) != "shm") {
+    std::fprintf(stderr, "comm_bench shm: the group's transport is %s, not shm\n",
+                 cleave::comm::collective_transport(*group).c_str());
+    std::exit(1);
+  }
+  auto barrier = [&] { group->barrier(); };
+  auto agree = [&](int v) {
+    Tensor t = Tensor::full(Shape({1}), v, cleave::DType::kInt32);
+    group->broadcast(t, 0);
+    return t.data<int32_t>()[0];
+  };
+  for (const char* op : kOps) {
+    for (const auto& [size_name, bytes] : kSizes) {
+      Buffers c = make_buffers(bytes, size);
+      std::function<void()> shm_op;
+      if (std::string(op) == "AllReduce") {
+        shm_op = [&] { group->all_reduce(c.whole); };
+      } else if (std::string(op) == "AllGather") {
+        shm_op = [&] { group->all_gather(c.whole, c.part); };
+      } else {
+        shm_op = [&] { group->broadcast(c.whole, 0); };
+      }
+      shm_op();
+      const int iters = iterations(shm_op, seconds / 3, agree);
+      double best = 1e30;
+      for (int rep = 0; rep < 3; ++rep) best = std::min(best, time_loop(iters, shm_op, barrier));
+      if (rank == 0) {
+        std::printf("BENCH %s_%s_np%d shm=%.3f shm_us=%.1f\n", op, size_name, size,
+                    static_cast<double>(bytes) / best / 1e9, best * 1e6);
+        std::fflush(stdout);
+      }
+    }
+  }
+}
+
+int run_shm(double seconds) {
+  for (int size : {2, 4, 8}) {
+    char dir[] = "/tmp/comm_bench_store_XXXXXX";
+    if (mkdtemp(dir) == nullptr) return 1;
+    std::vector<pid_t> children;
+    for (int r = 0; r < size; ++r) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        int status = 0;
+        try {
+          shm_rank(r, size, seconds, dir);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "comm_bench shm: rank %d: %s\n", r, e.what());
+          status = 1;
+        }
+        std::fflush(stdout);
+        _exit(status);
+      }
+      children.push_back(pid);
+    }
+    int failed = 0;
+    for (pid_t pid : children) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = 1;
+    }
+    std::filesystem::remove_all(dir);
+    if (failed) return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -244,6 +389,7 @@ int main(int argc, char** argv) {
   const double seconds = argc > 2 ? std::atof(argv[2]) : 0.5;  // per row
   if (mode == "gloo") return run_gloo(seconds);
   if (mode == "mpi") return run_mpi(seconds);
-  std::fprintf(stderr, "comm_bench: unknown mode '%s'; expected gloo or mpi\n", mode.c_str());
+  if (mode == "shm") return run_shm(seconds);
+  std::fprintf(stderr, "comm_bench: unknown mode '%s'; expected gloo, mpi or shm\n", mode.c_str());
   return 2;
 }

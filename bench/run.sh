@@ -11,6 +11,8 @@
 #     backend against raw MPI (ranks as processes under mpirun). Prints:
 #     BENCH <op>_<size>_np<N> cleave=<GB/s> gloo=<GB/s> ratio=<cleave/gloo> cleave_us=.. gloo_us=..
 #     BENCH <op>_<size>_np<N> cleave=<GB/s> mpi=<GB/s> ratio=<cleave/mpi> cleave_us=.. mpi_us=..
+#     then cleave's gloo backend on shared memory (ranks as processes of this host):
+#     BENCH <op>_<size>_np<N> shm=<GB/s> shm_us=..
 #     (NOTE [Bandwidth in comm_bench] in bench/comm_bench.cc defines size and bandwidth.)
 #   data: the seed-000 MNIST pipeline (bench/data_bench.cc) on 60000 generated images, against
 #         what LeNet training on one thread consumes (core_bench lenet5_train_b32_t1):
@@ -80,7 +82,9 @@ case "$suite" in
     done
     ;;
   comm)
-    "$build/bench/comm_bench" gloo "$seconds"
+    # The gloo rows measure Gloo over TCP (ranks as threads would otherwise share memory).
+    CLEAVE_COMM_SHM=0 "$build/bench/comm_bench" gloo "$seconds"
+    "$build/bench/comm_bench" shm "$seconds"
     if command -v mpirun >/dev/null 2>&1; then
       mpi_flags="--oversubscribe --bind-to none"
       [ "$(id -u)" = 0 ] && mpi_flags="$mpi_flags --allow-run-as-root"

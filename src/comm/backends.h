@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "cleave/comm/process_group.h"
 
@@ -11,6 +12,12 @@ namespace cleave::comm {
 std::shared_ptr<ProcessGroup> make_gloo_group(const ProcessGroupOptions& options);
 // Ranks as threads of this process (src/comm/inproc).
 std::shared_ptr<ProcessGroup> make_inproc_group(const ProcessGroupOptions& options);
+// How `group`'s collectives travel: "shm" for a gloo group whose ranks share this host (NOTE
+// [Shared-memory collectives] in comm/shm/shm_collectives.h), "shm+tcp" for one over several
+// hosts of which some hold several of its ranks (NOTE [Hierarchical collectives] in
+// comm/gloo/gloo_process_group.cc), "tcp" for another gloo group, the backend's name for the
+// other backends.
+std::string collective_transport(const ProcessGroup& group);
 #ifdef CLEAVE_HAVE_MPI
 std::shared_ptr<ProcessGroup> make_mpi_group(const ProcessGroupOptions& options);
 #endif

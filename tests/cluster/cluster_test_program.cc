@@ -28,10 +28,15 @@
 //                         receives (tag 7) from the next rank, which never sends.
 //   throw R               like error, but rank R's exception escapes from a thread
 //                         (std::terminate).
-// An error that ends the program is printed and reported to the job (cleave::report_failure).
+//   kill R                joins, passes barrier 'start', prints "ready rank R" and the world
+//                         group's transport ("transport shm"); every rank all-reduces 16 MB over
+//                         the world; rank R starts it asynchronously and kills itself (SIGKILL)
+//                         while it runs, so its peers wait inside the AllReduce for a dead rank.
 //   kinds                 reads store key 'never_set' for 300 ms and adds to a key holding text
 //                         through the scheduler; prints the kind of each error ("store get:
 //                         unavailable", "store add: invalid argument"), releases, exits 0.
+// An error that ends the program is printed and reported to the job (cleave::report_failure).
+#include <csignal>
 #include <cstdio>
 #include <functional>
 #include <stdexcept>
@@ -44,6 +49,7 @@
 #include "cleave/core/error.h"
 #include "cleave/core/tensor.h"
 #include "cleave/runtime/collectives.h"
+#include "comm/backends.h"
 
 namespace {
 
@@ -259,6 +265,24 @@ int stuck(int culprit, int compute_ms, bool barrier) {
   return 0;
 }
 
+int kill_in_all_reduce(int victim) {
+  cleave::init();
+  cleave::cluster::barrier("start");
+  std::shared_ptr<cleave::comm::ProcessGroup> world = cleave::comm::find_group("world");
+  if (!world) return fail("no world group");
+  std::printf("ready rank %d\ntransport %s\n", cleave::get_rank(),
+              cleave::comm::collective_transport(*world).c_str());
+  std::fflush(stdout);
+  auto tensor = cleave::Tensor::full(cleave::Shape({int64_t{4} << 20}), 1.0);
+  if (cleave::get_rank() == victim) {
+    auto work = world->all_reduce_async(tensor);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    raise(SIGKILL);
+  }
+  world->all_reduce(tensor);
+  return fail("AllReduce returned although rank " + std::to_string(victim) + " was killed in it");
+}
+
 // The kind of the cleave::Error `fn` throws, or "no error".
 std::string error_kind_of(const std::function<void()>& fn) {
   try {
@@ -299,6 +323,7 @@ int main(int argc, char** argv) {
     if (mode == "stuck") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, false);
     if (mode == "stuck_barrier") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, true);
     if (mode == "kinds") return error_kinds();
+    if (mode == "kill") return kill_in_all_reduce(argc > 2 ? std::stoi(argv[2]) : 0);
     if (mode == "slow") {
       return stuck(argc > 2 ? std::stoi(argv[2]) : 0, argc > 3 ? std::stoi(argv[3]) : 1000, false);
     }

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <filesystem>
+
 #include "cluster/job.h"
 
 namespace cleave::testing {
@@ -70,6 +72,44 @@ TEST(ClusterFault, StoppedWorkerIsLostByHeartbeatTimeout) {
   ASSERT_EQ(kill(running.workers[kVictim], SIGSTOP), 0);
   expect_others_stop_naming_victim(running);
   // The stopped worker itself is killed when `running` goes out of scope.
+}
+
+std::vector<std::string> leftover_shm_segments() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("cleave-coll-", 0) == 0) names.push_back(name);
+  }
+  return names;
+}
+
+// The world group of one host runs its collectives through shared memory (NOTE [Shared-memory
+// collectives] in src/comm/shm/shm_collectives.h): a rank killed inside an AllReduce ends every
+// other process naming it, and leaves nothing in /dev/shm.
+TEST(ClusterFault, WorkerKilledInsideASharedMemoryAllReduceStopsEveryOtherProcess) {
+  Job job("killed_in_shm_all_reduce", kWorkers);
+  const pid_t scheduler = job.scheduler();
+  std::vector<pid_t> workers;
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    workers.push_back(job.worker(std::to_string(rank), {"kill", std::to_string(kVictim)},
+                                 {{"MS_NODE_ID", std::to_string(rank)}}));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    const std::string log_name = WaitingJob::worker_log(rank);
+    if (rank == kVictim) {
+      job.wait(workers[rank], seconds(15));
+      continue;
+    }
+    EXPECT_EQ(job.wait(workers[rank], seconds(15)), 1) << job.log(log_name);
+    const std::string log = job.log(log_name);
+    EXPECT_NE(log.find("transport shm"), std::string::npos) << log;
+    EXPECT_EQ(count(log, " stops: "), 1) << log;
+    EXPECT_NE(log.find("the job failed: rank 2 (host "), std::string::npos) << log;
+  }
+  EXPECT_EQ(job.wait(scheduler, seconds(10)), 1) << job.log("scheduler.log");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(12));
+  EXPECT_TRUE(leftover_shm_segments().empty());
 }
 
 TEST(ClusterFault, KilledSchedulerStopsEveryWorker) {

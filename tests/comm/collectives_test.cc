@@ -16,8 +16,18 @@ namespace {
 // Each test runs once per backend (the test name ends in /gloo or /inproc).
 class Collectives : public ::testing::TestWithParam<std::string> {
  protected:
+  // "gloo_tcp" is gloo with its shared-memory collectives off (CLEAVE_COMM_SHM=0), so that the
+  // TCP path keeps its tests now that ranks of one host use shared memory.
   void run_world(int size, const std::function<void(ProcessGroup&)>& fn) {
-    testing::run_world(size, fn, std::chrono::seconds(20), GetParam());
+    const bool tcp = GetParam() == "gloo_tcp";
+    if (tcp) setenv("CLEAVE_COMM_SHM", "0", 1);
+    try {
+      testing::run_world(size, fn, std::chrono::seconds(20), tcp ? "gloo" : GetParam());
+    } catch (...) {
+      if (tcp) unsetenv("CLEAVE_COMM_SHM");
+      throw;
+    }
+    if (tcp) unsetenv("CLEAVE_COMM_SHM");
   }
 };
 
@@ -211,7 +221,7 @@ TEST_P(Collectives, BadArgumentsAreErrors) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Collectives, ::testing::Values("gloo", "inproc"),
+INSTANTIATE_TEST_SUITE_P(Backends, Collectives, ::testing::Values("gloo", "gloo_tcp", "inproc"),
                          [](const auto& info) { return info.param; });
 
 TEST(ProcessGroupFactory, UnknownAndHcclBackendsAreErrors) {

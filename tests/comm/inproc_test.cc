@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <latch>
 #include <thread>
 
 #include "cleave/comm/process_group.h"
@@ -222,8 +223,10 @@ TEST(Inproc, ARankWhoseThreadDiesIsNamedAtTheTimeout) {
 TEST(Inproc, ARankWhoseGroupIsDestroyedIsNamedAtOnce) {
   auto store = make_memory_store();
   std::atomic<int> failures{0};
+  std::latch created(3);  // rank 0 must not leave before the others have joined
   run_threads(3, [&](int rank) {
     auto g = create_process_group(options(store, rank, 3, std::chrono::seconds(30)));
+    created.arrive_and_wait();
     if (rank == 0) return;  // leaves without the all-gather
     const auto start = Clock::now();
     Tensor out = Tensor::zeros(Shape({3}), DType::kInt32);

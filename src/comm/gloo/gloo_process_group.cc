@@ -5,6 +5,10 @@
 // its rank number in a gloo::rendezvous::Store and reads the others'. StoreAdapter serves that
 // store from a comm::Store (the scheduler's over gRPC, or the in-memory one in tests), namespaced
 // by the group's name, with the group's timeout on every wait.
+//
+// When every rank of the group is on this host, the collectives go through shared memory
+// instead of TCP (NOTE [Shared-memory collectives] in comm/shm/shm_collectives.h); point-to-point
+// traffic stays on Gloo's pairs. CLEAVE_COMM_SHM=0 keeps everything on TCP.
 #include <fmt/ranges.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -18,6 +22,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstring>
@@ -28,6 +33,7 @@
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
 #include "comm/backends.h"
+#include "comm/shm/shm_collectives.h"
 
 namespace cleave::comm {
 namespace {
@@ -136,7 +142,13 @@ class GlooProcessGroup final : public ProcessGroup {
           "create_process_group('{}', gloo): rank {} of {} could not connect to its peers: {}",
           options.name, options.rank, options.size, e.what());
     }
+    std::shared_ptr<comm::Store> group_store = make_prefix_store(options.name, options.store);
+    const std::vector<std::string> hosts = ShmCollectives::host_keys(options, *group_store);
+    if (!hosts.empty()) use_shared_memory(hosts, *group_store);
   }
+
+  // "shm", "shm+tcp" (NOTE [Hierarchical collectives]) or "tcp".
+  std::string transport() const { return shm_ ? "shm" : hierarchical_ ? "shm+tcp" : "tcp"; }
 
   ~GlooProcessGroup() override { shutdown(); }
 
@@ -144,6 +156,8 @@ class GlooProcessGroup final : public ProcessGroup {
   uint32_t next_tag() { return tag_++ & 0xffffff; }
 
   void do_all_reduce(const Tensor& t, ReduceOp op) override {
+    if (shm_) return shm_->all_reduce(t, op);
+    if (hierarchical_) return hierarchical_all_reduce(t, op);
     gloo::AllreduceOptions opts(context_);
     CLEAVE_DISPATCH_ALL(t.dtype(), [&] { opts.setOutput(t.data<T>(), t.numel()); });
     opts.setReduceFunction(reduce_fn(t.dtype(), op));
@@ -153,6 +167,7 @@ class GlooProcessGroup final : public ProcessGroup {
   }
 
   void do_all_gather(const Tensor& out, const Tensor& in) override {
+    if (shm_) return shm_->all_gather(out, in);
     gloo::AllgatherOptions opts(context_);
     CLEAVE_DISPATCH_ALL(in.dtype(), [&] {
       opts.setInput(in.data<T>(), in.numel());
@@ -165,6 +180,7 @@ class GlooProcessGroup final : public ProcessGroup {
 
   // Gloo has no reduce-scatter in its options API: all-reduce a copy, keep this rank's chunk.
   void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
+    if (shm_) return shm_->reduce_scatter(out, in, op);
     const Tensor whole = in.clone();
     do_all_reduce(whole, op);
     std::memcpy(out.raw_data(), static_cast<const char*>(whole.raw_data()) + out.nbytes() * rank(),
@@ -172,6 +188,8 @@ class GlooProcessGroup final : public ProcessGroup {
   }
 
   void do_broadcast(const Tensor& t, int root) override {
+    if (shm_) return shm_->broadcast(t, root);
+    if (hierarchical_) return hierarchical_broadcast(t, root);
     gloo::BroadcastOptions opts(context_);
     CLEAVE_DISPATCH_ALL(t.dtype(), [&] { opts.setOutput(t.data<T>(), t.numel()); });
     opts.setRoot(root);
@@ -181,6 +199,7 @@ class GlooProcessGroup final : public ProcessGroup {
   }
 
   void do_all_to_all(const Tensor& out, const Tensor& in) override {
+    if (shm_) return shm_->all_to_all(out, in);
     gloo::AlltoallOptions opts(context_);
     CLEAVE_DISPATCH_ALL(in.dtype(), [&] {
       opts.setInput(in.data<T>(), in.numel());
@@ -192,10 +211,133 @@ class GlooProcessGroup final : public ProcessGroup {
   }
 
   void do_barrier() override {
+    if (shm_) return shm_->barrier();
+    if (hierarchical_) return hierarchical_barrier();
     gloo::BarrierOptions opts(context_);
     opts.setTag(next_tag());
     opts.setTimeout(options().timeout);
     gloo::barrier(opts);
+  }
+
+  // NOTE [Hierarchical collectives]
+  // A group whose ranks share no single host but of which some share one: each host's ranks get a
+  // shared-memory segment (ShmCollectives over the host's members), and the lowest rank of each
+  // host, its leader, joins a Gloo context among the leaders. AllReduce reduces on each host in
+  // rank order, the leaders all-reduce over TCP (Gloo's ring, so floating sums of 3 or more hosts
+  // follow Gloo's order across hosts), and each leader broadcasts the result on its host; Barrier
+  // is a host barrier, a leaders' barrier and a host barrier. The other collectives and
+  // point-to-point stay on the group's full Gloo mesh. Used only when every host with several
+  // ranks got its segment (all ranks agree through the store); else everything stays on TCP. A
+  // leader whose TCP step fails marks its host's segment failed, so that its members fail at once.
+  void use_shared_memory(const std::vector<std::string>& hosts, comm::Store& store) {
+    std::vector<int> members, leaders;
+    for (int r = 0; r < size(); ++r) {
+      if (hosts[r] == hosts[rank()]) members.push_back(r);
+      if (std::find(hosts.begin(), hosts.begin() + r, hosts[r]) == hosts.begin() + r) {
+        leaders.push_back(r);
+      }
+    }
+    std::unique_ptr<ShmCollectives> local = ShmCollectives::create(options(), store, members);
+    if (leaders.size() == 1) {
+      shm_ = std::move(local);
+      return;
+    }
+    const bool shared = static_cast<int>(leaders.size()) < size();
+    const bool ok = local != nullptr || members.size() == 1;
+    store.set(fmt::format("shm/host_ok/{}", rank()), {static_cast<uint8_t>(ok ? '1' : '0')});
+    bool all_ok = true;
+    for (int r = 0; r < size(); ++r) {
+      const std::vector<uint8_t> v = store.get(fmt::format("shm/host_ok/{}", r), options().timeout);
+      all_ok = all_ok && v.size() == 1 && v[0] == '1';
+    }
+    if (!shared || !all_ok) return;  // TCP for everything
+    local_ = std::move(local);
+    hierarchical_ = true;
+    members_ = members;
+    leader_ranks_ = leaders;
+    for (int r = 0; r < size(); ++r) {
+      leader_of_.push_back(*std::find_if(leaders.begin(), leaders.end(),
+                                         [&](int l) { return hosts[l] == hosts[r]; }));
+    }
+    if (rank() != members[0]) return;
+    const int leader =
+        static_cast<int>(std::find(leaders.begin(), leaders.end(), rank()) - leaders.begin());
+    auto context =
+        std::make_shared<gloo::rendezvous::Context>(leader, static_cast<int>(leaders.size()));
+    context->setTimeout(options().timeout);
+    StoreAdapter adapter(make_prefix_store(options().name + "/leaders", options().store),
+                         options().timeout, options().name + " (leaders)");
+    try {
+      context->connectFullMesh(adapter, device_);
+      gloo::BarrierOptions barrier(context);
+      barrier.setTimeout(options().timeout);
+      gloo::barrier(barrier);
+    } catch (const std::exception& e) {
+      CLEAVE_UNAVAILABLE(
+          "create_process_group('{}', gloo): rank {} (the leader of its host) could not connect "
+          "to the other hosts' leaders (ranks {}): {}",
+          options().name, rank(), fmt::join(leaders, ", "), e.what());
+    }
+    leaders_ = std::move(context);
+  }
+
+  // Runs `step` (a Gloo operation among the leaders); on failure, first fails this host's segment.
+  void leaders_step(const std::function<void()>& step) {
+    try {
+      step();
+    } catch (...) {
+      if (local_) local_->abandon(rank());
+      throw;
+    }
+  }
+
+  void hierarchical_all_reduce(const Tensor& t, ReduceOp op) {
+    if (local_) local_->all_reduce(t, op);
+    if (leaders_) {
+      leaders_step([&] {
+        gloo::AllreduceOptions opts(leaders_);
+        CLEAVE_DISPATCH_ALL(t.dtype(), [&] { opts.setOutput(t.data<T>(), t.numel()); });
+        opts.setReduceFunction(reduce_fn(t.dtype(), op));
+        opts.setTag(leader_tag_++ & 0xffffff);
+        opts.setTimeout(options().timeout);
+        gloo::allreduce(opts);
+      });
+    }
+    if (local_) local_->broadcast(t, 0);  // from the leader, member 0
+  }
+
+  // The root's host first (from the root), then the leaders (from the root's leader), then the
+  // other hosts (from their leaders).
+  void hierarchical_broadcast(const Tensor& t, int root) {
+    const auto index = [](const std::vector<int>& ranks, int r) {
+      return static_cast<int>(std::find(ranks.begin(), ranks.end(), r) - ranks.begin());
+    };
+    const bool root_host = leader_of_[rank()] == leader_of_[root];
+    if (root_host && local_) local_->broadcast(t, index(members_, root));
+    if (leaders_) {
+      leaders_step([&] {
+        gloo::BroadcastOptions opts(leaders_);
+        CLEAVE_DISPATCH_ALL(t.dtype(), [&] { opts.setOutput(t.data<T>(), t.numel()); });
+        opts.setRoot(index(leader_ranks_, leader_of_[root]));
+        opts.setTag(leader_tag_++ & 0xffffff);
+        opts.setTimeout(options().timeout);
+        gloo::broadcast(opts);
+      });
+    }
+    if (!root_host && local_) local_->broadcast(t, 0);
+  }
+
+  void hierarchical_barrier() {
+    if (local_) local_->barrier();
+    if (leaders_) {
+      leaders_step([&] {
+        gloo::BarrierOptions opts(leaders_);
+        opts.setTag(leader_tag_++ & 0xffffff);
+        opts.setTimeout(options().timeout);
+        gloo::barrier(opts);
+      });
+    }
+    if (local_) local_->barrier();
   }
 
   std::function<void()> do_post(const Tensor& tensor, int peer, int tag, bool is_send) override {
@@ -271,6 +413,16 @@ class GlooProcessGroup final : public ProcessGroup {
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   std::atomic<uint32_t> tag_{0};
+  std::unique_ptr<ShmCollectives> shm_;  // every rank on this host: collectives in memory
+  // NOTE [Hierarchical collectives]: the ranks of this host (null when this rank is alone on it),
+  // and among the hosts' leaders (the lowest rank of each host) a Gloo context of their own.
+  bool hierarchical_ = false;
+  std::unique_ptr<ShmCollectives> local_;
+  std::shared_ptr<gloo::Context> leaders_;  // on leaders only
+  uint32_t leader_tag_ = 0;   // leaders_'s own tags: the main context's stay equal on all ranks
+  std::vector<int> members_;  // the group ranks on this host
+  std::vector<int> leader_ranks_;  // the leader of each host, ascending
+  std::vector<int> leader_of_;     // per group rank: its host's leader
 };
 
 // Gloo's TCP transport writes to its sockets without MSG_NOSIGNAL: a write to a peer that has
@@ -289,6 +441,13 @@ void ignore_sigpipe() {
 }
 
 }  // namespace
+
+std::string collective_transport(const ProcessGroup& group) {
+  if (const auto* gloo = dynamic_cast<const GlooProcessGroup*>(&group)) {
+    return gloo->transport();
+  }
+  return group.backend();
+}
 
 std::shared_ptr<ProcessGroup> make_gloo_group(const ProcessGroupOptions& options) {
   ignore_sigpipe();
