@@ -8,9 +8,10 @@
 // After 3 warm-up steps it times steps for SECONDS, then times an AllReduce (mean) of one buffer
 // as large as all the gradients together on the world group, alone. Rank 0 prints
 //   ROW dp_<MODEL>_b<BATCH>_np<N> samples_per_s=<N * BATCH * steps / s> step_ms=<ms>
-//       grad_mb=<MiB> allreduce_ms=<ms>
-// (one line). bench/run.sh compares the rows of 1 and 2 processes: the all-reduce time that did not
-// make the step longer is hidden behind the backward pass.
+//       grad_mb=<MiB> allreduce_ms=<ms> waited_ms=<ms>
+// (one line), waited_ms being the time per step the executor spent blocked on gradient
+// AllReduces in flight (Executor::in_flight_wait_seconds): the all-reduce time the backward pass
+// did not hide.
 #include <fmt/core.h>
 
 #include <chrono>
@@ -87,6 +88,7 @@ int main(int argc, char** argv) {
     int64_t steps = 0;
     const Tensor go = Tensor::ones({1});
     std::shared_ptr<comm::ProcessGroup> world_group = comm::get_group(comm::kWorldGroup);
+    const double waited_before = step.last_executor()->in_flight_wait_seconds();
     const auto start = Clock::now();
     for (;;) {
       step(x, y);
@@ -102,6 +104,8 @@ int main(int argc, char** argv) {
       }
     }
     const double elapsed = seconds_since(start);
+    const double waited_ms = (step.last_executor()->in_flight_wait_seconds() - waited_before) *
+                             1000 / static_cast<double>(steps);
 
     int64_t grad_elements = 0;
     for (const Tensor& p : net->trainable_params()) grad_elements += p.numel();
@@ -116,10 +120,11 @@ int main(int argc, char** argv) {
     }
     if (rank == 0) {
       fmt::print(
-          "dp_{}_b{}_np{} samples_per_s={:.1f} step_ms={:.3f} grad_mb={:.2f} allreduce_ms={:.3f}\n",
+          "dp_{}_b{}_np{} samples_per_s={:.1f} step_ms={:.3f} grad_mb={:.2f} allreduce_ms={:.3f} "
+          "waited_ms={:.3f}\n",
           model, batch, world, static_cast<double>(world * batch * steps) / elapsed,
           elapsed * 1000 / static_cast<double>(steps),
-          static_cast<double>(grad_elements) * 4 / (1 << 20), allreduce_ms);
+          static_cast<double>(grad_elements) * 4 / (1 << 20), allreduce_ms, waited_ms);
       std::fflush(stdout);
     }
     release();

@@ -6,6 +6,7 @@ DistributedDataParallel (gloo backend, one thread per process) on a fixed random
 Prints the same row as dp_bench: "dp_<MODEL>_b<BATCH>_np<NP> samples_per_s=... step_ms=...".
 NP 1 trains the model alone (no DDP), as dp_bench does alone.
 """
+import datetime
 import os
 import socket
 import sys
@@ -89,7 +90,7 @@ def worker(rank, model_name, batch, seconds, nprocs, port):
     torch.set_num_threads(1)
     if nprocs > 1:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=nprocs)
+                                world_size=nprocs, timeout=datetime.timedelta(seconds=60))
     torch.manual_seed(1)
     model, channels = make(model_name)
     net = nn.parallel.DistributedDataParallel(model) if nprocs > 1 else model
@@ -124,6 +125,7 @@ def worker(rank, model_name, batch, seconds, nprocs, port):
         print(f"dp_{model_name}_b{batch}_np{nprocs} samples_per_s={nprocs * batch * steps / elapsed:.1f} "
               f"step_ms={elapsed * 1000 / steps:.3f}", flush=True)
     if nprocs > 1:
+        dist.barrier()
         dist.destroy_process_group()
 
 

@@ -287,12 +287,16 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   };
   auto wait_for = [&](size_t i) {
     std::vector<std::function<void()>>& list = waiters_[i];
+    if (list.empty()) return;
+    const auto start = std::chrono::steady_clock::now();
     for (size_t k = 0; k < list.size(); ++k) {
       std::function<void()> w = std::move(list[k]);
       list[k] = nullptr;
       w();
     }
     list.clear();
+    in_flight_wait_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   try {
     for (size_t i = 0; i < count; ++i) {

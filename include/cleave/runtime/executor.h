@@ -55,8 +55,9 @@ MemoryPlan plan_memory(const ir::Graph& graph,
 // its inputs), or the end of the run, whichever comes first; the ops in between run meanwhile
 // (a gradient AllReduce overlapping the rest of the backward pass). Its input buffers are kept by
 // the memory plan until that wait (read_until), its outputs from its start to that wait or their
-// last reader (an output nobody reads included), so nothing reuses them while the thread works. Collectives of one group still run in the order they were
-// started. When the wait would come right after the op, it runs synchronously.
+// last reader (an output nobody reads included), so nothing reuses them while the thread works.
+// Collectives of one group still run in the order they were started. When the wait would come right
+// after the op, it runs synchronously.
 
 // NOTE [Zero-copy cut edges]
 // In a placed graph whose cut edges go through shared-memory mailboxes (NOTE [Messages in place]
@@ -96,6 +97,9 @@ class Executor {
   // profile), not training: the clock reads cost ~50 ns per op. Turning it on clears the sums.
   void set_profiling(bool on);
   const std::vector<double>& node_seconds() const { return node_seconds_; }
+  // Seconds run() has spent blocked waiting for collectives in flight (NOTE [Collectives in
+  // flight]) since the executor was made: the communication the overlapped ops did not hide.
+  double in_flight_wait_seconds() const { return in_flight_wait_seconds_; }
   const MemoryPlan& plan() const { return plan_; }
   // Buffers that lie in a shared-memory mailbox slot instead of the arena (NOTE [Zero-copy cut
   // edges]): one per cut edge end that needs no copy.
@@ -118,6 +122,7 @@ class Executor {
   bool reads_inputs_ = false;
   std::vector<bool> inputs_read_;
   std::vector<double> node_seconds_;
+  double in_flight_wait_seconds_ = 0;
   std::vector<double> op_cpu_seconds_;  // per node, this run (runtime::placed_op_profiling())
   // NOTE [Collectives in flight]: per node, where an asynchronous op is waited for (-1: it runs
   // synchronously), and per node (+ the end) the waiters of this run to call before it.
