@@ -6,11 +6,16 @@
 // left in /dev/shm.
 #include "comm/shm/shm_collectives.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 
 #include "cleave/comm/process_group.h"
@@ -147,6 +152,25 @@ TEST(ShmCollectives, GlooGroupsOnOneHostUseSharedMemoryUnlessTurnedOff) {
   run_world(
       2, [](ProcessGroup& g) { EXPECT_EQ(collective_transport(g), "shm"); }, milliseconds(5000));
   EXPECT_TRUE(leftover_segments().empty());
+}
+
+// A creator killed before every rank mapped its segment leaves the name behind; the next group
+// made on the host removes names whose creator (the pid at the end) is gone, and no other.
+TEST(ShmCollectives, ASegmentWhoseCreatorIsGoneIsRemovedByTheNextGroup) {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  waitpid(child, nullptr, 0);  // a pid that no longer runs
+  const std::string orphan = fmt::format("cleave-coll-00000000deadbeef-{}", child);
+  const std::string alive = fmt::format("cleave-coll-00000000cafef00d-{}", getpid());
+  for (const std::string& name : {orphan, alive}) {
+    std::ofstream(std::filesystem::path("/dev/shm") / name) << "x";
+  }
+  run_world(2, [](ProcessGroup& g) { EXPECT_EQ(collective_transport(g), "shm"); });
+  const std::vector<std::string> left = leftover_segments();
+  EXPECT_EQ(std::count(left.begin(), left.end(), orphan), 0);
+  EXPECT_EQ(std::count(left.begin(), left.end(), alive), 1);
+  std::filesystem::remove(std::filesystem::path("/dev/shm") / alive);
 }
 
 TEST(ShmCollectives, AllReduceEqualsRankOrderReferenceBitForBit) {

@@ -1,6 +1,7 @@
 // Shared-memory collectives (NOTE [Shared-memory collectives] in comm/shm/shm_collectives.h).
 #include "comm/shm/shm_collectives.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <string_view>
 
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
@@ -160,6 +162,26 @@ bool process_gone(int32_t pid) {
   return state == 'Z' || state == 'X';
 }
 
+// A creator killed between making its segment and every rank mapping it (SIGKILL, or its job
+// stopped with SIGTERM at that moment) cannot unlink the name. The name ends with the creator's
+// pid, so the next creator on this host removes the names whose creator is gone. (Where /dev/shm
+// is shared across pid namespaces, a live creator elsewhere may look gone: unlinking its name
+// leaves its ranks' mappings intact, and a rank that had not opened it yet makes that group fall
+// back to TCP, as any failure to map does.)
+void remove_orphaned_segments() {
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return;
+  constexpr std::string_view kPrefix = "cleave-coll-";
+  while (const dirent* entry = readdir(dir)) {
+    const std::string_view name = entry->d_name;
+    if (name.substr(0, kPrefix.size()) != kPrefix) continue;
+    const size_t dash = name.rfind('-');
+    const int32_t pid = static_cast<int32_t>(std::atol(std::string(name.substr(dash + 1)).c_str()));
+    if (process_gone(pid)) shm_unlink(("/" + std::string(name)).c_str());
+  }
+  closedir(dir);
+}
+
 // ---- reductions in rank order (NOTE [Sum order of shared-memory collectives]) ----
 
 template <typename T>
@@ -271,6 +293,7 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(const ProcessGroupOptions
     return true;
   };
   if (rank == 0) {
+    remove_orphaned_segments();
     std::random_device random;
     segment = fmt::format("/cleave-coll-{:08x}{:08x}-{}", random(), random(), getpid());
     const int fd = shm_open(segment.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
