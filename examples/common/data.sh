@@ -2,27 +2,20 @@
 # with cleave-datagen into $CLEAVE_DATA_DIR (default: datasets/ at the repository root) on the
 # first run when unset. CLEAVE_DATASET=cifar10 does the same for CIFAR-10
 # (DATA_PATH=.../cifar-10-batches-bin).
-if [ -z "${DATA_PATH:-}" ] && [ "${CLEAVE_DATASET:-mnist}" = cifar10 ]; then
-  data_root=${CLEAVE_DATA_DIR:-$root/datasets}
-  if [ ! -d "$data_root/cifar-10-batches-bin" ]; then
-    mkdir -p "$data_root"
-    tmp=$(mktemp -d "$data_root/.cifar10.XXXXXX")
-    "$bin/cleave-datagen" cifar10 --out "$tmp"
-    mv "$tmp/cifar-10-batches-bin" "$data_root/cifar-10-batches-bin"
-    rmdir "$tmp"
-  fi
-  export DATA_PATH=$data_root/cifar-10-batches-bin
-fi
 if [ -z "${DATA_PATH:-}" ]; then
+  case "${CLEAVE_DATASET:-mnist}" in
+    cifar10) data_kind=cifar10 data_folder=cifar-10-batches-bin ;;
+    *) data_kind=mnist data_folder=MNIST_Data ;;
+  esac
   data_root=${CLEAVE_DATA_DIR:-$root/datasets}
-  if [ ! -d "$data_root/MNIST_Data" ]; then
+  if [ ! -d "$data_root/$data_folder" ]; then
     # Written to a temporary folder and moved into place, so an interrupted run leaves no half
     # data set behind.
     mkdir -p "$data_root"
-    tmp=$(mktemp -d "$data_root/.mnist.XXXXXX")
-    "$bin/cleave-datagen" mnist --out "$tmp"
-    mv "$tmp/MNIST_Data" "$data_root/MNIST_Data"
+    tmp=$(mktemp -d "$data_root/.$data_kind.XXXXXX")
+    "$bin/cleave-datagen" "$data_kind" --out "$tmp"
+    mv "$tmp/$data_folder" "$data_root/$data_folder"
     rmdir "$tmp"
   fi
-  export DATA_PATH=$data_root/MNIST_Data
+  export DATA_PATH=$data_root/$data_folder
 fi
