@@ -44,12 +44,19 @@ check_ranks() {  # name files...
   echo "ok: $name: 8 ranks print the single process's 20 losses"
 }
 
-mkdir "$work/job"
-(cd "$work/job" && WORKER_NUM=8 MASTER_PORT=$(free_port) LOG_DIR=$work/job/logs \
-  timeout 120 "$here/run.sh" --strategy-save "$work/strategy.json") > "$work/job.out" 2>&1 || {
-  cat "$work/job.out"
-  fail "run.sh with 8 workers failed"
+# run.sh with 8 workers in folder $work/NAME (logs in NAME/logs), the program's arguments after it.
+run_job() {  # name args...
+  local name=$1
+  shift
+  mkdir "$work/$name"
+  (cd "$work/$name" && WORKER_NUM=8 MASTER_PORT=$(free_port) LOG_DIR=$work/$name/logs \
+    timeout 120 "$here/run.sh" "$@") > "$work/$name.out" 2>&1 || {
+    cat "$work/$name.out"
+    fail "run.sh $* with 8 workers failed"
+  }
 }
+
+run_job job --strategy-save "$work/strategy.json"
 check_ranks "cleave-run 8 workers" "$work"/job/logs/worker_*.log
 
 begin=$work/job/saved_graph/rank_0/train_step_0/02_step_parallel_begin.ir
@@ -132,12 +139,7 @@ done
 grep -q '"parallel_strategy_item"' "$work/strategy.json" || fail "no strategy file written"
 echo "ok: every rank's checkpoint holds its slices of w and w2, equal to one device's; the strategy file was written"
 
-mkdir "$work/replay"
-(cd "$work/replay" && WORKER_NUM=8 MASTER_PORT=$(free_port) LOG_DIR=$work/replay/logs \
-  timeout 120 "$here/run.sh" --strategy-load "$work/strategy.json") > "$work/replay.out" 2>&1 || {
-  cat "$work/replay.out"
-  fail "run.sh from the loaded strategy file failed"
-}
+run_job replay --strategy-load "$work/strategy.json"
 check_ranks "cleave-run 8 workers from the strategy file" "$work"/replay/logs/worker_*.log
 cmp -s <(grep -h "loss is" "$work/job/logs/worker_0.log") <(grep -h "loss is" "$work/replay/logs/worker_0.log") ||
   fail "the run from the strategy file prints other losses"
