@@ -183,7 +183,9 @@ void ProcessGroup::guarded(const OpInfo& info, const std::function<void()>& fn) 
     std::lock_guard<std::mutex> lock(state_mutex_);
     if (broken_reason_.empty()) broken_reason_ = message;
   }
-  call_failure_hook(message);  // NOTE [Failure hook]
+  // NOTE [Failure hook]: only a failure that a lost peer may explain waits for the job's verdict;
+  // a wrong call (ranks calling different collectives, a bad argument) is this job's answer.
+  if (kind == ErrorKind::kUnavailable) call_failure_hook(message);
   throw Error(kind, message);
 }
 

@@ -191,12 +191,15 @@ TEST(ClusterUserErrors, AnUncaughtExceptionEndsTheJobWithItsMessage) {
 // A deadlock: every rank waits for ranks that wait too (NOTE [Deadlocks] in
 // src/cluster/scheduler.cc). The job fails within the stuck bound (2 s here) plus heartbeats,
 // not CLEAVE_COMM_TIMEOUT_MS (60 s), naming what every rank waits for.
+// Over TCP (CLEAVE_COMM_SHM=0): the shared-memory collectives name a mismatched order at once
+// (MismatchedCollectivesOnSharedMemoryAreNamedAtOnce below).
 void expect_deadlock_found(const std::string& name, const std::string& mode,
                            const std::vector<std::string>& waits) {
   constexpr int kWorkers = 3;
   Job job(name, kWorkers);
   const std::map<std::string, std::string> env = {{"CLEAVE_STUCK_TIMEOUT_MS", "2000"},
-                                                  {"CLEAVE_COMM_TIMEOUT_MS", "60000"}};
+                                                  {"CLEAVE_COMM_TIMEOUT_MS", "60000"},
+                                                  {"CLEAVE_COMM_SHM", "0"}};
   std::map<std::string, std::string> sched_env = env;
   sched_env["MS_ROLE"] = "MS_SCHED";
   pid_t scheduler = job.start_program({kProgram, "roundtrip"}, sched_env, "scheduler.log");
@@ -234,6 +237,48 @@ TEST(ClusterUserErrors, MismatchedCollectiveOrderIsADeadlockNamingEveryRanksWait
       {"\n  rank 0 (host ", "AllReduce on group 'world' (gloo) for world ranks 1, 2",
        "\n  rank 1 (host ", "\n  rank 2 (host ",
        "Broadcast on group 'world' (gloo) for world ranks 0, 2"});
+}
+
+// On one host the world group's collectives go through shared memory, where every rank sees the
+// call of every other (NOTE [Calls checked in shared-memory collectives]): the job ends at once
+// with the mismatch, not after the deadlock bound, the communication timeout or a heartbeat
+// timeout (a wrong call is no lost peer, so nobody waits for the scheduler's verdict on one).
+TEST(ClusterUserErrors, MismatchedCollectivesOnSharedMemoryAreNamedAtOnce) {
+  constexpr int kWorkers = 3;
+  Job job("mismatch_shm", kWorkers);
+  const std::map<std::string, std::string> env = {{"CLEAVE_STUCK_TIMEOUT_MS", "60000"},
+                                                  {"CLEAVE_COMM_TIMEOUT_MS", "60000"},
+                                                  {"CLEAVE_HEARTBEAT_TIMEOUT_MS", "30000"}};
+  std::map<std::string, std::string> sched_env = env;
+  sched_env["MS_ROLE"] = "MS_SCHED";
+  pid_t scheduler = job.start_program({kProgram, "roundtrip"}, sched_env, "scheduler.log");
+  std::vector<pid_t> workers;
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    std::map<std::string, std::string> extra = env;
+    extra["MS_NODE_ID"] = std::to_string(rank);
+    workers.push_back(job.worker(std::to_string(rank), {"mismatch"}, extra));
+  }
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    const std::string log = fmt::format("worker_{}.log", rank);
+    ASSERT_TRUE(job.wait_for_log(log, fmt::format("ready rank {}", rank))) << job.log(log);
+  }
+  const auto start = Clock::now();
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    const std::string log = fmt::format("worker_{}.log", rank);
+    EXPECT_EQ(job.wait(workers[rank], seconds(40)), 1) << job.log(log);
+  }
+  EXPECT_EQ(job.wait(scheduler, seconds(10)), 1) << job.log("scheduler.log");
+  const double ended_s = seconds_since(start);
+  // Without the fix every rank waited a heartbeat timeout (30 s here) for a verdict.
+  EXPECT_LT(ended_s, 15.0);
+  std::printf("every process ended %.2f s after the mismatched calls\n", ended_s);
+  const std::string log = job.log("scheduler.log");
+  EXPECT_NE(log.find("shared memory: rank 0 called AllReduce(sum) of 1000 elements of Float32 "
+                     "while this rank called Broadcast from root 0 of 1000 elements of Float32"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("deadlock"), std::string::npos) << log;
+  EXPECT_EQ(log.find("no heartbeat"), std::string::npos) << log;
 }
 
 TEST(ClusterUserErrors, ReceivesWithoutSendsAreADeadlockNamingPeerAndTag) {

@@ -34,6 +34,8 @@ CommSnapshot comm_snapshot();
 // and while it still counts as in flight, before the error is thrown. The cluster layer installs
 // one that waits (bounded) for the scheduler's verdict, so that the process stops with the
 // job's one failure line; when there is none, the hook returns and the error is thrown as usual.
+// Only kUnavailable failures call it: an invalid-argument error (ranks calling different
+// collectives, found by the shared-memory path) has no lost peer behind it to wait for.
 using FailureHook = void (*)(const std::string& error);
 void set_failure_hook(FailureHook hook);  // nullptr removes it
 void call_failure_hook(const std::string& error);

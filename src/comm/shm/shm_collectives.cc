@@ -473,11 +473,14 @@ void ShmCollectives::check_calls() {
     const CallRecord& w = words[r].calls[calls_ & 1];
     if (w.call != mine.call || w.dtype != mine.dtype || w.count != mine.count ||
         w.detail != mine.detail) {
-      fail(members_[r],
-           fmt::format("shared memory: rank {} called {} while this rank called {}; every rank "
-                       "of a group must call the same collectives, with the same sizes, in "
-                       "the same order",
-                       members_[r], describe(w), describe(mine)));
+      // Every rank is alive and sees the same words, so each fails here at once with this
+      // message; an invalid-argument error, so no process waits for a lost-peer verdict (NOTE
+      // [Failure hook] in comm/progress.h).
+      abandon(members_[r]);
+      CLEAVE_FAIL(
+          "shared memory: rank {} called {} while this rank called {}; every rank of a group "
+          "must call the same collectives, with the same sizes, in the same order",
+          members_[r], describe(w), describe(mine));
     }
   }
 }

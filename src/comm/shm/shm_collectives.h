@@ -80,8 +80,11 @@
 // it. A group whose ranks call different collectives, or the same one with different sizes, would
 // otherwise pair up the wrong rounds and return garbage or wait until the timeout; here every rank
 // fails at once with "rank 1 called AllReduce(sum) of 1000 elements of Float32 while this rank
-// called AllReduce(sum) of 10 elements of Float32". (Over TCP, Gloo detects some of these cases by
-// the size of the messages and hangs on others.)
+// called AllReduce(sum) of 10 elements of Float32". The error is ErrorKind::kInvalidArgument, the
+// program's mistake rather than a lost peer, so no process waits for the scheduler's verdict on a
+// lost rank (NOTE [Failure hook] in cleave/comm/progress.h): a job under cleave-run ends about a
+// second after the calls. (Over TCP, Gloo detects some of these cases by the size of the messages
+// and hangs on others, which the scheduler's deadlock detection then names.)
 //
 // NOTE [No shared memory left behind]
 // Rank 0 creates the segment, every rank maps it and says so through the store, and rank 0 unlinks
