@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <queue>
 
 #include "cleave/autodiff/graph_grad.h"
 #include "cleave/comm/group_registry.h"
@@ -177,8 +178,9 @@ void all_reduce_gradients(ir::Tracer& tracer, std::vector<Tensor>& grads, bool m
 
 // Moves the communication ops among nodes [begin, end), and the ops there that only feed them,
 // to right after the last node they read (NOTE [Gradient buckets]); everything else keeps its
-// place.
-void hoist_collectives(ir::Graph& g, int begin, int end) {
+// place. Returns the new index of the first node of [begin, end) that stayed (the start of the
+// step's tail: the buckets' slices, then the optimizer), or the node count when none stayed.
+int hoist_collectives(ir::Graph& g, int begin, int end) {
   const int count = static_cast<int>(g.nodes.size());
   std::vector<std::vector<int>> consumers(static_cast<size_t>(count));
   for (int j = 0; j < count; ++j) {
@@ -223,10 +225,91 @@ void hoist_collectives(ir::Graph& g, int begin, int end) {
     order.push_back(i);
     for (int m : after[static_cast<size_t>(i)]) emit(m);
   };
+  int tail = count;
   for (int i = 0; i < count; ++i) {
-    if (!movable[static_cast<size_t>(i)]) emit(i);
+    if (movable[static_cast<size_t>(i)]) continue;
+    if (i >= begin && tail == count) tail = static_cast<int>(order.size());
+    emit(i);
   }
   ir::reorder_nodes(g, order);
+  return tail;
+}
+
+// NOTE [Updates in bucket order]
+// After hoisting, the step ends with a tail that reads the buckets' AllReduces: each bucket's
+// slices and reshapes, then the optimizer's updates in the order of the parameters — the first
+// layer's first, whose gradient is in the bucket issued last. Run in that order, the first update
+// would wait for the last AllReduce, and so every update for every bucket. This pass orders the
+// tail by the latest communication op each node depends on (in issue order), then by trace order,
+// so the slices and updates of the first bucket run while the later buckets are still in flight,
+// and each update waits only for its own bucket. Only the order changes, never what a node
+// computes: data dependences are kept, and so are the anti-dependences of in-place updates — a
+// node that reads a tensor (or a view of it) which an in-place op writes (OpDef::mutated_inputs)
+// stays on the same side of that op as in the trace (BatchNorm's moving statistics, a shared
+// counter); read-only inputs that every update shares (the learning rate) order nothing.
+// Communication ops in the tail keep their relative order (their own index is their key), which is
+// the same on every rank.
+void order_tail_by_collectives(ir::Graph& g, int tail) {
+  const int count = static_cast<int>(g.nodes.size());
+  if (tail >= count) return;
+  const auto at = [](int i) { return static_cast<size_t>(i); };
+  // latest[i]: the index of the last communication op node i depends on (-1: none); base[i]: the
+  // node whose storage node i's output shares (itself unless a view).
+  std::vector<int> latest(at(count), -1), base(at(count));
+  for (int i = 0; i < count; ++i) {
+    const ir::Node& n = g.nodes[at(i)];
+    int l = -1;
+    for (const ir::ValueRef& v : n.inputs) l = std::max(l, latest[at(v.node)]);
+    if (n.is_op() && n.op->communicates) l = i;
+    latest[at(i)] = l;
+    base[at(i)] =
+        n.is_op() && n.op->output_is_view && !n.inputs.empty() ? base[at(n.inputs[0].node)] : i;
+  }
+  std::vector<std::vector<int>> next(at(count));
+  std::vector<int> waiting(at(count), 0);
+  const auto edge = [&](int a, int b) {
+    next[at(a)].push_back(b);
+    ++waiting[at(b)];
+  };
+  std::map<int, std::vector<int>> readers;  // base -> tail nodes reading it, in trace order
+  for (int i = tail; i < count; ++i) {
+    for (const ir::ValueRef& v : g.nodes[at(i)].inputs) {
+      if (v.node >= tail) edge(v.node, i);
+      std::vector<int>& r = readers[base[at(v.node)]];
+      if (r.empty() || r.back() != i) r.push_back(i);
+    }
+  }
+  for (int m = tail; m < count; ++m) {
+    const ir::Node& n = g.nodes[at(m)];
+    if (!n.is_op() || !n.op->mutates_inputs) continue;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const std::vector<int>& written = n.op->mutated_inputs;
+      if (!written.empty() &&
+          std::find(written.begin(), written.end(), static_cast<int>(k)) == written.end()) {
+        continue;
+      }
+      for (int u : readers[base[at(n.inputs[k].node)]]) {
+        if (u < m) edge(u, m);
+        if (u > m) edge(m, u);
+      }
+    }
+  }
+  using Key = std::pair<int, int>;  // (latest communication op, trace index)
+  std::priority_queue<Key, std::vector<Key>, std::greater<>> ready;
+  for (int i = tail; i < count; ++i) {
+    if (waiting[at(i)] == 0) ready.emplace(latest[at(i)], i);
+  }
+  std::vector<int> order(at(tail));
+  for (int i = 0; i < tail; ++i) order[at(i)] = i;
+  while (!ready.empty()) {
+    const int i = ready.top().second;
+    ready.pop();
+    order.push_back(i);
+    for (int j : next[at(i)]) {
+      if (--waiting[at(j)] == 0) ready.emplace(latest[at(j)], j);
+    }
+  }
+  ir::reorder_nodes(g, order);  // checks that every node was placed after its inputs
 }
 
 }  // namespace
@@ -374,7 +457,7 @@ std::unique_ptr<CompiledStep> compile_step(const StepProgram& p) {
   }
   if (s.mode == DATA_PARALLEL && step_begin >= 0 && s.micro_batches == 1 &&
       !parallel::has_placement(graph)) {
-    hoist_collectives(graph, mirrors, step_begin);
+    order_tail_by_collectives(graph, hoist_collectives(graph, mirrors, step_begin));
   }
   std::unique_ptr<Executor> executor = compile_distributed(
       std::move(graph), {.step_begin = step_begin, .micro_batches = s.micro_batches});

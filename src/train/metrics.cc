@@ -77,6 +77,14 @@ double fraction(const char* metric, int64_t correct, int64_t total) {
 
 }  // namespace
 
+// ---- Metric ----
+
+void Metric::set_sums(const std::vector<double>& sums) {
+  CLEAVE_CHECK_ARG(sums.size() == this->sums().size(),
+                   "Metric::set_sums: {} sums given; this metric has {}", sums.size(),
+                   this->sums().size());
+}
+
 // ---- Accuracy ----
 
 void Accuracy::clear() { correct_ = total_ = 0; }
@@ -91,6 +99,16 @@ void Accuracy::update(const std::vector<Tensor>& inputs) {
 }
 
 double Accuracy::eval() const { return fraction("Accuracy", correct_, total_); }
+
+std::vector<double> Accuracy::sums() const {
+  return {static_cast<double>(correct_), static_cast<double>(total_)};
+}
+
+void Accuracy::set_sums(const std::vector<double>& sums) {
+  Metric::set_sums(sums);
+  correct_ = static_cast<int64_t>(sums[0]);
+  total_ = static_cast<int64_t>(sums[1]);
+}
 
 // ---- TopKCategoricalAccuracy ----
 
@@ -113,6 +131,16 @@ void TopKCategoricalAccuracy::update(const std::vector<Tensor>& inputs) {
     if (ahead < k_) ++correct_;
   }
   total_ += in.n;
+}
+
+std::vector<double> TopKCategoricalAccuracy::sums() const {
+  return {static_cast<double>(correct_), static_cast<double>(total_)};
+}
+
+void TopKCategoricalAccuracy::set_sums(const std::vector<double>& sums) {
+  Metric::set_sums(sums);
+  correct_ = static_cast<int64_t>(sums[0]);
+  total_ = static_cast<int64_t>(sums[1]);
 }
 
 double TopKCategoricalAccuracy::eval() const {
@@ -138,6 +166,14 @@ void Loss::update(const std::vector<Tensor>& inputs) {
   for (double v : loss.to_double_vector()) sum += v;
   sum_ += sum / static_cast<double>(loss.numel());
   ++total_;
+}
+
+std::vector<double> Loss::sums() const { return {sum_, static_cast<double>(total_)}; }
+
+void Loss::set_sums(const std::vector<double>& sums) {
+  Metric::set_sums(sums);
+  sum_ = sums[0];
+  total_ = static_cast<int64_t>(sums[1]);
 }
 
 double Loss::eval() const {

@@ -2,12 +2,16 @@
 #include "cleave/train/model.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <atomic>
 #include <cstdio>
 
 #include "cleave/autodiff/backward.h"
+#include "cleave/comm/group_registry.h"
 #include "cleave/core/error.h"
 #include "cleave/nn/loss.h"
+#include "cleave/runtime/context.h"
 #include "cleave/train/checkpoint.h"
 
 namespace cleave::train {
@@ -22,6 +26,49 @@ void check_row(const char* what, const dataset::Dataset& ds, const dataset::Row&
       "Model.{}: the dataset's rows have {} columns ({}); expected 2: the network's input and the "
       "label",
       what, row.size(), names);
+}
+
+// NOTE [Metrics over ranks]
+// In a DATA_PARALLEL job each rank evaluates its own shard of the evaluation set (num_shards /
+// shard_id, as it trains on its shard of the training set), so its metric alone describes a part.
+// Model::eval therefore adds every metric's sums (Metric::sums: Accuracy's correct and total,
+// Loss's sum of batch losses and batch count) over the world group, one AllReduce of float64, and
+// every rank reports the metric of the whole set: the same number on every rank. A rank that
+// evaluates the whole set unsharded gets the value it would alone (every sum is multiplied by the
+// number of ranks). eval is then collective, as every rank of a data-parallel job runs the same
+// program. A metric without sums (a user's own that does not override them) stays per rank, and
+// eval says so once on stderr.
+void add_over_ranks(const MetricMap& metrics) {
+  if (runtime::get_auto_parallel_context().parallel_mode != runtime::DATA_PARALLEL) return;
+  const std::shared_ptr<comm::ProcessGroup> world = comm::get_group(comm::kWorldGroup);
+  if (world == nullptr || world->size() == 1) return;
+  std::vector<double> all;
+  std::vector<std::string> own;
+  for (const auto& [name, metric] : metrics) {
+    const std::vector<double> sums = metric->sums();
+    if (sums.empty()) own.push_back(name);
+    all.insert(all.end(), sums.begin(), sums.end());
+  }
+  if (!all.empty()) {
+    const Tensor t = Tensor::from_vector(all);
+    world->all_reduce(t, comm::ReduceOp::kSum);
+    const std::vector<double> total = t.to_double_vector();
+    size_t at = 0;
+    for (const auto& [name, metric] : metrics) {
+      const size_t n = metric->sums().size();
+      if (n == 0) continue;
+      metric->set_sums(std::vector<double>(total.begin() + static_cast<std::ptrdiff_t>(at),
+                                           total.begin() + static_cast<std::ptrdiff_t>(at + n)));
+      at += n;
+    }
+  }
+  static std::atomic<bool> warned{false};
+  if (!own.empty() && !warned.exchange(true)) {
+    std::fprintf(stderr,
+                 "cleave: Model.eval: metric(s) '%s' define no sums() to add over the %d "
+                 "data-parallel ranks; each rank reports the value of its own data\n",
+                 fmt::format("{}", fmt::join(own, "', '")).c_str(), world->size());
+  }
 }
 
 void warn_sink_mode(bool dataset_sink_mode) {
@@ -310,6 +357,7 @@ EvalResult Model::eval(const dataset::DatasetPtr& valid_dataset, bool dataset_si
   CLEAVE_CHECK_ARG(batches > 0, "Model.eval: the dataset gave no rows; expected at least one");
   std::vector<std::pair<std::string, double>> values;
   if (outputs_seen == 0) return EvalResult(std::move(values));  // not worker 0 of a placed net
+  add_over_ranks(metrics_);                                     // NOTE [Metrics over ranks]
   for (const auto& [name, metric] : metrics_) values.emplace_back(name, metric->eval());
   return EvalResult(std::move(values));
 }

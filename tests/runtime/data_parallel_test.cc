@@ -33,6 +33,9 @@ struct TrainRun {
   std::vector<Tensor> params;
   int all_reduces = 0;      // in the compiled step
   bool overlapped = false;  // some backward MatMul runs after the first AllReduce starts
+  // Updates (ApplyMomentum) that run before the first op reading the last AllReduce, i.e. while
+  // it is still in flight (NOTE [Updates in bucket order]).
+  int updates_before_last_wait = 0;
 };
 
 std::mutex g_init_mutex;  // the global generator is not thread-safe
@@ -60,6 +63,18 @@ TrainRun train(const Tensor& x, const Tensor& y, int steps, uint64_t seed) {
       if (first < 0) first = static_cast<int>(i);
     }
     if (first >= 0 && n.op->name == "MatMul") run.overlapped = true;
+  }
+  int last = -1, last_wait = -1;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (n.is_op() && n.op->name == "AllReduce") last = static_cast<int>(i);
+    for (const ir::ValueRef& v : n.inputs) {
+      if (last >= 0 && v.node == last && last_wait < last) last_wait = static_cast<int>(i);
+    }
+  }
+  for (int i = 0; i < last_wait; ++i) {
+    const ir::Node& n = g.nodes[static_cast<size_t>(i)];
+    if (n.is_op() && n.op->name == "ApplyMomentum") ++run.updates_before_last_wait;
   }
   return run;
 }
@@ -143,7 +158,7 @@ TEST(DataParallel, BucketsAreBitIdenticalToOneAllReducePerGradient) {
   }
 }
 
-TEST(DataParallel, AGradientBucketStartsBeforeTheBackwardPassEnds) {
+TEST(DataParallel, BucketsStartBeforeTheBackwardPassEndsAndUpdatesWaitOnlyForTheirOwn) {
   // One AllReduce per gradient: fc3's gradients are the first computed, so their AllReduce is
   // moved ahead of fc2's and fc1's backward MatMuls, which run while it is in flight.
   const int world = 2, b = 4;
@@ -152,9 +167,18 @@ TEST(DataParallel, AGradientBucketStartsBeforeTheBackwardPassEnds) {
   const Tensor y = Tensor::uniform({world * b, 8});
   runtime::AutoParallelContext per_gradient = kMean;
   per_gradient.bucket_cap_mb = 0;
-  for (const TrainRun& r : train_ranks(per_gradient, world, b, x, y, 1)) EXPECT_TRUE(r.overlapped);
+  for (const TrainRun& r : train_ranks(per_gradient, world, b, x, y, 1)) {
+    EXPECT_TRUE(r.overlapped);
+    // The other 5 updates run while the AllReduce of the last gradient computed (one of fc1's)
+    // is in flight: each update waits only for its own bucket. (In trace order fc1's updates
+    // come first and every update waited for the last AllReduce: 0.)
+    EXPECT_EQ(r.updates_before_last_wait, 5);
+  }
   // One bucket for everything starts after the last gradient: nothing left to overlap.
-  for (const TrainRun& r : train_ranks(kMean, world, b, x, y, 1)) EXPECT_FALSE(r.overlapped);
+  for (const TrainRun& r : train_ranks(kMean, world, b, x, y, 1)) {
+    EXPECT_FALSE(r.overlapped);
+    EXPECT_EQ(r.updates_before_last_wait, 0);
+  }
 }
 
 TEST(DataParallel, ParameterBroadcastMakesRanksStartedFromDifferentSeedsEqual) {
@@ -241,6 +265,71 @@ TEST(DataParallel, BatchNormNormalisesEachRanksOwnBatch) {
       << fmt::format("{}", own[1].moving[0].to_vector<float>()) << ", one process "
       << fmt::format("{}", single.moving[0].to_vector<float>());
   EXPECT_TRUE(testing::all_close(same[0].moving[0], single.moving[0], 1e-6, 1e-5));
+}
+
+// 24 samples of 16 features with labels in 0..7; shard k of 2 (batch 4) holds samples k, k + 2, ...
+dataset::DatasetPtr eval_set(int64_t shards, int64_t shard) {
+  set_seed(31);
+  const Tensor x = Tensor::uniform({24, 16});
+  auto get_item = [x](int64_t i) -> dataset::Row {
+    return {x.narrow_rows(i, 1).view({16}).clone(),
+            Tensor::scalar(static_cast<int32_t>((i * 5) % 8), DType::kInt32)};
+  };
+  return dataset::GeneratorDataset(get_item, 24, {"data", "label"},
+                                   {.num_shards = shards, .shard_id = shard})
+      ->batch(4, true);
+}
+
+// A metric of the user's that cannot be added over ranks (no sums()): the samples seen.
+class SamplesSeen : public train::Metric {
+ public:
+  void clear() override { n_ = 0; }
+  void update(const std::vector<Tensor>& inputs) override { n_ += inputs[1].shape()[0]; }
+  double eval() const override { return static_cast<double>(n_); }
+
+ private:
+  int64_t n_ = 0;
+};
+
+train::EvalResult evaluate(const dataset::DatasetPtr& data) {
+  std::shared_ptr<Mlp> net;
+  {
+    std::lock_guard<std::mutex> lock(g_init_mutex);
+    set_seed(5);
+    net = std::make_shared<Mlp>();
+  }
+  train::Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"),
+                     nullptr,
+                     {{"Accuracy", std::make_shared<train::Accuracy>()},
+                      {"Loss", std::make_shared<train::Loss>()},
+                      {"Seen", std::make_shared<SamplesSeen>()}});
+  return model.eval(data);
+}
+
+// NOTE [Metrics over ranks] in src/train/model.cc.
+TEST(DataParallel, EvalGivesEveryRankTheMetricsOfTheWholeSet) {
+  const int world = 2;
+  runtime::reset_auto_parallel_context();
+  const train::EvalResult whole = evaluate(eval_set(1, 0));
+  const train::EvalResult shard0 = evaluate(eval_set(world, 0));
+  const train::EvalResult shard1 = evaluate(eval_set(world, 1));
+  // Each shard alone gives another value, so equal results below come from adding the shards.
+  EXPECT_NE(shard0["Accuracy"], shard1["Accuracy"]);
+  EXPECT_NE(shard0["Loss"], shard1["Loss"]);
+  EXPECT_EQ(whole["Seen"], 24);
+  std::vector<train::EvalResult> results(world);
+  runtime::set_auto_parallel_context(kMean);
+  testing::run_thread_job(world,
+                          [&](int rank) { results[rank] = evaluate(eval_set(world, rank)); });
+  runtime::reset_auto_parallel_context();
+  for (int rank = 0; rank < world; ++rank) {
+    EXPECT_EQ(results[rank]["Accuracy"], whole["Accuracy"]) << "rank " << rank;
+    // The mean of 6 batch losses either way; the batches hold other samples (each loss is a
+    // float32 mean), so equal within float32 rounding.
+    EXPECT_NEAR(results[rank]["Loss"], whole["Loss"], 1e-6 * std::abs(whole["Loss"]))
+        << "rank " << rank;
+    EXPECT_EQ(results[rank]["Seen"], 12) << "rank " << rank << ": its own shard, not added";
+  }
 }
 
 TEST(DataParallel, ABadBucketSizeIsNamed) {

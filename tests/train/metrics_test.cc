@@ -78,6 +78,26 @@ TEST(LossMetric, AveragesBatchLosses) {
   EXPECT_ERROR(loss.update({}), "Loss", "got 0 inputs; expected 1");
 }
 
+// NOTE [Metrics over ranks] in src/train/model.cc: the sums a data-parallel eval adds over ranks.
+TEST(Metric, SumsAddOverPartsToTheWholeSetsValue) {
+  Accuracy a, b, whole;
+  a.update({scores(), Tensor::from_vector<int32_t>({1, 0, 1, 0})});  // 3 of 4
+  b.update({scores(), Tensor::from_vector<int32_t>({0, 0, 0, 1})});  // 1 of 4
+  whole.update({scores(), Tensor::from_vector<int32_t>({1, 0, 1, 0})});
+  whole.update({scores(), Tensor::from_vector<int32_t>({0, 0, 0, 1})});
+  EXPECT_EQ(a.sums(), (std::vector<double>{3, 4}));
+  a.set_sums({a.sums()[0] + b.sums()[0], a.sums()[1] + b.sums()[1]});
+  EXPECT_EQ(a.eval(), whole.eval());
+  Loss l;
+  l.update({Tensor::scalar(2.0)});
+  l.set_sums({l.sums()[0] + 4.0, l.sums()[1] + 1});
+  EXPECT_DOUBLE_EQ(l.eval(), 3.0);
+  TopKCategoricalAccuracy top2(2);
+  top2.update({scores(), Tensor::from_vector<int32_t>({2, 2, 1, 1})});
+  EXPECT_EQ(top2.sums(), (std::vector<double>{3, 4}));
+  EXPECT_ERROR(a.set_sums({1.0}), "Metric::set_sums: 1 sums given; this metric has 2");
+}
+
 TEST(EvalResult, PrintsLikeAPythonDict) {
   const EvalResult result({{"Accuracy", 0.9888822115384616}, {"Loss", 0.05}});
   EXPECT_EQ(result.to_string(), "{'Accuracy': 0.9888822115384616, 'Loss': 0.05}");

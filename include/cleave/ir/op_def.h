@@ -72,6 +72,10 @@ struct OpDef {
   GradFn grad;
   // Ops that write into an input in place (optimizer updates). Never recorded by autograd.
   bool mutates_inputs = false;
+  // With mutates_inputs: the inputs written (the others are only read, like a learning rate that
+  // every update shares); empty means every input may be written. Schedulers keep each read of a
+  // written tensor on the side of the write it was traced on (NOTE [Updates in bucket order]).
+  std::vector<int> mutated_inputs;
   // Ops whose single output is input 0's elements under a new shape (Reshape, Squeeze, ...):
   // the output is a view sharing input 0's storage and no kernel runs.
   bool output_is_view = false;

@@ -31,6 +31,13 @@ class Metric {
   virtual double eval() const = 0;
   // Which evaluation outputs update() takes: 0 = loss, 1 = logits, 2 = label.
   virtual std::vector<int> input_indexes() const { return {1, 2}; }
+  // NOTE [Metrics over ranks]: the sums the value is computed from (Accuracy: correct and total),
+  // which a data-parallel Model::eval adds over the ranks so that every rank reports the metric
+  // of the whole evaluation set. Empty (the default) for a metric that cannot be combined by
+  // adding: each rank then reports its own, and Model::eval says so once.
+  virtual std::vector<double> sums() const { return {}; }
+  // Replaces the sums by `sums`, as many as sums() gave.
+  virtual void set_sums(const std::vector<double>& sums);
 };
 
 using MetricPtr = std::shared_ptr<Metric>;
@@ -43,6 +50,8 @@ class Accuracy : public Metric {
   void clear() override;
   void update(const std::vector<Tensor>& inputs) override;
   double eval() const override;
+  std::vector<double> sums() const override;
+  void set_sums(const std::vector<double>& sums) override;
 
  private:
   int64_t correct_ = 0;
@@ -58,6 +67,8 @@ class TopKCategoricalAccuracy : public Metric {
   void update(const std::vector<Tensor>& inputs) override;
   double eval() const override;
   int64_t k() const { return k_; }
+  std::vector<double> sums() const override;
+  void set_sums(const std::vector<double>& sums) override;
 
  private:
   int64_t k_;
@@ -72,6 +83,8 @@ class Loss : public Metric {
   void update(const std::vector<Tensor>& inputs) override;
   double eval() const override;
   std::vector<int> input_indexes() const override { return {0}; }
+  std::vector<double> sums() const override;
+  void set_sums(const std::vector<double>& sums) override;
 
  private:
   double sum_ = 0.0;

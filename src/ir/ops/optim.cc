@@ -324,6 +324,7 @@ void register_optim_ops(Registry& r) {
       .infer = infer_assign,
       .cpu_kernel = assign_kernel,
       .mutates_inputs = true,
+      .mutated_inputs = {0},
   });
   r.add(OpDef{
       .name = "ApplyMomentum",
@@ -331,6 +332,7 @@ void register_optim_ops(Registry& r) {
       .infer = infer_apply_momentum,
       .cpu_kernel = apply_momentum_kernel,
       .mutates_inputs = true,
+      .mutated_inputs = {0, 1},
   });
   r.add(OpDef{
       .name = "SGD",
@@ -338,6 +340,7 @@ void register_optim_ops(Registry& r) {
       .infer = infer_sgd,
       .cpu_kernel = sgd_kernel,
       .mutates_inputs = true,
+      .mutated_inputs = {0, 2, 3},
   });
   r.add(OpDef{
       .name = "Adam",
@@ -345,6 +348,7 @@ void register_optim_ops(Registry& r) {
       .infer = infer_adam,
       .cpu_kernel = adam_kernel,
       .mutates_inputs = true,
+      .mutated_inputs = {0, 1, 2, 5},
   });
 }
 
