@@ -9,9 +9,11 @@
 // as large as all the gradients together on the world group, alone. Rank 0 prints
 //   ROW dp_<MODEL>_b<BATCH>_np<N> samples_per_s=<N * BATCH * steps / s> step_ms=<ms>
 //       grad_mb=<MiB> allreduce_ms=<ms> waited_ms=<ms>
+//       waited_max_ms=<ms>
 // (one line), waited_ms being the time per step the executor spent blocked on gradient
-// AllReduces in flight (Executor::in_flight_wait_seconds): the all-reduce time the backward pass
-// did not hide.
+// AllReduces in flight (Executor::in_flight_wait_seconds) on the rank that blocked least in that
+// step: the all-reduce time the backward pass did not hide; waited_max_ms the same on the rank
+// that blocked most, which adds the ranks' skew (NOTE [Waits and skew]).
 #include <fmt/core.h>
 
 #include <chrono>
@@ -19,6 +21,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cleave/cleave.h"
 #include "common/lenet.h"
@@ -88,10 +91,12 @@ int main(int argc, char** argv) {
     int64_t steps = 0;
     const Tensor go = Tensor::ones({1});
     std::shared_ptr<comm::ProcessGroup> world_group = comm::get_group(comm::kWorldGroup);
-    const double waited_before = step.last_executor()->in_flight_wait_seconds();
+    std::vector<double> waits;  // per step, seconds blocked on AllReduces in flight
     const auto start = Clock::now();
     for (;;) {
+      const double waited_before = step.last_executor()->in_flight_wait_seconds();
       step(x, y);
+      waits.push_back(step.last_executor()->in_flight_wait_seconds() - waited_before);
       ++steps;
       if (steps % 4 == 0 && world_group != nullptr && world_group->size() > 1) {
         float* flag = go.data<float>();
@@ -104,8 +109,18 @@ int main(int argc, char** argv) {
       }
     }
     const double elapsed = seconds_since(start);
-    const double waited_ms = (step.last_executor()->in_flight_wait_seconds() - waited_before) *
-                             1000 / static_cast<double>(steps);
+    // NOTE [Waits and skew]: a rank also blocks on a bucket while its peer is still computing
+    // the gradients (the peer's compute, not communication). In each step the rank that blocked
+    // least is the one whose peers were ready first, so the per-step minimum over the ranks is
+    // the all-reduce time no backward computation hid; the maximum adds the ranks' skew.
+    const Tensor least = Tensor::from_vector(waits), most = Tensor::from_vector(waits);
+    if (world_group != nullptr && world_group->size() > 1) {
+      world_group->all_reduce(least, comm::ReduceOp::kMin);
+      world_group->all_reduce(most, comm::ReduceOp::kMax);
+    }
+    double waited_ms = 0, waited_max_ms = 0;
+    for (double w : least.to_double_vector()) waited_ms += w * 1000 / static_cast<double>(steps);
+    for (double w : most.to_double_vector()) waited_max_ms += w * 1000 / static_cast<double>(steps);
 
     int64_t grad_elements = 0;
     for (const Tensor& p : net->trainable_params()) grad_elements += p.numel();
@@ -121,10 +136,11 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       fmt::print(
           "dp_{}_b{}_np{} samples_per_s={:.1f} step_ms={:.3f} grad_mb={:.2f} allreduce_ms={:.3f} "
-          "waited_ms={:.3f}\n",
+          "waited_ms={:.3f} waited_max_ms={:.3f}\n",
           model, batch, world, static_cast<double>(world * batch * steps) / elapsed,
           elapsed * 1000 / static_cast<double>(steps),
-          static_cast<double>(grad_elements) * 4 / (1 << 20), allreduce_ms, waited_ms);
+          static_cast<double>(grad_elements) * 4 / (1 << 20), allreduce_ms, waited_ms,
+          waited_max_ms);
       std::fflush(stdout);
     }
     release();

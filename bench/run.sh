@@ -231,10 +231,11 @@ case "$suite" in
       awk -v m="$model" -v c1="$(field samples_per_s <<< "$one")" -v c2="$(field samples_per_s <<< "$two")" \
           -v t1="$(field samples_per_s <<< "$torch_one")" -v t2="$(field samples_per_s <<< "$torch_two")" \
           -v s1="$(field step_ms <<< "$one")" -v s2="$(field step_ms <<< "$two")" \
-          -v ar="$(field allreduce_ms <<< "$two")" -v w="$(field waited_ms <<< "$two")" 'BEGIN {
+          -v ar="$(field allreduce_ms <<< "$two")" -v w="$(field waited_ms <<< "$two")" \
+          -v wm="$(field waited_max_ms <<< "$two")" 'BEGIN {
         hidden = ar > 0 ? 1 - w / ar : 0; if (hidden < 0) hidden = 0; if (hidden > 1) hidden = 1
-        printf "BENCH dp_%s_b32 cleave_np2=%.1f torch_np2=%.1f ratio=%.2f cleave_np1=%.1f torch_np1=%.1f scaling=%.2f step_np1_ms=%.2f step_np2_ms=%.2f allreduce_ms=%.3f waited_ms=%.3f hidden=%.2f\n",
-               m, c2, t2, c2 / t2, c1, t1, c2 / c1, s1, s2, ar, w, hidden }'
+        printf "BENCH dp_%s_b32 cleave_np2=%.1f torch_np2=%.1f ratio=%.2f cleave_np1=%.1f torch_np1=%.1f scaling=%.2f step_np1_ms=%.2f step_np2_ms=%.2f allreduce_ms=%.3f waited_ms=%.3f waited_max_ms=%.3f hidden=%.2f\n",
+               m, c2, t2, c2 / t2, c1, t1, c2 / c1, s1, s2, ar, w, wm, hidden }'
     done
     rm -rf "$work"
     ;;

@@ -193,26 +193,41 @@ TEST(ClusterUserErrors, AnUncaughtExceptionEndsTheJobWithItsMessage) {
 // not CLEAVE_COMM_TIMEOUT_MS (60 s), naming what every rank waits for.
 // Over TCP (CLEAVE_COMM_SHM=0): the shared-memory collectives name a mismatched order at once
 // (MismatchedCollectivesOnSharedMemoryAreNamedAtOnce below).
-void expect_deadlock_found(const std::string& name, const std::string& mode,
-                           const std::vector<std::string>& waits) {
-  constexpr int kWorkers = 3;
-  Job job(name, kWorkers);
-  const std::map<std::string, std::string> env = {{"CLEAVE_STUCK_TIMEOUT_MS", "2000"},
-                                                  {"CLEAVE_COMM_TIMEOUT_MS", "60000"},
-                                                  {"CLEAVE_COMM_SHM", "0"}};
+// Starts a scheduler and kWorkers workers running `mode` of the test program, all with `env`;
+// returns the scheduler's pid and then the workers' once every worker printed "ready rank R"
+// (empty when one did not: the failure is recorded).
+constexpr int kWorkers = 3;
+std::vector<pid_t> start_ready_job(Job& job, const std::string& mode,
+                                   const std::map<std::string, std::string>& env) {
   std::map<std::string, std::string> sched_env = env;
   sched_env["MS_ROLE"] = "MS_SCHED";
-  pid_t scheduler = job.start_program({kProgram, "roundtrip"}, sched_env, "scheduler.log");
-  std::vector<pid_t> workers;
+  std::vector<pid_t> pids = {
+      job.start_program({kProgram, "roundtrip"}, sched_env, "scheduler.log")};
   for (int rank = 0; rank < kWorkers; ++rank) {
     std::map<std::string, std::string> extra = env;
     extra["MS_NODE_ID"] = std::to_string(rank);
-    workers.push_back(job.worker(std::to_string(rank), {mode}, extra));
+    pids.push_back(job.worker(std::to_string(rank), {mode}, extra));
   }
   for (int rank = 0; rank < kWorkers; ++rank) {
     const std::string log = fmt::format("worker_{}.log", rank);
-    ASSERT_TRUE(job.wait_for_log(log, fmt::format("ready rank {}", rank))) << job.log(log);
+    if (!job.wait_for_log(log, fmt::format("ready rank {}", rank))) {
+      ADD_FAILURE() << "worker " << rank << " never got ready: " << job.log(log);
+      return {};
+    }
   }
+  return pids;
+}
+
+void expect_deadlock_found(const std::string& name, const std::string& mode,
+                           const std::vector<std::string>& waits) {
+  Job job(name, kWorkers);
+  const std::vector<pid_t> pids = start_ready_job(job, mode,
+                                                  {{"CLEAVE_STUCK_TIMEOUT_MS", "2000"},
+                                                   {"CLEAVE_COMM_TIMEOUT_MS", "60000"},
+                                                   {"CLEAVE_COMM_SHM", "0"}});
+  ASSERT_EQ(pids.size(), size_t{kWorkers + 1});
+  const pid_t scheduler = pids[0];
+  const std::vector<pid_t> workers(pids.begin() + 1, pids.end());
   const auto start = Clock::now();
   for (int rank = 0; rank < kWorkers; ++rank) {
     const std::string log = fmt::format("worker_{}.log", rank);
@@ -244,24 +259,14 @@ TEST(ClusterUserErrors, MismatchedCollectiveOrderIsADeadlockNamingEveryRanksWait
 // with the mismatch, not after the deadlock bound, the communication timeout or a heartbeat
 // timeout (a wrong call is no lost peer, so nobody waits for the scheduler's verdict on one).
 TEST(ClusterUserErrors, MismatchedCollectivesOnSharedMemoryAreNamedAtOnce) {
-  constexpr int kWorkers = 3;
   Job job("mismatch_shm", kWorkers);
-  const std::map<std::string, std::string> env = {{"CLEAVE_STUCK_TIMEOUT_MS", "60000"},
-                                                  {"CLEAVE_COMM_TIMEOUT_MS", "60000"},
-                                                  {"CLEAVE_HEARTBEAT_TIMEOUT_MS", "30000"}};
-  std::map<std::string, std::string> sched_env = env;
-  sched_env["MS_ROLE"] = "MS_SCHED";
-  pid_t scheduler = job.start_program({kProgram, "roundtrip"}, sched_env, "scheduler.log");
-  std::vector<pid_t> workers;
-  for (int rank = 0; rank < kWorkers; ++rank) {
-    std::map<std::string, std::string> extra = env;
-    extra["MS_NODE_ID"] = std::to_string(rank);
-    workers.push_back(job.worker(std::to_string(rank), {"mismatch"}, extra));
-  }
-  for (int rank = 0; rank < kWorkers; ++rank) {
-    const std::string log = fmt::format("worker_{}.log", rank);
-    ASSERT_TRUE(job.wait_for_log(log, fmt::format("ready rank {}", rank))) << job.log(log);
-  }
+  const std::vector<pid_t> pids = start_ready_job(job, "mismatch",
+                                                  {{"CLEAVE_STUCK_TIMEOUT_MS", "60000"},
+                                                   {"CLEAVE_COMM_TIMEOUT_MS", "60000"},
+                                                   {"CLEAVE_HEARTBEAT_TIMEOUT_MS", "30000"}});
+  ASSERT_EQ(pids.size(), size_t{kWorkers + 1});
+  const pid_t scheduler = pids[0];
+  const std::vector<pid_t> workers(pids.begin() + 1, pids.end());
   const auto start = Clock::now();
   for (int rank = 0; rank < kWorkers; ++rank) {
     const std::string log = fmt::format("worker_{}.log", rank);
