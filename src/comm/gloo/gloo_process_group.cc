@@ -356,7 +356,7 @@ class GlooProcessGroup final : public ProcessGroup {
 
   std::function<void()> do_post(const Tensor& tensor, int peer, int tag, bool is_send) override {
     if (peers_ && peers_->reaches(peer)) {
-      std::shared_ptr<ShmPeers::Op> op = peers_->post(tensor, peer, tag, is_send);
+      std::shared_ptr<ShmPeers::Op> op = peers_->post(tensor, peer, tag, is_send, true);
       return [peers = peers_.get(), op] { peers->wait(op); };
     }
     const auto slot =

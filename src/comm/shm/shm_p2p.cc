@@ -60,7 +60,6 @@ struct ShmPeers::Channel {
   alignas(kLine) std::atomic<uint64_t> tail;  // bytes read (by the receiver)
 };
 
-
 struct ShmPeers::Op {
   Tensor keep;  // holds the buffer
   unsigned char* data = nullptr;
@@ -69,6 +68,7 @@ struct ShmPeers::Op {
   int peer = 0;    // its group rank
   int tag = 0;
   bool is_send = false;
+  bool deferred = false;
   bool framed = false;  // a send's frame is written
   uint64_t moved = 0;   // payload bytes written or read
   std::atomic<bool> done{false};
@@ -110,7 +110,40 @@ ShmPeers::ShmPeers(ShmCollectives& segment, int group_rank, std::chrono::millise
   peers_.resize(static_cast<size_t>(n_));
 }
 
-ShmPeers::~ShmPeers() = default;
+ShmPeers::~ShmPeers() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_background_.notify_all();
+  if (background_.joinable()) background_.join();
+}
+
+void ShmPeers::background() {
+  Bell& bell = reinterpret_cast<Bell*>(region_)[me_];
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    wake_background_.wait(lock, [&] {
+      return stopping_ || (deferred_pending_ > 0 && waiters_ == 0 && failure_.empty());
+    });
+    if (stopping_) return;
+    const uint32_t seen = bell.word.load(std::memory_order_seq_cst);
+    bool moved = false;
+    try {
+      moved = progress();
+    } catch (const std::exception&) {
+      // Recorded in failure_: the waiters throw it.
+    }
+    if (moved) continue;
+    lock.unlock();
+    bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (bell.word.load(std::memory_order_seq_cst) == seen) {
+      shm::futex_wait(&bell.word, seen, shm::kSlice);
+    }
+    bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    lock.lock();
+  }
+}
 
 bool ShmPeers::reaches(int peer) const {
   return peer != members_[me_] &&
@@ -267,8 +300,8 @@ bool ShmPeers::progress() {
   return moved;
 }
 
-std::shared_ptr<ShmPeers::Op> ShmPeers::post(const Tensor& tensor, int peer, int tag,
-                                             bool is_send) {
+std::shared_ptr<ShmPeers::Op> ShmPeers::post(const Tensor& tensor, int peer, int tag, bool is_send,
+                                             bool deferred) {
   auto op = std::make_shared<Op>();
   op->keep = tensor;
   op->data = static_cast<unsigned char*>(tensor.raw_data());
@@ -278,8 +311,10 @@ std::shared_ptr<ShmPeers::Op> ShmPeers::post(const Tensor& tensor, int peer, int
   op->peer = peer;
   op->tag = tag;
   op->is_send = is_send;
+  op->deferred = deferred;
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
+  if (deferred) ++deferred_pending_;
   Peer& p = peers_[op->member];
   if (is_send) {
     p.sends.push_back(op);
@@ -304,6 +339,10 @@ std::shared_ptr<ShmPeers::Op> ShmPeers::post(const Tensor& tensor, int peer, int
     }
   }
   progress();
+  if (deferred && !op->done.load(std::memory_order_relaxed) && waiters_ == 0) {
+    if (!background_.joinable()) background_ = std::thread([this] { background(); });
+    wake_background_.notify_all();
+  }
   return op;
 }
 
@@ -328,6 +367,17 @@ void ShmPeers::fail(int culprit, const std::string& why, bool invalid_argument) 
 void ShmPeers::wait(const std::shared_ptr<Op>& op) {
   Bell& bell = reinterpret_cast<Bell*>(region_)[me_];
   const Clock::time_point deadline = Clock::now() + timeout_;
+  struct Waiting {
+    ShmPeers& self;
+    explicit Waiting(ShmPeers& s) : self(s) {
+      std::lock_guard<std::mutex> lock(self.mutex_);
+      ++self.waiters_;
+    }
+    ~Waiting() {
+      std::lock_guard<std::mutex> lock(self.mutex_);
+      if (--self.waiters_ == 0 && self.deferred_pending_ > 0) self.wake_background_.notify_all();
+    }
+  } waiting(*this);
   Clock::time_point yield_until = Clock::now() + shm::kYield;
   while (true) {
     const uint32_t seen = bell.word.load(std::memory_order_seq_cst);

@@ -26,13 +26,17 @@
 // sender's progress never depends on the order in which its peer posts its receives.
 //
 // Progress. Every posted send and receive of the group in this process is registered with the
-// group's ShmPeers (exchange, the threads of exchange_async, isend/irecv). A thread waiting for
+// group's ShmPeers (exchange, the threads of exchange_async, isend / irecv). A thread waiting for
 // one of them drives progress for all of them (under one mutex): it writes what fits into the
 // outgoing rings and reads what has arrived from every peer. Two ranks that each send the other
 // 64 MB at once therefore never deadlock on full rings: each one's waiter drains its incoming
-// ring while its outgoing one is full. As with MPI, progress happens inside the calls: an isend
-// larger than the ring completes only once its sender waits (or waits for another transfer of the
-// group); posting writes what fits at once, so small isends go out before their Work is awaited.
+// ring while its outgoing one is full. Posting writes what fits at once, so small sends are out
+// before anyone waits.
+// isend / irecv, whose Work may be awaited much later (a pipeline stage posts its send, then
+// all-reduces, then waits), would then stall a peer waiting for the message while the sender is
+// in a collective that needs that peer: so while such an operation is pending and no thread of
+// the group waits, a progress thread of the group drives it (asleep on the doorbell, without the
+// polling phase). Blocking and exchange traffic, awaited at once, never wakes that thread.
 //
 // Waiting follows NOTE [Waiting in shared-memory collectives]: poll with sched_yield() for 1 ms
 // after the last progress, then sleep on this member's doorbell in 10 ms slices. Between slices
@@ -46,12 +50,14 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cleave/core/tensor.h"
@@ -76,7 +82,10 @@ class ShmPeers {
   struct Op;
   // Registers a send to (or receive from) group rank `peer`, moves what it can at once, and
   // returns the handle to wait for. `tensor` must stay alive and untouched until then.
-  std::shared_ptr<Op> post(const Tensor& tensor, int peer, int tag, bool is_send);
+  // `deferred`: the caller may not wait for it soon (isend / irecv), so the group's progress
+  // thread moves it while no thread waits.
+  std::shared_ptr<Op> post(const Tensor& tensor, int peer, int tag, bool is_send,
+                           bool deferred = false);
   // Drives progress until `op` is done; throws BackendFailure naming the peer on a dead peer, a
   // failure of another member or the timeout, and cleave::Error (kInvalidArgument) on a size
   // mismatch. After a failure every wait throws.
@@ -100,6 +109,8 @@ class ShmPeers {
   [[noreturn]] void fail(int culprit, const std::string& why, bool invalid_argument);
   void throw_if_failed() const;  // under mutex_
   Channel& channel(int src, int dst) const;
+  // The progress thread (NOTE [Shared-memory point-to-point]).
+  void background();
   unsigned char* ring(int src, int dst) const;
 
   ShmCollectives& segment_;
@@ -116,6 +127,11 @@ class ShmPeers {
   int failure_culprit_ = -1;
   bool failure_invalid_ = false;
   uint64_t sent_ = 0;
+  int waiters_ = 0;           // threads in wait()
+  int deferred_pending_ = 0;  // deferred operations not done
+  bool stopping_ = false;
+  std::condition_variable wake_background_;
+  std::thread background_;  // started by the first deferred operation that does not complete
 };
 
 }  // namespace cleave::comm
