@@ -112,6 +112,35 @@ TEST(ClusterFault, WorkerKilledInsideASharedMemoryAllReduceStopsEveryOtherProces
   EXPECT_TRUE(leftover_shm_segments().empty());
 }
 
+// Point-to-point between the ranks of one host goes through shared memory too (NOTE [Shared-memory
+// point-to-point] in src/comm/shm/shm_p2p.h): a rank killed while the others wait to receive from
+// it ends every other process naming it, and leaves nothing in /dev/shm.
+TEST(ClusterFault, WorkerKilledWhileItsPeersWaitInASharedMemoryReceiveStopsEveryOtherProcess) {
+  Job job("killed_in_shm_recv", kWorkers);
+  const pid_t scheduler = job.scheduler();
+  std::vector<pid_t> workers;
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    workers.push_back(job.worker(std::to_string(rank), {"kill_recv", std::to_string(kVictim)},
+                                 {{"MS_NODE_ID", std::to_string(rank)}}));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    const std::string log_name = WaitingJob::worker_log(rank);
+    if (rank == kVictim) {
+      job.wait(workers[rank], seconds(15));
+      continue;
+    }
+    EXPECT_EQ(job.wait(workers[rank], seconds(15)), 1) << job.log(log_name);
+    const std::string log = job.log(log_name);
+    EXPECT_NE(log.find("p2p shm"), std::string::npos) << log;
+    EXPECT_EQ(count(log, " stops: "), 1) << log;
+    EXPECT_NE(log.find("the job failed: rank 2 (host "), std::string::npos) << log;
+  }
+  EXPECT_EQ(job.wait(scheduler, seconds(10)), 1) << job.log("scheduler.log");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(12));
+  EXPECT_TRUE(leftover_shm_segments().empty());
+}
+
 TEST(ClusterFault, KilledSchedulerStopsEveryWorker) {
   WaitingJob running("killed_scheduler");
   ASSERT_EQ(kill(running.scheduler, SIGKILL), 0);

@@ -5,11 +5,19 @@
 // once; isend long before its irecv; send_async / recv_async; a sub-group; a group over several
 // hosts (shared memory on a host, TCP across); a size mismatch; a receive that never matches;
 // the switch back to TCP; nothing left in /dev/shm.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -358,6 +366,118 @@ TEST(ShmP2P, AReceiveThatNeverMatchesTimesOutNamingThePeerAndTag) {
       },
       milliseconds(400));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// A store in a directory, for ranks as processes (fork): one file per key, written whole and
+// renamed into place; counters under an exclusive lock.
+class DirectoryStore final : public Store {
+ public:
+  explicit DirectoryStore(std::string dir) : dir_(std::move(dir)) {}
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    const std::string tmp = path(key) + fmt::format(".tmp{}", getpid());
+    std::ofstream(tmp, std::ios::binary)
+        .write(reinterpret_cast<const char*>(value.data()),
+               static_cast<std::streamsize>(value.size()));
+    std::filesystem::rename(tmp, path(key));
+  }
+  std::vector<uint8_t> get(const std::string& key, milliseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!check({key})) {
+      if (std::chrono::steady_clock::now() > deadline) CLEAVE_UNAVAILABLE("no key '{}'", key);
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    std::ifstream in(path(key), std::ios::binary);
+    return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+  }
+  int64_t add(const std::string& key, int64_t delta) override {
+    const int fd = open((dir_ + "/lock").c_str(), O_CREAT | O_RDWR, 0600);
+    flock(fd, LOCK_EX);
+    int64_t value = delta;
+    if (check({key})) {
+      const std::vector<uint8_t> old = get(key, milliseconds(0));
+      value += std::stoll(std::string(old.begin(), old.end()));
+    }
+    const std::string text = std::to_string(value);
+    set(key, std::vector<uint8_t>(text.begin(), text.end()));
+    flock(fd, LOCK_UN);
+    close(fd);
+    return value;
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    for (const std::string& k : keys) {
+      if (!std::filesystem::exists(path(k))) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::string path(const std::string& key) const {
+    std::string name = key;
+    std::replace(name.begin(), name.end(), '/', '_');
+    return dir_ + "/" + name;
+  }
+  std::string dir_;
+};
+
+// Ranks as processes: rank 1 posts its sends and is killed (SIGKILL) while rank 0 waits in a
+// receive from it; rank 0 fails within a fraction of a second naming rank 1 and its pid (NOTE
+// [Shared-memory point-to-point]: the waiter checks its peer's pid), and nothing is left in
+// /dev/shm.
+TEST(ShmP2P, APeerKilledWhileThisRankReceivesFromItIsNamedAtOnce) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / fmt::format("cleave-p2p-store-{}", getpid()))
+          .string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string report = dir + "/report";
+  auto rank_process = [&](int rank) {
+    auto store = std::make_shared<DirectoryStore>(dir);
+    ProcessGroupOptions o = cleave::testing::thread_world_options(store, rank, 2);
+    o.timeout = std::chrono::seconds(20);
+    std::shared_ptr<ProcessGroup> g = create_process_group(o);
+    if (p2p_transport(*g) != "shm") _exit(3);
+    Tensor t = room(int64_t{16} << 20);
+    if (rank == 1) {
+      // The first megabytes go out as it is posted; it dies before the rest.
+      auto w = g->isend(message(int64_t{16} << 20, 1, 0, 0), 0, 9);
+      raise(SIGKILL);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      g->recv(t, 1, 9);
+    } catch (const Error& e) {
+      const auto ms =
+          std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start)
+              .count();
+      std::ofstream(report) << ms << " ms: " << e.what();
+      _exit(0);
+    }
+    _exit(4);
+  };
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t child = fork();
+    if (child == 0) rank_process(rank);
+    ASSERT_GT(child, 0);
+    children.push_back(child);
+  }
+  int status = 0;
+  waitpid(children[1], &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  waitpid(children[0], &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::ifstream in(report);
+  const std::string what((std::istreambuf_iterator<char>(in)), {});
+  const std::string named = fmt::format(
+      "shared memory: rank 1 (pid {}) has exited while this rank waits to receive the message "
+      "with tag 9 (16777216 bytes",
+      children[1]);
+  EXPECT_NE(what.find(named), std::string::npos) << what;
+  EXPECT_NE(what.find("peer rank 1"), std::string::npos) << what;
+  EXPECT_LT(std::stoll(what), 1000) << what;  // ~10 ms after the kill
+  EXPECT_TRUE(leftover_segments().empty());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
