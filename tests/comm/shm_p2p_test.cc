@@ -25,6 +25,7 @@
 #include "cleave/comm/process_group.h"
 #include "cleave/core/error.h"
 #include "comm/backends.h"
+#include "comm/file_store.h"
 #include "comm/shm_testing.h"
 #include "comm/thread_world.h"
 
@@ -368,57 +369,6 @@ TEST(ShmP2P, AReceiveThatNeverMatchesTimesOutNamingThePeerAndTag) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
-// A store in a directory, for ranks as processes (fork): one file per key, written whole and
-// renamed into place; counters under an exclusive lock.
-class DirectoryStore final : public Store {
- public:
-  explicit DirectoryStore(std::string dir) : dir_(std::move(dir)) {}
-  void set(const std::string& key, const std::vector<uint8_t>& value) override {
-    const std::string tmp = path(key) + fmt::format(".tmp{}", getpid());
-    std::ofstream(tmp, std::ios::binary)
-        .write(reinterpret_cast<const char*>(value.data()),
-               static_cast<std::streamsize>(value.size()));
-    std::filesystem::rename(tmp, path(key));
-  }
-  std::vector<uint8_t> get(const std::string& key, milliseconds timeout) override {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!check({key})) {
-      if (std::chrono::steady_clock::now() > deadline) CLEAVE_UNAVAILABLE("no key '{}'", key);
-      std::this_thread::sleep_for(milliseconds(1));
-    }
-    std::ifstream in(path(key), std::ios::binary);
-    return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
-  }
-  int64_t add(const std::string& key, int64_t delta) override {
-    const int fd = open((dir_ + "/lock").c_str(), O_CREAT | O_RDWR, 0600);
-    flock(fd, LOCK_EX);
-    int64_t value = delta;
-    if (check({key})) {
-      const std::vector<uint8_t> old = get(key, milliseconds(0));
-      value += std::stoll(std::string(old.begin(), old.end()));
-    }
-    const std::string text = std::to_string(value);
-    set(key, std::vector<uint8_t>(text.begin(), text.end()));
-    flock(fd, LOCK_UN);
-    close(fd);
-    return value;
-  }
-  bool check(const std::vector<std::string>& keys) override {
-    for (const std::string& k : keys) {
-      if (!std::filesystem::exists(path(k))) return false;
-    }
-    return true;
-  }
-
- private:
-  std::string path(const std::string& key) const {
-    std::string name = key;
-    std::replace(name.begin(), name.end(), '/', '_');
-    return dir_ + "/" + name;
-  }
-  std::string dir_;
-};
-
 // Ranks as processes: rank 1 posts its sends and is killed (SIGKILL) while rank 0 waits in a
 // receive from it; rank 0 fails within a fraction of a second naming rank 1 and its pid (NOTE
 // [Shared-memory point-to-point]: the waiter checks its peer's pid), and nothing is left in
@@ -431,7 +381,7 @@ TEST(ShmP2P, APeerKilledWhileThisRankReceivesFromItIsNamedAtOnce) {
   std::filesystem::create_directories(dir);
   const std::string report = dir + "/report";
   auto rank_process = [&](int rank) {
-    auto store = std::make_shared<DirectoryStore>(dir);
+    auto store = std::make_shared<FileStore>(dir);
     ProcessGroupOptions o = cleave::testing::thread_world_options(store, rank, 2);
     o.timeout = std::chrono::seconds(20);
     std::shared_ptr<ProcessGroup> g = create_process_group(o);
