@@ -418,8 +418,8 @@ class GlooProcessGroup final : public ProcessGroup {
       buf->recv(r.peer, slot_of(r.tag));
       posted.push_back({std::move(buf), r.peer, r.tag, false});
     }
-    for (const auto& op : local) peers_->wait(op);
     const auto deadline = Clock::now() + options().timeout;
+    for (const auto& op : local) peers_->wait(op, deadline);
     for (Posted& p : posted) {
       const auto left =
           std::max(std::chrono::milliseconds(1),

@@ -44,13 +44,21 @@ size_t capacity_for(int n) {
   return std::clamp(std::bit_floor(share), kMinCapacity, kMaxCapacity);
 }
 
+// Ordered pairs of distinct members: the channels.
+size_t pairs(int n) { return static_cast<size_t>(n) * static_cast<size_t>(n - 1); }
+
+// The index of channel src -> dst (src != dst) among the pairs.
+size_t pair_index(int src, int dst, int n) {
+  return static_cast<size_t>(src) * static_cast<size_t>(n - 1) +
+         static_cast<size_t>(dst < src ? dst : dst - 1);
+}
+
 size_t channels_offset(int n) {
   return (sizeof(Bell) * static_cast<size_t>(n) + kPage - 1) / kPage * kPage;
 }
 
 size_t rings_offset(int n) {
-  const size_t pairs = static_cast<size_t>(n) * static_cast<size_t>(n);
-  return channels_offset(n) + (2 * kLine * pairs + kPage - 1) / kPage * kPage;
+  return channels_offset(n) + (2 * kLine * pairs(n) + kPage - 1) / kPage * kPage;
 }
 
 }  // namespace
@@ -95,8 +103,8 @@ struct ShmPeers::Peer {
 };
 
 size_t ShmPeers::region_bytes(int members) {
-  const size_t pairs = static_cast<size_t>(members) * static_cast<size_t>(members);
-  return rings_offset(members) + pairs * capacity_for(members);
+  if (members < 2) return 0;
+  return rings_offset(members) + pairs(members) * capacity_for(members);
 }
 
 ShmPeers::ShmPeers(ShmCollectives& segment, int group_rank, std::chrono::milliseconds timeout)
@@ -156,11 +164,11 @@ uint64_t ShmPeers::messages_sent() const {
 }
 
 ShmPeers::Channel& ShmPeers::channel(int src, int dst) const {
-  return reinterpret_cast<Channel*>(region_ + channels_offset(n_))[src * n_ + dst];
+  return reinterpret_cast<Channel*>(region_ + channels_offset(n_))[pair_index(src, dst, n_)];
 }
 
 unsigned char* ShmPeers::ring(int src, int dst) const {
-  return region_ + rings_offset(n_) + static_cast<size_t>(src * n_ + dst) * capacity_;
+  return region_ + rings_offset(n_) + pair_index(src, dst, n_) * capacity_;
 }
 
 void ShmPeers::ring_bell(int member) {
@@ -364,9 +372,10 @@ void ShmPeers::fail(int culprit, const std::string& why, bool invalid_argument) 
   std::abort();  // unreachable: throw_if_failed throws
 }
 
-void ShmPeers::wait(const std::shared_ptr<Op>& op) {
+void ShmPeers::wait(const std::shared_ptr<Op>& op) { wait(op, Clock::now() + timeout_); }
+
+void ShmPeers::wait(const std::shared_ptr<Op>& op, std::chrono::steady_clock::time_point deadline) {
   Bell& bell = reinterpret_cast<Bell*>(region_)[me_];
-  const Clock::time_point deadline = Clock::now() + timeout_;
   struct Waiting {
     ShmPeers& self;
     explicit Waiting(ShmPeers& s) : self(s) {

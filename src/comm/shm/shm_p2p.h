@@ -90,6 +90,8 @@ class ShmPeers {
   // failure of another member or the timeout, and cleave::Error (kInvalidArgument) on a size
   // mismatch. After a failure every wait throws.
   void wait(const std::shared_ptr<Op>& op);
+  // The same with the timeout's deadline given (the one deadline of an exchange).
+  void wait(const std::shared_ptr<Op>& op, std::chrono::steady_clock::time_point deadline);
   // Messages sent through shared memory so far (for tests and benchmarks).
   uint64_t messages_sent() const;
 
