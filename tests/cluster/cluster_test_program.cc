@@ -270,14 +270,25 @@ int stuck(int culprit, int compute_ms, bool barrier) {
   return 0;
 }
 
-int kill_in_all_reduce(int victim) {
+// Joins, passes barrier 'start' and prints "ready rank R" and "<label> <how>", how the world
+// group's traffic travels (`how`); null (after printing why) when there is no world group.
+std::shared_ptr<cleave::comm::ProcessGroup> ready_world(
+    const char* label, std::string (*how)(const cleave::comm::ProcessGroup&)) {
   cleave::init();
   cleave::cluster::barrier("start");
   std::shared_ptr<cleave::comm::ProcessGroup> world = cleave::comm::find_group("world");
-  if (!world) return fail("no world group");
-  std::printf("ready rank %d\ntransport %s\n", cleave::get_rank(),
-              cleave::comm::collective_transport(*world).c_str());
+  if (!world) {
+    fail("no world group");
+    return nullptr;
+  }
+  std::printf("ready rank %d\n%s %s\n", cleave::get_rank(), label, how(*world).c_str());
   std::fflush(stdout);
+  return world;
+}
+
+int kill_in_all_reduce(int victim) {
+  auto world = ready_world("transport", cleave::comm::collective_transport);
+  if (!world) return 2;  // fail() printed why
   auto tensor = cleave::Tensor::full(cleave::Shape({int64_t{4} << 20}), 1.0);
   if (cleave::get_rank() == victim) {
     auto work = world->all_reduce_async(tensor);
@@ -289,13 +300,8 @@ int kill_in_all_reduce(int victim) {
 }
 
 int kill_in_recv(int victim) {
-  cleave::init();
-  cleave::cluster::barrier("start");
-  std::shared_ptr<cleave::comm::ProcessGroup> world = cleave::comm::find_group("world");
-  if (!world) return fail("no world group");
-  std::printf("ready rank %d\np2p %s\n", cleave::get_rank(),
-              cleave::comm::p2p_transport(*world).c_str());
-  std::fflush(stdout);
+  auto world = ready_world("p2p", cleave::comm::p2p_transport);
+  if (!world) return 2;  // fail() printed why
   auto tensor = cleave::Tensor::full(cleave::Shape({int64_t{4} << 20}), 1.0);
   if (cleave::get_rank() == victim) {
     std::vector<std::shared_ptr<cleave::comm::Work>> sends;
