@@ -12,7 +12,13 @@
 //                               src/comm/shm/shm_collectives.h); a store of files in a temporary
 //                               folder stands in for the scheduler's. Prints
 //                               BENCH <op>_<size>_np<N> shm=<GB/s> shm_us=<us per operation>
-//                               (compare with the mpi rows of the same run).
+//                               (compare with the mpi rows of the same run); then point-to-point
+//                               on 2 ranks, through shared memory (NOTE [Shared-memory
+//                               point-to-point] in src/comm/shm/shm_p2p.h) against a second group
+//                               made with CLEAVE_COMM_SHM=0 (Gloo's TCP pairs):
+//                               BENCH PingPong_<size>_np2 shm=<GB/s> tcp=<GB/s> ratio=<shm/tcp>
+//                               shm_us=.. tcp_us=..  (the mpi mode prints the same rows, cleave's
+//                               mpi backend against raw MPI_Send / MPI_Recv).
 //
 // NOTE [Bandwidth in comm_bench]
 // <size> is the buffer of one rank: the reduced tensor for AllReduce, the broadcast tensor for
@@ -20,7 +26,9 @@
 // nccl-tests. Bandwidth is size / (time of one operation), the "algorithm bandwidth"; the time
 // is rank 0's wall time over a timed loop closed by a barrier, best of three loops, measured
 // alternately for cleave and the raw library. Each row also prints both per-operation times in
-// microseconds (cleave_us, <lib>_us) for the small-message latency comparison.
+// microseconds (cleave_us, <lib>_us) for the small-message latency comparison. PingPong rows: rank
+// 0 sends <size> to rank 1, which sends it back; the time is half a round trip (one message), the
+// bandwidth size / that time.
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -54,6 +62,7 @@
 
 #include "cleave/comm/process_group.h"
 #include "comm/backends.h"
+#include "comm/file_store.h"
 
 namespace {
 
@@ -65,6 +74,8 @@ using cleave::comm::ProcessGroup;
 const std::vector<std::pair<const char*, int64_t>> kSizes = {
     {"4KB", 4 << 10}, {"256KB", 256 << 10}, {"4MB", 4 << 20}, {"64MB", 64 << 20}};
 const std::vector<const char*> kOps = {"AllReduce", "AllGather", "Broadcast"};
+const std::vector<std::pair<const char*, int64_t>> kPingPongSizes = {{"4KB", 4 << 10},
+                                                                     {"4MB", 4 << 20}};
 
 // Iterations for a loop of about `seconds`, from the time of one operation, within [3, 1000];
 // `agree` makes every rank use rank 0's count.
@@ -100,6 +111,43 @@ void print_row(const char* op, const char* size_name, int np, double bytes, doub
   const double bw_c = bytes / t_cleave / 1e9, bw_p = bytes / t_peer / 1e9;
   std::printf("BENCH %s_%s_np%d cleave=%.3f %s=%.3f ratio=%.2f cleave_us=%.1f %s_us=%.1f\n", op,
               size_name, np, bw_c, peer, bw_p, bw_c / bw_p, t_cleave * 1e6, peer, t_peer * 1e6);
+  std::fflush(stdout);
+}
+
+// One round trip of `bytes` between ranks 0 and 1 through `send` / `recv` (tag 0).
+std::function<void()> ping_pong(int rank, const Tensor& t,
+                                const std::function<void(const Tensor&, int)>& send,
+                                const std::function<void(const Tensor&, int)>& recv) {
+  return [rank, t, send, recv] {
+    if (rank == 0) {
+      send(t, 1);
+      recv(t, 1);
+    } else {
+      recv(t, 0);
+      send(t, 0);
+    }
+  };
+}
+
+// Times the ping-pongs `a` and `b` alternately (best of three loops each) and prints the row on
+// rank 0, as half round trips.
+void ping_pong_row(int rank, const char* size_name, int64_t bytes, const std::function<void()>& a,
+                   const char* a_name, const std::function<void()>& b, const char* b_name,
+                   double seconds, const std::function<int(int)>& agree,
+                   const std::function<void()>& barrier) {
+  a();
+  b();
+  const int iters = iterations(b, seconds / 6, agree);
+  double best_a = 1e30, best_b = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    best_b = std::min(best_b, time_loop(iters, b, barrier) / 2);
+    best_a = std::min(best_a, time_loop(iters, a, barrier) / 2);
+  }
+  if (rank != 0) return;
+  const double bw_a = static_cast<double>(bytes) / best_a / 1e9;
+  const double bw_b = static_cast<double>(bytes) / best_b / 1e9;
+  std::printf("BENCH PingPong_%s_np2 %s=%.3f %s=%.3f ratio=%.2f %s_us=%.1f %s_us=%.1f\n", size_name,
+              a_name, bw_a, b_name, bw_b, bw_a / bw_b, a_name, best_a * 1e6, b_name, best_b * 1e6);
   std::fflush(stdout);
 }
 
@@ -244,6 +292,26 @@ int run_mpi(double seconds) {
         print_row(op, size_name, size, static_cast<double>(bytes), best_c, best_m, "mpi");
     }
   }
+  if (size == 2) {
+    for (const auto& [size_name, bytes] : kPingPongSizes) {
+      const Tensor c = Tensor::full(Shape({bytes / 4}), 1.0),
+                   m = Tensor::full(Shape({bytes / 4}), 1.0);
+      const auto cleave_op = ping_pong(
+          rank, c, [&](const Tensor& t, int peer) { group->send(t, peer); },
+          [&](const Tensor& t, int peer) { group->recv(t, peer); });
+      const auto raw_op = ping_pong(
+          rank, m,
+          [](const Tensor& t, int peer) {
+            MPI_Send(t.raw_data(), static_cast<int>(t.numel()), MPI_FLOAT, peer, 0, MPI_COMM_WORLD);
+          },
+          [](const Tensor& t, int peer) {
+            MPI_Recv(t.raw_data(), static_cast<int>(t.numel()), MPI_FLOAT, peer, 0, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+          });
+      ping_pong_row(rank, size_name, bytes, cleave_op, "cleave", raw_op, "mpi", seconds, agree,
+                    barrier);
+    }
+  }
   group.reset();
   return 0;
 #else
@@ -255,63 +323,9 @@ int run_mpi(double seconds) {
 
 // ---- shm: ranks as processes of this host ----
 
-// A Store shared by the processes of this host through files in one folder: a key is a file
-// (written whole, then renamed into place), a counter a file updated under flock.
-class FileStore final : public cleave::comm::Store {
- public:
-  explicit FileStore(std::string dir) : dir_(std::move(dir)) {}
-  void set(const std::string& key, const std::vector<uint8_t>& value) override {
-    const std::string tmp = path(key) + ".tmp" + std::to_string(getpid());
-    std::ofstream(tmp, std::ios::binary)
-        .write(reinterpret_cast<const char*>(value.data()),
-               static_cast<std::streamsize>(value.size()));
-    std::filesystem::rename(tmp, path(key));
-  }
-  std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
-    const auto deadline = Clock::now() + timeout;
-    while (!check({key})) {
-      if (Clock::now() > deadline) throw std::runtime_error("FileStore: no key " + key);
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    std::ifstream in(path(key), std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::string v = text.str();
-    return {v.begin(), v.end()};
-  }
-  int64_t add(const std::string& key, int64_t delta) override {
-    const int fd = open((dir_ + "/lock").c_str(), O_CREAT | O_RDWR, 0600);
-    flock(fd, LOCK_EX);
-    int64_t value = 0;
-    if (check({key})) {
-      const std::vector<uint8_t> v = get(key, std::chrono::milliseconds(1000));
-      value = std::stoll(std::string(v.begin(), v.end()));
-    }
-    value += delta;
-    const std::string text = std::to_string(value);
-    set(key, {text.begin(), text.end()});
-    flock(fd, LOCK_UN);
-    close(fd);
-    return value;
-  }
-  bool check(const std::vector<std::string>& keys) override {
-    for (const std::string& k : keys) {
-      if (!std::filesystem::exists(path(k))) return false;
-    }
-    return true;
-  }
-
- private:
-  std::string path(std::string key) const {
-    std::replace(key.begin(), key.end(), '/', '%');
-    return dir_ + "/" + key;
-  }
-  std::string dir_;
-};
-
 void shm_rank(int rank, int size, double seconds, const std::string& dir) {
   cleave::comm::ProcessGroupOptions o;
-  o.store = std::make_shared<FileStore>(dir);
+  o.store = std::make_shared<cleave::comm::FileStore>(dir);
   o.rank = rank;
   o.size = size;
   auto group = cleave::comm::create_process_group(o);
@@ -347,6 +361,29 @@ void shm_rank(int rank, int size, double seconds, const std::string& dir) {
         std::fflush(stdout);
       }
     }
+  }
+  if (size != 2) return;
+  // The same ranks over Gloo's TCP pairs: a group made while CLEAVE_COMM_SHM=0.
+  o.name = "tcp";
+  setenv("CLEAVE_COMM_SHM", "0", 1);
+  auto tcp = cleave::comm::create_process_group(o);
+  unsetenv("CLEAVE_COMM_SHM");
+  if (cleave::comm::p2p_transport(*group) != "shm" || cleave::comm::p2p_transport(*tcp) != "tcp") {
+    std::fprintf(stderr, "comm_bench shm: point-to-point transports %s / %s, not shm / tcp\n",
+                 cleave::comm::p2p_transport(*group).c_str(),
+                 cleave::comm::p2p_transport(*tcp).c_str());
+    std::exit(1);
+  }
+  for (const auto& [size_name, bytes] : kPingPongSizes) {
+    const Tensor s = Tensor::full(Shape({bytes / 4}), 1.0),
+                 t = Tensor::full(Shape({bytes / 4}), 1.0);
+    auto over = [&](ProcessGroup& g, const Tensor& buf) {
+      return ping_pong(
+          rank, buf, [&g](const Tensor& x, int peer) { g.send(x, peer); },
+          [&g](const Tensor& x, int peer) { g.recv(x, peer); });
+    };
+    ping_pong_row(rank, size_name, bytes, over(*group, s), "shm", over(*tcp, t), "tcp", seconds,
+                  agree, barrier);
   }
 }
 

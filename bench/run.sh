@@ -13,6 +13,11 @@
 #     BENCH <op>_<size>_np<N> cleave=<GB/s> mpi=<GB/s> ratio=<cleave/mpi> cleave_us=.. mpi_us=..
 #     then cleave's gloo backend on shared memory (ranks as processes of this host):
 #     BENCH <op>_<size>_np<N> shm=<GB/s> shm_us=..
+#     and point-to-point on 2 ranks (processes), a ping-pong of 4KB and 4MB: shared memory against
+#     Gloo's TCP pairs (a group made with CLEAVE_COMM_SHM=0), then cleave's mpi backend against
+#     raw MPI_Send / MPI_Recv under mpirun (times are half a round trip):
+#     BENCH PingPong_<size>_np2 shm=<GB/s> tcp=<GB/s> ratio=<shm/tcp> shm_us=.. tcp_us=..
+#     BENCH PingPong_<size>_np2 cleave=<GB/s> mpi=<GB/s> ratio=<cleave/mpi> cleave_us=.. mpi_us=..
 #     (NOTE [Bandwidth in comm_bench] in bench/comm_bench.cc defines size and bandwidth.)
 #   data: the seed-000 MNIST pipeline (bench/data_bench.cc) on 60000 generated images, against
 #         what LeNet training on one thread consumes (core_bench lenet5_train_b32_t1):

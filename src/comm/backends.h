@@ -2,6 +2,7 @@
 // folder). Internal to comm.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -18,6 +19,13 @@ std::shared_ptr<ProcessGroup> make_inproc_group(const ProcessGroupOptions& optio
 // comm/gloo/gloo_process_group.cc), "tcp" for another gloo group, the backend's name for the
 // other backends.
 std::string collective_transport(const ProcessGroup& group);
+// How `group`'s point-to-point messages travel: "shm" for a gloo group whose ranks share this host
+// (NOTE [Shared-memory point-to-point] in comm/shm/shm_p2p.h), "shm+tcp" for one whose ranks on
+// this host talk through shared memory and to other hosts over TCP, "tcp" for another gloo group,
+// the backend's name for the other backends.
+std::string p2p_transport(const ProcessGroup& group);
+// Messages this rank of a gloo group has sent through shared memory (0 for other backends).
+uint64_t shm_messages_sent(const ProcessGroup& group);
 #ifdef CLEAVE_HAVE_MPI
 std::shared_ptr<ProcessGroup> make_mpi_group(const ProcessGroupOptions& options);
 #endif

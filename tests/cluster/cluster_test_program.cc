@@ -32,6 +32,10 @@
 //                         group's transport ("transport shm"); every rank all-reduces 16 MB over
 //                         the world; rank R starts it asynchronously and kills itself (SIGKILL)
 //                         while it runs, so its peers wait inside the AllReduce for a dead rank.
+//   kill_recv R           like kill, but prints the point-to-point transport ("p2p shm") and
+//                         every other rank receives 16 MB (tag 9) from rank R, which posts the
+//                         sends (isend) and kills itself while they run, so its peers wait inside
+//                         a shared-memory receive from a dead rank.
 //   kinds                 reads store key 'never_set' for 300 ms and adds to a key holding text
 //                         through the scheduler; prints the kind of each error ("store get:
 //                         unavailable", "store add: invalid argument"), releases, exits 0.
@@ -42,6 +46,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cleave/cluster/activity.h"
 #include "cleave/cluster/cluster.h"
@@ -265,14 +270,25 @@ int stuck(int culprit, int compute_ms, bool barrier) {
   return 0;
 }
 
-int kill_in_all_reduce(int victim) {
+// Joins, passes barrier 'start' and prints "ready rank R" and "<label> <how>", how the world
+// group's traffic travels (`how`); null (after printing why) when there is no world group.
+std::shared_ptr<cleave::comm::ProcessGroup> ready_world(
+    const char* label, std::string (*how)(const cleave::comm::ProcessGroup&)) {
   cleave::init();
   cleave::cluster::barrier("start");
   std::shared_ptr<cleave::comm::ProcessGroup> world = cleave::comm::find_group("world");
-  if (!world) return fail("no world group");
-  std::printf("ready rank %d\ntransport %s\n", cleave::get_rank(),
-              cleave::comm::collective_transport(*world).c_str());
+  if (!world) {
+    fail("no world group");
+    return nullptr;
+  }
+  std::printf("ready rank %d\n%s %s\n", cleave::get_rank(), label, how(*world).c_str());
   std::fflush(stdout);
+  return world;
+}
+
+int kill_in_all_reduce(int victim) {
+  auto world = ready_world("transport", cleave::comm::collective_transport);
+  if (!world) return 2;  // fail() printed why
   auto tensor = cleave::Tensor::full(cleave::Shape({int64_t{4} << 20}), 1.0);
   if (cleave::get_rank() == victim) {
     auto work = world->all_reduce_async(tensor);
@@ -281,6 +297,21 @@ int kill_in_all_reduce(int victim) {
   }
   world->all_reduce(tensor);
   return fail("AllReduce returned although rank " + std::to_string(victim) + " was killed in it");
+}
+
+int kill_in_recv(int victim) {
+  auto world = ready_world("p2p", cleave::comm::p2p_transport);
+  if (!world) return 2;  // fail() printed why
+  auto tensor = cleave::Tensor::full(cleave::Shape({int64_t{4} << 20}), 1.0);
+  if (cleave::get_rank() == victim) {
+    std::vector<std::shared_ptr<cleave::comm::Work>> sends;
+    for (int r = 0; r < world->size(); ++r) {
+      if (r != victim) sends.push_back(world->isend(tensor, r, 9));
+    }
+    raise(SIGKILL);  // the first megabyte of each is out, the rest never comes
+  }
+  world->recv(tensor, victim, 9);
+  return fail("a receive returned although rank " + std::to_string(victim) + " was killed in it");
 }
 
 // The kind of the cleave::Error `fn` throws, or "no error".
@@ -324,6 +355,7 @@ int main(int argc, char** argv) {
     if (mode == "stuck_barrier") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, true);
     if (mode == "kinds") return error_kinds();
     if (mode == "kill") return kill_in_all_reduce(argc > 2 ? std::stoi(argv[2]) : 0);
+    if (mode == "kill_recv") return kill_in_recv(argc > 2 ? std::stoi(argv[2]) : 0);
     if (mode == "slow") {
       return stuck(argc > 2 ? std::stoi(argv[2]) : 0, argc > 3 ? std::stoi(argv[3]) : 1000, false);
     }

@@ -83,15 +83,17 @@ std::vector<std::string> leftover_shm_segments() {
   return names;
 }
 
-// The world group of one host runs its collectives through shared memory (NOTE [Shared-memory
-// collectives] in src/comm/shm/shm_collectives.h): a rank killed inside an AllReduce ends every
-// other process naming it, and leaves nothing in /dev/shm.
-TEST(ClusterFault, WorkerKilledInsideASharedMemoryAllReduceStopsEveryOtherProcess) {
-  Job job("killed_in_shm_all_reduce", kWorkers);
+// Runs the job of cluster_test_program `mode` kVictim on kWorkers workers of this host: the victim
+// kills itself inside a shared-memory operation; every other process must stop with one line
+// naming it (after printing `transport_line`, which says the operation ran on shared memory),
+// within 12 s, leaving nothing in /dev/shm.
+void expect_killed_in_shared_memory_stops_the_job(const std::string& name, const std::string& mode,
+                                                  const std::string& transport_line) {
+  Job job(name, kWorkers);
   const pid_t scheduler = job.scheduler();
   std::vector<pid_t> workers;
   for (int rank = 0; rank < kWorkers; ++rank) {
-    workers.push_back(job.worker(std::to_string(rank), {"kill", std::to_string(kVictim)},
+    workers.push_back(job.worker(std::to_string(rank), {mode, std::to_string(kVictim)},
                                  {{"MS_NODE_ID", std::to_string(rank)}}));
   }
   const auto start = std::chrono::steady_clock::now();
@@ -103,13 +105,27 @@ TEST(ClusterFault, WorkerKilledInsideASharedMemoryAllReduceStopsEveryOtherProces
     }
     EXPECT_EQ(job.wait(workers[rank], seconds(15)), 1) << job.log(log_name);
     const std::string log = job.log(log_name);
-    EXPECT_NE(log.find("transport shm"), std::string::npos) << log;
+    EXPECT_NE(log.find(transport_line), std::string::npos) << log;
     EXPECT_EQ(count(log, " stops: "), 1) << log;
     EXPECT_NE(log.find("the job failed: rank 2 (host "), std::string::npos) << log;
   }
   EXPECT_EQ(job.wait(scheduler, seconds(10)), 1) << job.log("scheduler.log");
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(12));
   EXPECT_TRUE(leftover_shm_segments().empty());
+}
+
+// The world group of one host runs its collectives through shared memory (NOTE [Shared-memory
+// collectives] in src/comm/shm/shm_collectives.h): a rank killed inside an AllReduce ends every
+// other process naming it, and leaves nothing in /dev/shm.
+TEST(ClusterFault, WorkerKilledInsideASharedMemoryAllReduceStopsEveryOtherProcess) {
+  expect_killed_in_shared_memory_stops_the_job("killed_in_shm_all_reduce", "kill", "transport shm");
+}
+
+// Point-to-point between the ranks of one host goes through shared memory too (NOTE [Shared-memory
+// point-to-point] in src/comm/shm/shm_p2p.h): a rank killed while the others wait to receive from
+// it ends every other process naming it, and leaves nothing in /dev/shm.
+TEST(ClusterFault, WorkerKilledWhileItsPeersWaitInASharedMemoryReceiveStopsEveryOtherProcess) {
+  expect_killed_in_shared_memory_stops_the_job("killed_in_shm_recv", "kill_recv", "p2p shm");
 }
 
 TEST(ClusterFault, KilledSchedulerStopsEveryWorker) {

@@ -22,6 +22,7 @@
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
 #include "comm/backends.h"
+#include "comm/shm_testing.h"
 #include "comm/thread_world.h"
 #include "testing/gradcheck.h"
 
@@ -34,36 +35,9 @@ const std::vector<int> kWorldSizes = {1, 2, 3, 4, 8};
 // 0, 1, a prime, and more than one round of kSlotBytes for float32 (131072 per round).
 const std::vector<int64_t> kCounts = {0, 1, 7919, 300007};
 
-// Sets CLEAVE_COMM_SHM for the life of the object (groups read it when they are created).
-class ShmSetting {
- public:
-  explicit ShmSetting(const char* value) {
-    const char* old = std::getenv("CLEAVE_COMM_SHM");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv("CLEAVE_COMM_SHM", value, 1);
-  }
-  ~ShmSetting() {
-    if (had_) {
-      setenv("CLEAVE_COMM_SHM", old_.c_str(), 1);
-    } else {
-      unsetenv("CLEAVE_COMM_SHM");
-    }
-  }
-
- private:
-  bool had_ = false;
-  std::string old_;
-};
-
-std::vector<std::string> leftover_segments() {
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("cleave-coll-", 0) == 0) names.push_back(name);
-  }
-  return names;
-}
+using shm_testing::leftover_segments;
+using shm_testing::run_on_hosts;
+using shm_testing::ShmSetting;
 
 // A float that is not a small integer, distinct per rank and element, so that the order of the
 // additions shows in the last bits.
@@ -329,19 +303,6 @@ TEST(ShmCollectives, SixtyFourMegabytesOnTwoRanks) {
 
 // Thread ranks pretending to be on the hosts `host_of[rank]` (NOTE [Hierarchical collectives] in
 // src/comm/gloo/gloo_process_group.cc).
-void run_on_hosts(const std::vector<std::string>& host_of,
-                  const std::function<void(ProcessGroup&)>& fn) {
-  const int size = static_cast<int>(host_of.size());
-  auto store = make_memory_store();
-  std::vector<std::shared_ptr<ProcessGroup>> groups(static_cast<size_t>(size));
-  testing::run_threads(size, [&](int rank) {
-    ShmCollectives::set_host_key_for_testing("test-host-" + host_of[rank]);
-    groups[rank] = create_process_group(testing::thread_world_options(store, rank, size));
-    ShmCollectives::set_host_key_for_testing("");
-    fn(*groups[rank]);
-  });
-}
-
 TEST(ShmCollectives, GroupsOverSeveralHostsReduceOnEachHostThenAcrossLeaders) {
   // Hosts A = {0, 2}, B = {1, 3}: the float sum is (x0 + x2) + (x1 + x3), bit for bit (two
   // leaders: Gloo's ring adds two values, which commute).

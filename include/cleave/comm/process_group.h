@@ -132,8 +132,10 @@ class ProcessGroup {
   // Point-to-point posted without a thread of its own (for pipelines that post many small
   // messages): returns at once; Work::wait() blocks until the transfer is done, bounded by the
   // group's timeout, on the waiting thread. The tensor must stay alive and untouched until then.
-  // A send completes only once the peer has posted the matching receive (Gloo's rendezvous), so
-  // post receives early. Backends without a native path (the default) use send_async/recv_async.
+  // Over Gloo's TCP pairs a send completes only once the peer has posted the matching receive
+  // (Gloo's rendezvous), so post receives early; between ranks of one host (shared memory) it
+  // completes once its bytes are in the peer's ring. Backends without a native path (the
+  // default) use send_async/recv_async.
   std::shared_ptr<Work> isend(const Tensor& tensor, int dst, int tag);
   std::shared_ptr<Work> irecv(const Tensor& tensor, int src, int tag);
 

@@ -7,8 +7,10 @@
 // by the group's name, with the group's timeout on every wait.
 //
 // When every rank of the group is on this host, the collectives go through shared memory
-// instead of TCP (NOTE [Shared-memory collectives] in comm/shm/shm_collectives.h); point-to-point
-// traffic stays on Gloo's pairs. CLEAVE_COMM_SHM=0 keeps everything on TCP.
+// instead of TCP (NOTE [Shared-memory collectives] in comm/shm/shm_collectives.h), and so does
+// point-to-point traffic between ranks of one host (NOTE [Shared-memory point-to-point] in
+// comm/shm/shm_p2p.h); messages to ranks on other hosts stay on Gloo's pairs. CLEAVE_COMM_SHM=0
+// keeps everything on TCP.
 #include <fmt/ranges.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -34,6 +36,7 @@
 #include "cleave/core/error.h"
 #include "comm/backends.h"
 #include "comm/shm/shm_collectives.h"
+#include "comm/shm/shm_p2p.h"
 
 namespace cleave::comm {
 namespace {
@@ -149,6 +152,12 @@ class GlooProcessGroup final : public ProcessGroup {
 
   // "shm", "shm+tcp" (NOTE [Hierarchical collectives]) or "tcp".
   std::string transport() const { return shm_ ? "shm" : hierarchical_ ? "shm+tcp" : "tcp"; }
+  // Point-to-point: "shm" when every peer is on this host, "shm+tcp" when some are, else "tcp".
+  std::string p2p_transport() const {
+    if (!peers_) return "tcp";
+    return shm_ ? "shm" : "shm+tcp";
+  }
+  uint64_t shm_messages_sent() const { return peers_ ? peers_->messages_sent() : 0; }
 
   ~GlooProcessGroup() override { shutdown(); }
 
@@ -225,8 +234,10 @@ class GlooProcessGroup final : public ProcessGroup {
   // host, its leader, joins a Gloo context among the leaders. AllReduce reduces on each host in
   // rank order, the leaders all-reduce over TCP (Gloo's ring, so floating sums of 3 or more hosts
   // follow Gloo's order across hosts), and each leader broadcasts the result on its host; Barrier
-  // is a host barrier, a leaders' barrier and a host barrier. The other collectives and
-  // point-to-point stay on the group's full Gloo mesh. Used only when every host with several
+  // is a host barrier, a leaders' barrier and a host barrier. The other collectives stay on the
+  // group's full Gloo mesh; point-to-point between two ranks of one host goes through the host's
+  // segment (NOTE [Shared-memory point-to-point]), to other hosts over the mesh (do_exchange
+  // splits an exchange's buffers by peer). Used only when every host with several
   // ranks got its segment (all ranks agree through the store); else everything stays on TCP. A
   // leader whose TCP step fails marks its host's segment failed, so that its members fail at once.
   void use_shared_memory(const std::vector<std::string>& hosts, comm::Store& store) {
@@ -237,9 +248,11 @@ class GlooProcessGroup final : public ProcessGroup {
         leaders.push_back(r);
       }
     }
-    std::unique_ptr<ShmCollectives> local = ShmCollectives::create(options(), store, members);
+    std::unique_ptr<ShmCollectives> local = ShmCollectives::create(
+        options(), store, members, ShmPeers::region_bytes(static_cast<int>(members.size())));
     if (leaders.size() == 1) {
       shm_ = std::move(local);
+      if (shm_) peers_ = std::make_unique<ShmPeers>(*shm_, rank(), options().timeout);
       return;
     }
     const bool shared = static_cast<int>(leaders.size()) < size();
@@ -252,6 +265,7 @@ class GlooProcessGroup final : public ProcessGroup {
     }
     if (!shared || !all_ok) return;  // TCP for everything
     local_ = std::move(local);
+    if (local_) peers_ = std::make_unique<ShmPeers>(*local_, rank(), options().timeout);
     hierarchical_ = true;
     members_ = members;
     leader_ranks_ = leaders;
@@ -341,6 +355,10 @@ class GlooProcessGroup final : public ProcessGroup {
   }
 
   std::function<void()> do_post(const Tensor& tensor, int peer, int tag, bool is_send) override {
+    if (peers_ && peers_->reaches(peer)) {
+      std::shared_ptr<ShmPeers::Op> op = peers_->post(tensor, peer, tag, is_send, true);
+      return [peers = peers_.get(), op] { peers->wait(op); };
+    }
     const auto slot =
         static_cast<uint64_t>(gloo::Slot::build(kPeerSlotPrefix, static_cast<uint32_t>(tag)));
     std::shared_ptr<gloo::transport::UnboundBuffer> buf =
@@ -376,20 +394,32 @@ class GlooProcessGroup final : public ProcessGroup {
       int tag;
       bool is_send;
     };
+    // Peers on this host through shared memory (0-byte messages too: a frame each), receives
+    // first so that fewer messages arrive unexpected; awaited first, since waiting on them drives
+    // their progress while Gloo's pairs progress on their own.
+    std::vector<std::shared_ptr<ShmPeers::Op>> local;
+    const auto on_host = [&](const PeerBuffer& b) { return peers_ && peers_->reaches(b.peer); };
+    for (const PeerBuffer& r : recvs) {
+      if (on_host(r)) local.push_back(peers_->post(r.tensor, r.peer, r.tag, false));
+    }
+    for (const PeerBuffer& s : sends) {
+      if (on_host(s)) local.push_back(peers_->post(s.tensor, s.peer, s.tag, true));
+    }
     std::vector<Posted> posted;
     for (const PeerBuffer& s : sends) {
-      if (s.tensor.nbytes() == 0) continue;
+      if (s.tensor.nbytes() == 0 || on_host(s)) continue;
       auto buf = context_->createUnboundBuffer(s.tensor.raw_data(), s.tensor.nbytes());
       buf->send(s.peer, slot_of(s.tag));
       posted.push_back({std::move(buf), s.peer, s.tag, true});
     }
     for (const PeerBuffer& r : recvs) {
-      if (r.tensor.nbytes() == 0) continue;
+      if (r.tensor.nbytes() == 0 || on_host(r)) continue;
       auto buf = context_->createUnboundBuffer(r.tensor.raw_data(), r.tensor.nbytes());
       buf->recv(r.peer, slot_of(r.tag));
       posted.push_back({std::move(buf), r.peer, r.tag, false});
     }
     const auto deadline = Clock::now() + options().timeout;
+    for (const auto& op : local) peers_->wait(op, deadline);
     for (Posted& p : posted) {
       const auto left =
           std::max(std::chrono::milliseconds(1),
@@ -423,6 +453,9 @@ class GlooProcessGroup final : public ProcessGroup {
   std::vector<int> members_;  // the group ranks on this host
   std::vector<int> leader_ranks_;  // the leader of each host, ascending
   std::vector<int> leader_of_;     // per group rank: its host's leader
+  // Point-to-point with the ranks of this host, in shm_'s or local_'s segment (declared after
+  // them: destroyed first).
+  std::unique_ptr<ShmPeers> peers_;
 };
 
 // Gloo's TCP transport writes to its sockets without MSG_NOSIGNAL: a write to a peer that has
@@ -447,6 +480,18 @@ std::string collective_transport(const ProcessGroup& group) {
     return gloo->transport();
   }
   return group.backend();
+}
+
+std::string p2p_transport(const ProcessGroup& group) {
+  if (const auto* gloo = dynamic_cast<const GlooProcessGroup*>(&group)) {
+    return gloo->p2p_transport();
+  }
+  return group.backend();
+}
+
+uint64_t shm_messages_sent(const ProcessGroup& group) {
+  const auto* gloo = dynamic_cast<const GlooProcessGroup*>(&group);
+  return gloo != nullptr ? gloo->shm_messages_sent() : 0;
 }
 
 std::shared_ptr<ProcessGroup> make_gloo_group(const ProcessGroupOptions& options) {

@@ -5,11 +5,8 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <linux/futex.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +21,7 @@
 
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
+#include "comm/shm/shm_wait.h"
 
 namespace cleave::comm {
 
@@ -82,8 +80,10 @@ std::string describe(const CallRecord& w) {
 constexpr size_t kHeaderBytes = 320;
 constexpr size_t kPage = 4096;
 // NOTE [Waiting in shared-memory collectives]
-constexpr auto kYield = std::chrono::microseconds(1000);
-constexpr auto kSlice = std::chrono::milliseconds(10);
+using shm::kSlice;
+using shm::kYield;
+using shm::process_gone;
+using shm::read_first_line;
 // NOTE [Rounds of shared-memory collectives]
 constexpr size_t kRoundBytes = size_t{512} << 10;
 
@@ -100,13 +100,6 @@ RankWord* rank_words(void* mapping) {
 size_t slots_offset(int size) {
   const size_t control = kHeaderBytes + sizeof(RankWord) * static_cast<size_t>(size);
   return (control + kPage - 1) / kPage * kPage;
-}
-
-std::string read_first_line(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
 }
 
 std::string link_target(const char* path) {
@@ -149,17 +142,6 @@ bool shm_enabled() {
 std::string to_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 std::vector<uint8_t> to_bytes(const std::string& s) {
   return std::vector<uint8_t>(s.begin(), s.end());
-}
-
-// Whether process `pid` of this pid namespace has exited (gone, or a zombie not yet reaped).
-bool process_gone(int32_t pid) {
-  if (pid <= 0) return false;
-  if (kill(pid, 0) != 0) return errno == ESRCH;
-  const std::string stat = read_first_line(fmt::format("/proc/{}/stat", pid).c_str());
-  const size_t paren = stat.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
-  const char state = stat[paren + 2];
-  return state == 'Z' || state == 'X';
 }
 
 // A creator killed between making its segment and every rank mapping it (SIGKILL, or its job
@@ -262,7 +244,8 @@ void ShmCollectives::set_host_key_for_testing(std::string key) {
 
 std::unique_ptr<ShmCollectives> ShmCollectives::create(const ProcessGroupOptions& options,
                                                        Store& store,
-                                                       const std::vector<int>& members) {
+                                                       const std::vector<int>& members,
+                                                       size_t extra_bytes) {
   static_assert(sizeof(Header) <= kHeaderBytes);
   const int size = static_cast<int>(members.size());
   const int rank =
@@ -281,7 +264,7 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(const ProcessGroupOptions
   shm->rank_ = rank;
   shm->size_ = size;
   shm->timeout_ = timeout;
-  const size_t bytes = layout_bytes(size);
+  const size_t bytes = layout_bytes(size) + (extra_bytes + kPage - 1) / kPage * kPage;
 
   std::string segment;
   auto map = [&](int fd) {
@@ -336,6 +319,8 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(const ProcessGroupOptions
     shm->header_ = static_cast<Header*>(shm->mapping_);
     shm->round_bytes_ = static_cast<size_t>(shm->header_->round_bytes);
     shm->slots_ = static_cast<unsigned char*>(shm->mapping_) + slots_offset(size);
+    if (extra_bytes > 0)
+      shm->extra_ = static_cast<unsigned char*>(shm->mapping_) + layout_bytes(size);
   }
   store.set(key("mapped", rank), to_bytes(mapped ? "1" : "0"));
   bool all_mapped = mapped;
@@ -371,9 +356,26 @@ void ShmCollectives::abandon(int culprit) {
     header_->reporter.store(members_[rank_]);
   }
   header_->generation.fetch_add(0);  // a full fence before the wake-up
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header_->generation), FUTEX_WAKE, INT_MAX,
-          nullptr, nullptr, 0);
+  shm::futex_wake_all(&header_->generation);
 }
+
+void ShmCollectives::throw_if_abandoned() const {
+  const int32_t culprit = header_->culprit.load(std::memory_order_acquire);
+  if (culprit == 0) return;
+  const int reporter = header_->reporter.load();
+  // A rank that blames itself failed outside this segment (a leader's TCP step).
+  throw BackendFailure(
+      reporter == culprit - 1
+          ? fmt::format("shared memory: rank {} gave up on the operation (its error names the "
+                        "cause)",
+                        reporter)
+          : fmt::format("shared memory: rank {} gave up on the operation, blaming rank {} "
+                        "(its error names the cause)",
+                        reporter, culprit - 1),
+      culprit - 1);
+}
+
+int32_t ShmCollectives::member_pid(int member) const { return rank_words(mapping_)[member].pid; }
 
 void ShmCollectives::fail(int culprit, const std::string& why) {
   abandon(culprit);
@@ -389,8 +391,7 @@ void ShmCollectives::wait_at_barrier() {
   if (arrived == k * static_cast<uint64_t>(size_)) {
     header_->generation.store(target, std::memory_order_seq_cst);
     if (header_->sleepers.load(std::memory_order_seq_cst) != 0) {
-      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header_->generation), FUTEX_WAKE, INT_MAX,
-              nullptr, nullptr, 0);
+      shm::futex_wake_all(&header_->generation);
     }
     return;
   }
@@ -407,20 +408,7 @@ void ShmCollectives::wait_at_barrier() {
   // mismatch rather than the rank that found it first.
   while (true) {
     if (done()) return;
-    const int32_t culprit = header_->culprit.load(std::memory_order_acquire);
-    if (culprit != 0) {
-      const int reporter = header_->reporter.load();
-      // A rank that blames itself failed outside this segment (a leader's TCP step).
-      throw BackendFailure(
-          reporter == culprit - 1
-              ? fmt::format("shared memory: rank {} gave up on the operation (its error names the "
-                            "cause)",
-                            reporter)
-              : fmt::format("shared memory: rank {} gave up on the operation, blaming rank {} "
-                            "(its error names the cause)",
-                            reporter, culprit - 1),
-          culprit - 1);
-    }
+    throw_if_abandoned();
     const int dead = dead_rank_behind(k);
     if (dead >= 0) {
       fail(members_[dead],
@@ -442,13 +430,11 @@ void ShmCollectives::wait_at_barrier() {
                        fmt::join(missing, ", "), timeout_.count()));
     }
     const auto slice = std::min<Clock::duration>(kSlice, deadline_ - now);
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count();
-    timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
     const uint32_t seen = header_->generation.load(std::memory_order_seq_cst);
     header_->sleepers.fetch_add(1, std::memory_order_seq_cst);
     if (!done()) {
-      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header_->generation), FUTEX_WAIT, seen, &ts,
-              nullptr, 0);
+      shm::futex_wait(&header_->generation, seen,
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(slice));
     }
     header_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
   }

@@ -122,8 +122,11 @@ class ShmCollectives {
   // every member calls it with the same list, after host_keys). Returns null on every member when
   // there are fewer than 2 or more than kMaxRanks, or when the segment cannot be created or
   // mapped. Throws cleave::Error when a member does not answer within options.timeout.
+  // `extra_bytes` (the same on every member) reserves a zeroed region after the collectives' own,
+  // for point-to-point channels (comm/shm/shm_p2p.h); extra() points at it.
   static std::unique_ptr<ShmCollectives> create(const ProcessGroupOptions& options, Store& store,
-                                                const std::vector<int>& members);
+                                                const std::vector<int>& members,
+                                                size_t extra_bytes = 0);
   // Tests: the host key of groups created later on this thread (ranks as threads pretending to
   // be on several hosts); empty restores the real one.
   static void set_host_key_for_testing(std::string key);
@@ -145,6 +148,13 @@ class ShmCollectives {
   // other members, which then fail at once naming it (for a failure outside these collectives:
   // the leaders' exchange of NOTE [Hierarchical collectives]).
   void abandon(int culprit);
+  // Throws the BackendFailure of a member that abandoned the group (see abandon), if one did.
+  void throw_if_abandoned() const;
+  // The region reserved by create's extra_bytes (null when none), the members' group ranks, and
+  // the pid of member `member` (an index into members()).
+  unsigned char* extra() const { return extra_; }
+  const std::vector<int>& members() const { return members_; }
+  int32_t member_pid(int member) const;
 
  private:
   struct Header;
@@ -182,6 +192,7 @@ class ShmCollectives {
   size_t mapping_bytes_ = 0;
   Header* header_ = nullptr;
   unsigned char* slots_ = nullptr;
+  unsigned char* extra_ = nullptr;
   bool check_call_ = false;                         // the next barrier is the operation's first
   uint64_t calls_ = 0;                              // operations begun
   uint64_t barriers_ = 0;                           // barriers this rank has passed

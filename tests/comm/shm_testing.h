@@ -1,0 +1,64 @@
+// Helpers of the shared-memory tests (shm_collectives_test.cc, shm_p2p_test.cc): the
+// CLEAVE_COMM_SHM switch, the segments left in /dev/shm, and thread ranks pretending to be on
+// several hosts.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cleave/comm/process_group.h"
+#include "comm/shm/shm_collectives.h"
+#include "comm/thread_world.h"
+
+namespace cleave::comm::shm_testing {
+
+// Sets CLEAVE_COMM_SHM for the life of the object (groups read it when they are created).
+class ShmSetting {
+ public:
+  explicit ShmSetting(const char* value) {
+    const char* old = std::getenv("CLEAVE_COMM_SHM");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv("CLEAVE_COMM_SHM", value, 1);
+  }
+  ~ShmSetting() {
+    if (had_) {
+      setenv("CLEAVE_COMM_SHM", old_.c_str(), 1);
+    } else {
+      unsetenv("CLEAVE_COMM_SHM");
+    }
+  }
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
+inline std::vector<std::string> leftover_segments() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("cleave-coll-", 0) == 0) names.push_back(name);
+  }
+  return names;
+}
+
+// Thread ranks whose host keys are "test-host-" + host_of[rank]: runs fn on each.
+inline void run_on_hosts(const std::vector<std::string>& host_of,
+                         const std::function<void(ProcessGroup&)>& fn) {
+  const int size = static_cast<int>(host_of.size());
+  auto store = make_memory_store();
+  std::vector<std::shared_ptr<ProcessGroup>> groups(static_cast<size_t>(size));
+  cleave::testing::run_threads(size, [&](int rank) {
+    ShmCollectives::set_host_key_for_testing("test-host-" + host_of[rank]);
+    groups[rank] = create_process_group(cleave::testing::thread_world_options(store, rank, size));
+    ShmCollectives::set_host_key_for_testing("");
+    fn(*groups[rank]);
+  });
+}
+
+}  // namespace cleave::comm::shm_testing
