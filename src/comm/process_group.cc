@@ -10,6 +10,7 @@
 #include "cleave/comm/progress.h"
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
+#include "comm/backends.h"
 
 namespace cleave::comm {
 
@@ -220,7 +221,14 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const OpInfo& info, std::function<vo
   return work;
 }
 
+namespace {
+thread_local bool t_communication_thread = false;
+}  // namespace
+
+bool on_communication_thread() { return t_communication_thread; }
+
 void ProcessGroup::worker_loop() {
+  t_communication_thread = true;
   while (true) {
     std::function<void()> job;
     {

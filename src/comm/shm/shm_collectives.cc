@@ -399,7 +399,7 @@ void ShmCollectives::wait_at_barrier() {
     return static_cast<int32_t>(header_->generation.load(std::memory_order_acquire) - target) >= 0;
   };
   const Clock::time_point start = Clock::now();
-  while (Clock::now() - start < kYield) {
+  while (Clock::now() - start < polling_) {
     if (done()) return;
     sched_yield();
   }
@@ -450,6 +450,10 @@ void ShmCollectives::begin(Call call, const Tensor* tensor, int64_t count, int d
   mine.count = count;
   mine.detail = detail;
   check_call_ = true;
+  // NOTE [Waiting beside computation]: an operation of several rounds on the communication thread
+  // sleeps at once at its barriers; one of a single round polls first, as blocking calls do.
+  polling_ =
+      tensor != nullptr && tensor->nbytes() > round_bytes_ ? shm::yield_phase() : shm::kYield;
 }
 
 void ShmCollectives::check_calls() {

@@ -58,21 +58,23 @@
 // A barrier is a counter of arrivals and a generation word: the last rank to arrive advances the
 // generation and, when some rank sleeps on it, wakes it with a futex. A rank that waits polls the
 // generation, calling sched_yield() between polls, for up to kYield (1 ms), and then sleeps on the
-// futex in slices of kSlice (10 ms). It never spins without yielding: even with no more ranks
-// than cores, the kernel may run two ranks on one core (other processes load the others), and a
-// spinning rank then keeps its peer from arriving. Measured on 2 cores shared with compilers,
-// AllReduce on 2 ranks (comm_bench shm): with a 50 us spin first, runs were bimodal — 0.5 us /
-// 560 us at 4 KB / 4 MB when the ranks had a core each, 106 us / 1137 us when they shared one
-// (a 500 us spin: ~1000 us at 4 KB); yielding from the first poll gave 0.9-7.3 us and 337-448 us
-// in three runs out of three (Open MPI, which yields when oversubscribed, 1.1 us / 1080 us then).
-// With more ranks than cores yielding matters more (the prototype lost ~8 ms per operation with 4
-// spinning ranks on 2 cores), and sleeping at once is slower still (8 ranks, AllReduce 4 MB:
-// ~6.4 ms sleeping at once, 3.3-4.9 ms yielding for 50 us to 2 ms first). Between slices a
-// sleeping rank checks that the ranks it waits for are alive (their pids, this host's pid
-// namespace being one condition for using the segment) and that no rank has declared the group
-// failed; the group's timeout bounds the whole operation. A rank that fails (timeout, a dead peer)
-// records the rank it blames in the header and wakes everybody, so the other ranks fail at once
-// with the same culprit instead of waiting for their own timeouts.
+// futex in slices of kSlice (10 ms); in an operation of several rounds on a group's communication
+// thread, beside its process's computation, it sleeps at once (NOTE [Waiting beside computation]
+// in comm/shm/shm_wait.h). It
+// never spins without yielding: even with no more ranks than cores, the kernel may run two ranks on
+// one core (other processes load the others), and a spinning rank then keeps its peer from
+// arriving. Measured on 2 cores shared with compilers, AllReduce on 2 ranks (comm_bench shm): with
+// a 50 us spin first, runs were bimodal — 0.5 us / 560 us at 4 KB / 4 MB when the ranks had a core
+// each, 106 us / 1137 us when they shared one (a 500 us spin: ~1000 us at 4 KB); yielding from the
+// first poll gave 0.9-7.3 us and 337-448 us in three runs out of three (Open MPI, which yields when
+// oversubscribed, 1.1 us / 1080 us then). With more ranks than cores yielding matters more (the
+// prototype lost ~8 ms per operation with 4 spinning ranks on 2 cores), and sleeping at once is
+// slower still (8 ranks, AllReduce 4 MB: ~6.4 ms sleeping at once, 3.3-4.9 ms yielding for 50 us to
+// 2 ms first). Between slices a sleeping rank checks that the ranks it waits for are alive (their
+// pids, this host's pid namespace being one condition for using the segment) and that no rank has
+// declared the group failed; the group's timeout bounds the whole operation. A rank that fails
+// (timeout, a dead peer) records the rank it blames in the header and wakes everybody, so the other
+// ranks fail at once with the same culprit instead of waiting for their own timeouts.
 //
 // NOTE [Calls checked in shared-memory collectives]
 // Every rank writes the collective it calls (which, dtype, element count, reduce op or root) into
@@ -188,6 +190,8 @@ class ShmCollectives {
   int size_ = 1;
   std::chrono::milliseconds timeout_{0};
   size_t round_bytes_ = kSlotBytes;  // per rank and round, at most kSlotBytes
+  // How long a wait at a barrier of the running operation polls before it sleeps.
+  std::chrono::microseconds polling_{1000};
   void* mapping_ = nullptr;
   size_t mapping_bytes_ = 0;
   Header* header_ = nullptr;

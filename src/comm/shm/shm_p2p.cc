@@ -387,7 +387,8 @@ void ShmPeers::wait(const std::shared_ptr<Op>& op, std::chrono::steady_clock::ti
       if (--self.waiters_ == 0 && self.deferred_pending_ > 0) self.wake_background_.notify_all();
     }
   } waiting(*this);
-  Clock::time_point yield_until = Clock::now() + shm::kYield;
+  const auto polling = shm::yield_phase();  // NOTE [Waiting beside computation]
+  Clock::time_point yield_until = Clock::now() + polling;
   while (true) {
     const uint32_t seen = bell.word.load(std::memory_order_seq_cst);
     bool moved = false;
@@ -401,7 +402,7 @@ void ShmPeers::wait(const std::shared_ptr<Op>& op, std::chrono::steady_clock::ti
     }
     const Clock::time_point now = Clock::now();
     if (moved) {
-      yield_until = now + shm::kYield;
+      yield_until = now + polling;
       continue;
     }
     if (now < yield_until) {

@@ -13,7 +13,13 @@
 #include <ctime>
 #include <fstream>
 
+#include "comm/backends.h"
+
 namespace cleave::comm::shm {
+
+std::chrono::microseconds yield_phase() {
+  return on_communication_thread() ? std::chrono::microseconds(0) : kYield;
+}
 
 void futex_wait(std::atomic<uint32_t>* word, uint32_t seen, std::chrono::nanoseconds at_most) {
   const auto ns = std::max<int64_t>(0, at_most.count());
