@@ -11,9 +11,10 @@
 //       grad_mb=<MiB> allreduce_ms=<ms> waited_ms=<ms>
 //       waited_max_ms=<ms>
 // (one line), waited_ms being the time per step the executor spent blocked on gradient
-// AllReduces in flight (Executor::in_flight_wait_seconds) on the rank that blocked least in that
-// step: the all-reduce time the backward pass did not hide; waited_max_ms the same on the rank
-// that blocked most, which adds the ranks' skew (NOTE [Waits and skew]).
+// AllReduces (Executor::communication_wait_seconds: waiting for those in flight and running
+// those that run inline) on the rank that blocked least in that step: the all-reduce time the
+// backward pass did not hide; waited_max_ms the same on the rank that blocked most, which adds the
+// ranks' skew (NOTE [Waits and skew]).
 #include <fmt/core.h>
 
 #include <chrono>
@@ -91,12 +92,12 @@ int main(int argc, char** argv) {
     int64_t steps = 0;
     const Tensor go = Tensor::ones({1});
     std::shared_ptr<comm::ProcessGroup> world_group = comm::get_group(comm::kWorldGroup);
-    std::vector<double> waits;  // per step, seconds blocked on AllReduces in flight
+    std::vector<double> waits;  // per step, seconds blocked on AllReduces
     const auto start = Clock::now();
     for (;;) {
-      const double waited_before = step.last_executor()->in_flight_wait_seconds();
+      const double waited_before = step.last_executor()->communication_wait_seconds();
       step(x, y);
-      waits.push_back(step.last_executor()->in_flight_wait_seconds() - waited_before);
+      waits.push_back(step.last_executor()->communication_wait_seconds() - waited_before);
       ++steps;
       if (steps % 4 == 0 && world_group != nullptr && world_group->size() > 1) {
         float* flag = go.data<float>();

@@ -97,9 +97,11 @@ class Executor {
   // profile), not training: the clock reads cost ~50 ns per op. Turning it on clears the sums.
   void set_profiling(bool on);
   const std::vector<double>& node_seconds() const { return node_seconds_; }
-  // Seconds run() has spent blocked waiting for collectives in flight (NOTE [Collectives in
-  // flight]) since the executor was made: the communication the overlapped ops did not hide.
-  double in_flight_wait_seconds() const { return in_flight_wait_seconds_; }
+  // Seconds run() has spent blocked on communication since the executor was made: waiting for
+  // collectives in flight (NOTE [Collectives in flight]), and running those whose first reader is
+  // the next op (they run inline, nothing to overlap). The communication the computation did not
+  // hide.
+  double communication_wait_seconds() const { return communication_wait_seconds_; }
   const MemoryPlan& plan() const { return plan_; }
   // Buffers that lie in a shared-memory mailbox slot instead of the arena (NOTE [Zero-copy cut
   // edges]): one per cut edge end that needs no copy.
@@ -122,7 +124,7 @@ class Executor {
   bool reads_inputs_ = false;
   std::vector<bool> inputs_read_;
   std::vector<double> node_seconds_;
-  double in_flight_wait_seconds_ = 0;
+  double communication_wait_seconds_ = 0;
   std::vector<double> op_cpu_seconds_;  // per node, this run (runtime::placed_op_profiling())
   // NOTE [Collectives in flight]: per node, where an asynchronous op is waited for (-1: it runs
   // synchronously), and per node (+ the end) the waiters of this run to call before it.
