@@ -74,11 +74,21 @@ TEST(ClusterFault, StoppedWorkerIsLostByHeartbeatTimeout) {
   // The stopped worker itself is killed when `running` goes out of scope.
 }
 
-std::vector<std::string> leftover_shm_segments() {
+// The shared-memory segments left in /dev/shm by the processes `pids` (a segment's name ends with
+// its creator's pid: "cleave-coll-...-<pid>"). Only theirs: other tests running at the same time
+// (ctest -j) may hold a segment of their own for a moment.
+std::vector<std::string> leftover_shm_segments(const std::vector<pid_t>& pids) {
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("cleave-coll-", 0) == 0) names.push_back(name);
+    if (name.rfind("cleave-coll-", 0) != 0) continue;
+    for (pid_t pid : pids) {
+      const std::string suffix = "-" + std::to_string(pid);
+      if (name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        names.push_back(name);
+      }
+    }
   }
   return names;
 }
@@ -111,7 +121,7 @@ void expect_killed_in_shared_memory_stops_the_job(const std::string& name, const
   }
   EXPECT_EQ(job.wait(scheduler, seconds(10)), 1) << job.log("scheduler.log");
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(12));
-  EXPECT_TRUE(leftover_shm_segments().empty());
+  EXPECT_TRUE(leftover_shm_segments(workers).empty());
 }
 
 // The world group of one host runs its collectives through shared memory (NOTE [Shared-memory
