@@ -193,52 +193,65 @@ TEST(ClusterUserErrors, AnUncaughtExceptionEndsTheJobWithItsMessage) {
 // not CLEAVE_COMM_TIMEOUT_MS (60 s), naming what every rank waits for.
 // Over TCP (CLEAVE_COMM_SHM=0): the shared-memory collectives name a mismatched order at once
 // (MismatchedCollectivesOnSharedMemoryAreNamedAtOnce below).
-// Starts a scheduler and kWorkers workers running `mode` of the test program, all with `env`;
-// returns the scheduler's pid and then the workers' once every worker printed "ready rank R"
-// (empty when one did not: the failure is recorded).
+// A scheduler and kWorkers workers running `mode` of the test program, all with `env`, started
+// and waited for until every worker printed "ready rank R" (`ready` false, with the failure
+// recorded, when one did not).
 constexpr int kWorkers = 3;
-std::vector<pid_t> start_ready_job(Job& job, const std::string& mode,
-                                   const std::map<std::string, std::string>& env) {
+struct ReadyJob {
+  bool ready = false;
+  pid_t scheduler = 0;
+  std::vector<pid_t> workers;
+};
+ReadyJob start_ready_job(Job& job, const std::string& mode,
+                         const std::map<std::string, std::string>& env) {
   std::map<std::string, std::string> sched_env = env;
   sched_env["MS_ROLE"] = "MS_SCHED";
-  std::vector<pid_t> pids = {
-      job.start_program({kProgram, "roundtrip"}, sched_env, "scheduler.log")};
+  ReadyJob j;
+  j.scheduler = job.start_program({kProgram, "roundtrip"}, sched_env, "scheduler.log");
   for (int rank = 0; rank < kWorkers; ++rank) {
     std::map<std::string, std::string> extra = env;
     extra["MS_NODE_ID"] = std::to_string(rank);
-    pids.push_back(job.worker(std::to_string(rank), {mode}, extra));
+    j.workers.push_back(job.worker(std::to_string(rank), {mode}, extra));
   }
   for (int rank = 0; rank < kWorkers; ++rank) {
     const std::string log = fmt::format("worker_{}.log", rank);
     if (!job.wait_for_log(log, fmt::format("ready rank {}", rank))) {
       ADD_FAILURE() << "worker " << rank << " never got ready: " << job.log(log);
-      return {};
+      return j;
     }
   }
-  return pids;
+  j.ready = true;
+  return j;
+}
+
+// Waits for every worker of `j` to exit with status 1 (within `timeout` each), then for the
+// scheduler; returns the seconds since `start`.
+double wait_failed_job(Job& job, const ReadyJob& j, std::chrono::steady_clock::time_point start,
+                       seconds timeout) {
+  for (int rank = 0; rank < kWorkers; ++rank) {
+    const std::string log = fmt::format("worker_{}.log", rank);
+    EXPECT_EQ(job.wait(j.workers[rank], timeout), 1) << job.log(log);
+  }
+  EXPECT_EQ(job.wait(j.scheduler, seconds(10)), 1) << job.log("scheduler.log");
+  return seconds_since(start);
 }
 
 void expect_deadlock_found(const std::string& name, const std::string& mode,
                            const std::vector<std::string>& waits) {
   Job job(name, kWorkers);
-  const std::vector<pid_t> pids = start_ready_job(job, mode,
-                                                  {{"CLEAVE_STUCK_TIMEOUT_MS", "2000"},
-                                                   {"CLEAVE_COMM_TIMEOUT_MS", "60000"},
-                                                   {"CLEAVE_COMM_SHM", "0"}});
-  ASSERT_EQ(pids.size(), size_t{kWorkers + 1});
-  const pid_t scheduler = pids[0];
-  const std::vector<pid_t> workers(pids.begin() + 1, pids.end());
-  const auto start = Clock::now();
+  const ReadyJob j = start_ready_job(job, mode,
+                                     {{"CLEAVE_STUCK_TIMEOUT_MS", "2000"},
+                                      {"CLEAVE_COMM_TIMEOUT_MS", "60000"},
+                                      {"CLEAVE_COMM_SHM", "0"}});
+  ASSERT_TRUE(j.ready);
+  const double ended_s = wait_failed_job(job, j, Clock::now(), seconds(30));
   for (int rank = 0; rank < kWorkers; ++rank) {
-    const std::string log = fmt::format("worker_{}.log", rank);
-    EXPECT_EQ(job.wait(workers[rank], seconds(30)), 1) << job.log(log);
-    EXPECT_NE(job.log(log).find(" stops: the job failed: deadlock: ranks 0, 1, 2 have waited "
-                                "longer than CLEAVE_STUCK_TIMEOUT_MS=2000 ms"),
+    const std::string log = job.log(fmt::format("worker_{}.log", rank));
+    EXPECT_NE(log.find(" stops: the job failed: deadlock: ranks 0, 1, 2 have waited "
+                       "longer than CLEAVE_STUCK_TIMEOUT_MS=2000 ms"),
               std::string::npos)
-        << job.log(log);
+        << log;
   }
-  EXPECT_EQ(job.wait(scheduler, seconds(10)), 1) << job.log("scheduler.log");
-  const double ended_s = seconds_since(start);
   EXPECT_LT(ended_s, 20.0);  // far below CLEAVE_COMM_TIMEOUT_MS=60 s; generous under load
   std::printf("%s: every process ended %.2f s after the wait began (bound 2 s)\n", mode.c_str(),
               ended_s);
@@ -260,20 +273,12 @@ TEST(ClusterUserErrors, MismatchedCollectiveOrderIsADeadlockNamingEveryRanksWait
 // timeout (a wrong call is no lost peer, so nobody waits for the scheduler's verdict on one).
 TEST(ClusterUserErrors, MismatchedCollectivesOnSharedMemoryAreNamedAtOnce) {
   Job job("mismatch_shm", kWorkers);
-  const std::vector<pid_t> pids = start_ready_job(job, "mismatch",
-                                                  {{"CLEAVE_STUCK_TIMEOUT_MS", "60000"},
-                                                   {"CLEAVE_COMM_TIMEOUT_MS", "60000"},
-                                                   {"CLEAVE_HEARTBEAT_TIMEOUT_MS", "30000"}});
-  ASSERT_EQ(pids.size(), size_t{kWorkers + 1});
-  const pid_t scheduler = pids[0];
-  const std::vector<pid_t> workers(pids.begin() + 1, pids.end());
-  const auto start = Clock::now();
-  for (int rank = 0; rank < kWorkers; ++rank) {
-    const std::string log = fmt::format("worker_{}.log", rank);
-    EXPECT_EQ(job.wait(workers[rank], seconds(40)), 1) << job.log(log);
-  }
-  EXPECT_EQ(job.wait(scheduler, seconds(10)), 1) << job.log("scheduler.log");
-  const double ended_s = seconds_since(start);
+  const ReadyJob j = start_ready_job(job, "mismatch",
+                                     {{"CLEAVE_STUCK_TIMEOUT_MS", "60000"},
+                                      {"CLEAVE_COMM_TIMEOUT_MS", "60000"},
+                                      {"CLEAVE_HEARTBEAT_TIMEOUT_MS", "30000"}});
+  ASSERT_TRUE(j.ready);
+  const double ended_s = wait_failed_job(job, j, Clock::now(), seconds(40));
   // Without the fix every rank waited a heartbeat timeout (30 s here) for a verdict.
   EXPECT_LT(ended_s, 15.0);
   std::printf("every process ended %.2f s after the mismatched calls\n", ended_s);
