@@ -106,6 +106,16 @@ elseif(CLEAVE_WITH_CUDA)
   list(PREPEND _pc_cleave_libs "-Wl,--push-state,--no-as-needed")
   list(APPEND _pc_cleave_libs "-Wl,--pop-state")
 endif()
+# NOTE [Registrations survive static linking] (src/parallel/rules/registrations.cc): the anchors
+# of the layers that attach parts to the registry's entries; shared libraries are kept whole
+# (--no-as-needed) instead.
+if(CLEAVE_STATIC_LIBRARIES)
+  list(PREPEND _pc_cleave_libs "-Wl,--undefined=cleave_parallel_registrations_anchor"
+       "-Wl,--undefined=cleave_runtime_registrations_anchor")
+elseif(NOT CLEAVE_WITH_CUDA)
+  list(PREPEND _pc_cleave_libs "-Wl,--push-state,--no-as-needed")
+  list(APPEND _pc_cleave_libs "-Wl,--pop-state")
+endif()
 if(NOT CLEAVE_STATIC_LIBRARIES)
   # The libraries are found at run time without LD_LIBRARY_PATH, wherever the prefix is.
   list(PREPEND _pc_cleave_libs -Wl,-rpath,\${libdir})

@@ -51,9 +51,16 @@ int main() {
 
   // 3. Train: every step is one compiled graph (forward, loss, backward, Adam update).
   const Batch batch = make_batch();
+  Tensor loss;
   for (int step = 1; step <= 20; ++step) {
-    const Tensor loss = train_step(batch.images, batch.labels);
+    loss = train_step(batch.images, batch.labels);
     fmt::print("step {}: loss {:.4f}\n", step, loss.item());
   }
+
+  // 4. A collective: this process alone is the world (no cleave::init() job), so the sum over
+  //    its ranks is the loss itself. The kernel comes from the runtime layer, which attaches it
+  //    while the program starts.
+  const Tensor total = ops::all_reduce(loss);
+  fmt::print("all_reduce of the last loss over this one process: {:.4f}\n", total.item());
   return 0;
 }

@@ -53,6 +53,11 @@ awk '/^step [0-9]+: loss / { loss = $4 + 0; if (first == "") first = loss; steps
        print "package_test: the loss fell over " steps " steps: " first " -> " loss
      }' "$tmp/run.log"
 
+# The collective's kernel is attached by the runtime's registrations, which a static link must not
+# drop (NOTE [Registrations survive static linking] in src/parallel/rules/registrations.cc).
+grep -q "^all_reduce of the last loss over this one process: " "$tmp/run.log" ||
+  { echo "package_test: the program did not run its AllReduce" >&2; exit 1; }
+
 "$cuda_program" | tee "$tmp/cuda.log"
 if grep -q "CLEAVE_HAVE_CUDA" "$pc" && grep -q "has no CUDA support" "$tmp/cuda.log"; then
   echo "package_test: cleave was built with CUDA, but the CUDA allocator is missing from a program" \

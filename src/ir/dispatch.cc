@@ -81,11 +81,8 @@ std::vector<Tensor> call(const OpDef& op, std::vector<Tensor> inputs, const Attr
     outputs.push_back(inputs[0].view(out_metas[0].shape));
   } else {
     for (const TensorMeta& m : out_metas) outputs.push_back(Tensor::empty(m.shape, m.dtype));
-    CLEAVE_CHECK_ARG(op.cpu_kernel != nullptr,
-                     "{}: no CPU kernel is bound in this program (communication primitives run "
-                     "through the runtime: call runtime::bind_comm_kernels() or use the ops:: "
-                     "wrappers of cleave/runtime/collectives.h)",
-                     op.name);
+    CLEAVE_CHECK_ARG(op.cpu_kernel != nullptr, "{}: this program has no CPU kernel for it: {}",
+                     op.name, op.no_cpu_kernel.empty() ? "none registered" : op.no_cpu_kernel);
     op.cpu_kernel(KernelContext{op, attrs, inputs, outputs});
   }
 

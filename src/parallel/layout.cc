@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "cleave/core/error.h"
 
@@ -215,6 +216,127 @@ std::string Layout::to_string() const {
         fmt::join(partial_, ", "));
   }
   return text + ")";
+}
+
+namespace {
+
+// A cursor over the text of a layout: each expect_* consumes a token or throws Error naming the
+// column, what was expected and what is there.
+class LayoutText {
+ public:
+  explicit LayoutText(std::string_view text) : text_(text) {}
+
+  [[noreturn]] void fail(const std::string& expected) const {
+    const std::string_view rest = text_.substr(pos_, 12);
+    CLEAVE_FAIL("layout '{}': at column {}: expected {}, got {}", text_, pos_ + 1, expected,
+                rest.empty() ? std::string("the end") : fmt::format("'{}'", rest));
+  }
+  void skip_space() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool accept(std::string_view token) {
+    skip_space();
+    if (text_.substr(pos_, token.size()) != token) return false;
+    pos_ += token.size();
+    return true;
+  }
+  void expect(std::string_view token) {
+    if (!accept(token)) fail(fmt::format("'{}'", token));
+  }
+  int64_t expect_int() {
+    skip_space();
+    const size_t begin = pos_;
+    if (pos_ < text_.size() && text_[pos_] == '-') ++pos_;
+    while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+    const std::string digits(text_.substr(begin, pos_ - begin));
+    if (digits.empty() || digits == "-" || digits.size() > 18) {
+      pos_ = begin;
+      fail("a number");
+    }
+    return std::stoll(digits);
+  }
+  // "(a, b, ...)" with an optional trailing comma; `item` reads one entry.
+  template <typename Item>
+  void expect_tuple(std::string_view open, std::string_view close, Item item) {
+    expect(open);
+    if (accept(close)) return;
+    do {
+      if (accept(close)) return;  // a trailing comma
+      item();
+    } while (accept(","));
+    expect(close);
+  }
+  void expect_end() {
+    skip_space();
+    if (pos_ != text_.size()) fail("the end of the layout");
+  }
+
+ private:
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+Layout Layout::parse(std::string_view text) {
+  LayoutText in(text);
+  in.expect("layout");
+  in.expect("(");
+  in.expect("dev");
+  in.expect("=");
+  DeviceMatrix dev;
+  in.expect_tuple("[", "]", [&] {
+    const int64_t size = in.expect_int();
+    if (size < 1) in.fail("a device axis size >= 1");
+    dev.push_back(size);
+  });
+  if (dev.empty()) in.fail("a device matrix of at least one axis");
+  std::vector<bool> used(dev.size(), false);
+  auto axis = [&] {
+    const int64_t a = in.expect_int();
+    if (a < 0 || a >= static_cast<int64_t>(dev.size())) {
+      in.fail(fmt::format("a device axis in [0, {}]", dev.size() - 1));
+    }
+    if (used[static_cast<size_t>(a)]) in.fail(fmt::format("an axis other than {} (used twice)", a));
+    used[static_cast<size_t>(a)] = true;
+    return static_cast<int>(a);
+  };
+  in.expect(",");
+  in.expect("map");
+  in.expect("=");
+  std::vector<DimAxes> map;
+  in.expect_tuple("(", ")", [&] {
+    DimAxes axes;
+    if (in.accept("-1")) {
+      // not split
+    } else if (in.accept("(")) {
+      do {
+        const int a = axis();
+        if (!axes.empty() && a <= axes.back()) in.fail("a dimension's axes in ascending order");
+        axes.push_back(a);
+      } while (in.accept(","));
+      in.expect(")");
+    } else {
+      axes.push_back(axis());
+    }
+    map.push_back(std::move(axes));
+  });
+  std::vector<int> partial;
+  PartialOp op = PartialOp::kSum;
+  if (in.accept(",")) {
+    in.expect("partial");
+    if (in.accept("_max")) {
+      op = PartialOp::kMax;
+    } else if (in.accept("_min")) {
+      op = PartialOp::kMin;
+    }
+    in.expect("=");
+    in.expect_tuple("(", ")", [&] { partial.push_back(axis()); });
+    if (partial.empty()) in.fail("at least one partial axis");
+  }
+  in.expect(")");
+  in.expect_end();
+  return Layout(std::move(dev), std::move(map), std::move(partial), op);
 }
 
 }  // namespace cleave::parallel

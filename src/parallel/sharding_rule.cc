@@ -5,13 +5,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <map>
 #include <memory>
-#include <mutex>
 #include <numeric>
 
 #include "cleave/core/error.h"
 #include "cleave/ir/dispatch.h"
+#include "cleave/ir/registry.h"
 #include "parallel/rules/rules.h"
 
 namespace cleave::parallel {
@@ -285,40 +284,23 @@ double ShardingRule::flops(const RuleContext& ctx) const {
   return n;
 }
 
-// ---- registry ----
+// ---- the rules on the registry's entries ----
 
-namespace {
-struct RuleTable {
-  rules::RuleMap rules;
-};
-const RuleTable& table() {
-  static const RuleTable* t = [] {
-    auto* table = new RuleTable();
-    rules::register_all(table->rules);
-    return table;
-  }();
-  return *t;
-}
-}  // namespace
-
-const ShardingRule* find_rule(const ir::OpDef& op) {
-  const RuleTable& t = table();
-  auto it = t.rules.find(op.name);
-  return it == t.rules.end() ? nullptr : it->second.get();
-}
+const ShardingRule* find_rule(const ir::OpDef& op) { return op.sharding_rule.get(); }
 
 const ShardingRule& rule_of(const ir::OpDef& op) {
-  const ShardingRule* rule = find_rule(op);
-  CLEAVE_CHECK_ARG(rule != nullptr,
-                   "{}: this primitive has no sharding rule, so it cannot be part of a "
+  CLEAVE_CHECK_ARG(op.sharding_rule != nullptr,
+                   "{}: this primitive has no sharding rule{}, so it cannot be part of a "
                    "SEMI_AUTO_PARALLEL or AUTO_PARALLEL graph",
-                   op.name);
-  return *rule;
+                   op.name, op.no_sharding_rule.empty() ? "" : " (" + op.no_sharding_rule + ")");
+  return *op.sharding_rule;
 }
 
 std::vector<std::string> ops_with_rules() {
   std::vector<std::string> out;
-  for (const auto& [name, rule] : table().rules) out.push_back(name);
+  for (const ir::OpDef* op : ir::Registry::global().ops()) {
+    if (op->sharding_rule != nullptr) out.push_back(op->name);
+  }
   return out;
 }
 

@@ -36,9 +36,12 @@ std::string reduce_op_attr_value(comm::ReduceOp op);
 // Throws Error when `rank` is not a rank of the group.
 void check_rank(const GroupRef& g, int64_t rank, const char* attr, const std::string& op);
 
-// The kernels of NeighborExchangeV2 (neighbor_exchange_v2.cc) and of RpcSend/RpcRecv
-// (rpc_ops.cc), bound by bind_comm_kernels().
-void bind_neighbor_exchange_v2_kernels(ir::Registry& registry);
-void bind_rpc_kernels(ir::Registry& registry);
+// The runtime's parts of the communication primitives' registry entries, attached while the
+// program starts (src/runtime/registrations.cc): the kernels of the collectives and Send/Recv
+// (collectives.cc), of NeighborExchangeV2 (neighbor_exchange_v2.cc) and of RpcSend/RpcRecv
+// (rpc_ops.cc).
+void register_collective_kernels(ir::Registry& registry);
+void register_neighbor_exchange_v2_kernels(ir::Registry& registry);
+void register_rpc_kernels(ir::Registry& registry);
 
 }  // namespace cleave::runtime

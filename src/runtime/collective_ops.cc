@@ -106,7 +106,6 @@ GroupRef group_attr(const ir::Attrs& attrs, const std::string& op) {
 }
 
 void prepare_comm_groups(const ir::Graph& graph) {
-  bind_comm_kernels();
   std::vector<std::vector<int64_t>> lists;
   for (const ir::Node& n : graph.nodes) {
     if (n.is_op() && n.op->communicates && n.attrs.has("rank_list")) {
@@ -151,10 +150,7 @@ void check_rank(const GroupRef& g, int64_t rank, const char* attr, const std::st
 namespace cleave::ops {
 
 namespace {
-const ir::OpDef& collective(const char* name) {
-  runtime::bind_comm_kernels();
-  return ir::Registry::global().get(name);
-}
+const ir::OpDef& collective(const char* name) { return ir::Registry::global().get(name); }
 
 // `attrs` plus the group attributes of the registered group `group` (NOTE [Group attributes]):
 // its name and its size, read from the live group now.

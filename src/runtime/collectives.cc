@@ -1,5 +1,6 @@
 // The CPU kernels of the communication primitives (cleave/ir/comm_ops.h defines them: inference
-// and gradients from attributes), bound into the registry by bind_comm_kernels(). A kernel finds
+// and gradients from attributes), attached to their entries while the program starts
+// (register_collective_kernels, src/runtime/registrations.cc). A kernel finds
 // its process group from the op's group attributes (NOTE [Group attributes]) and runs the
 // collective on the group's backend. The functional wrappers are in collective_ops.cc.
 #include "cleave/runtime/collectives.h"
@@ -7,7 +8,6 @@
 #include <fmt/ranges.h>
 
 #include <cstring>
-#include <mutex>
 
 #include "cleave/comm/group_registry.h"
 #include "cleave/core/error.h"
@@ -274,26 +274,20 @@ void kernel_recv(const KernelContext& ctx) {
 
 }  // namespace
 
-void bind_comm_kernels() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    ir::Registry& r = ir::Registry::global();
-    r.bind_cpu_kernel("AllReduce", kernel_all_reduce);
-    r.bind_cpu_kernel("AllGather", kernel_all_gather);
-    r.bind_cpu_kernel("ReduceScatter", kernel_reduce_scatter);
-    r.bind_cpu_kernel("Broadcast", kernel_broadcast);
-    r.bind_cpu_kernel("Reduce", kernel_reduce);
-    r.bind_cpu_kernel("AlltoAll", kernel_all_to_all);
-    r.bind_async_kernel("AllReduce", launch_all_reduce);
-    r.bind_async_kernel("AllGather", launch_all_gather);
-    r.bind_async_kernel("ReduceScatter", launch_reduce_scatter);
-    r.bind_async_kernel("Broadcast", launch_broadcast);
-    r.bind_cpu_kernel("NeighborExchange", kernel_neighbor_exchange);
-    r.bind_cpu_kernel("Send", kernel_send);
-    r.bind_cpu_kernel("Recv", kernel_recv);
-    bind_neighbor_exchange_v2_kernels(r);
-    bind_rpc_kernels(r);
-  });
+void register_collective_kernels(ir::Registry& r) {
+  r.attach_cpu_kernel("AllReduce", kernel_all_reduce);
+  r.attach_cpu_kernel("AllGather", kernel_all_gather);
+  r.attach_cpu_kernel("ReduceScatter", kernel_reduce_scatter);
+  r.attach_cpu_kernel("Broadcast", kernel_broadcast);
+  r.attach_cpu_kernel("Reduce", kernel_reduce);
+  r.attach_cpu_kernel("AlltoAll", kernel_all_to_all);
+  r.attach_async_kernel("AllReduce", launch_all_reduce);
+  r.attach_async_kernel("AllGather", launch_all_gather);
+  r.attach_async_kernel("ReduceScatter", launch_reduce_scatter);
+  r.attach_async_kernel("Broadcast", launch_broadcast);
+  r.attach_cpu_kernel("NeighborExchange", kernel_neighbor_exchange);
+  r.attach_cpu_kernel("Send", kernel_send);
+  r.attach_cpu_kernel("Recv", kernel_recv);
 }
 
 }  // namespace cleave::runtime

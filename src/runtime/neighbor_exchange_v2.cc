@@ -179,11 +179,11 @@ void kernel_v2(const ir::KernelContext& ctx, bool backward) {
 
 }  // namespace
 
-void bind_neighbor_exchange_v2_kernels(ir::Registry& r) {
-  r.bind_cpu_kernel("NeighborExchangeV2",
-                    [](const ir::KernelContext& ctx) { kernel_v2(ctx, false); });
-  r.bind_cpu_kernel("NeighborExchangeV2Grad",
-                    [](const ir::KernelContext& ctx) { kernel_v2(ctx, true); });
+void register_neighbor_exchange_v2_kernels(ir::Registry& r) {
+  r.attach_cpu_kernel("NeighborExchangeV2",
+                      [](const ir::KernelContext& ctx) { kernel_v2(ctx, false); });
+  r.attach_cpu_kernel("NeighborExchangeV2Grad",
+                      [](const ir::KernelContext& ctx) { kernel_v2(ctx, true); });
 }
 
 }  // namespace cleave::runtime

@@ -92,20 +92,13 @@ void kernel_recv(const KernelContext& ctx) {
 
 }  // namespace
 
-void bind_rpc_kernels(ir::Registry& r) {
-  r.bind_cpu_kernel("RpcSend", kernel_send);
-  r.bind_cpu_kernel("RpcRecv", kernel_recv);
+void register_rpc_kernels(ir::Registry& r) {
+  r.attach_cpu_kernel("RpcSend", kernel_send);
+  r.attach_cpu_kernel("RpcRecv", kernel_recv);
 }
 
-namespace {
-const OpDef& registered(const char* name) {
-  bind_comm_kernels();
-  return ir::Registry::global().get(name);
-}
-}  // namespace
-
-const ir::OpDef& rpc_send_op() { return registered("RpcSend"); }
-const ir::OpDef& rpc_recv_op() { return registered("RpcRecv"); }
+const ir::OpDef& rpc_send_op() { return ir::Registry::global().get("RpcSend"); }
+const ir::OpDef& rpc_recv_op() { return ir::Registry::global().get("RpcRecv"); }
 
 void post_receives(const ir::Graph& graph) {
   t_posted.clear();  // left over only by a run that failed

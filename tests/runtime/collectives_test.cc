@@ -274,7 +274,6 @@ namespace {
 // only (NOTE [Group attributes]), no live group looked up at the call.
 Tensor call_on_ranks(const char* op, const Tensor& x, std::vector<int64_t> ranks,
                      ir::Attrs attrs = {}) {
-  runtime::bind_comm_kernels();
   attrs.set("rank_list", ranks);
   attrs.set("group", fmt::format("{}", fmt::join(ranks, "-")));
   return ir::call1(ir::Registry::global().get(op), {x}, attrs);

@@ -1,7 +1,8 @@
 // The communication primitives as registry entries: shape inference and gradient rules that read
 // only their attributes, so that the planner (`parallel`) can create and shape-check them without
-// a cluster. Their CPU kernels talk to process groups and are bound by the runtime
-// (runtime::bind_comm_kernels); until then running one is an error.
+// a cluster. Their CPU kernels talk to process groups: the runtime layer attaches them to these
+// entries while the program starts (src/runtime/registrations.cc); a program without the runtime
+// gets an error naming the op when it runs one.
 //
 // NOTE [Group attributes]
 // Every collective and point-to-point primitive names its group by attributes:

@@ -130,6 +130,12 @@ class Tracer {
   // The graph value of `t`: its symbol, or a kParameter/kConstant node for a concrete tensor
   // (a leaf that requires grad becomes a parameter; anything else a constant).
   ValueRef value_of(const Tensor& t);
+  // A later capture of the concrete tensor `t` by value_of gives its node `meta` instead of t's
+  // own shape and dtype: a tensor that holds its whole value while the step is compiled but one
+  // rank's slice once it is loaded (NOTE [Sharded parameters] in
+  // cleave/runtime/sharded_parameters.h) is traced with the slice's shape. Ops recorded on it
+  // see the node's meta.
+  void expect_meta(const Tensor& t, TensorMeta meta);
   // The symbolic tensor of a value.
   Tensor symbolic(ValueRef ref) const;
   // Records one op call (ir::call's tracing path) and returns its symbolic outputs.
@@ -144,8 +150,9 @@ class Tracer {
  private:
   Graph& graph_;
   Tracer* previous_;
-  std::vector<std::pair<const TensorImpl*, int>> captured_;  // concrete tensor -> node
-  std::vector<std::pair<std::string, int>> name_counts_;     // instance-name uniquifier
+  std::vector<std::pair<const TensorImpl*, int>> captured_;         // concrete tensor -> node
+  std::vector<std::pair<const TensorImpl*, TensorMeta>> expected_;  // expect_meta()
+  std::vector<std::pair<std::string, int>> name_counts_;            // instance-name uniquifier
 };
 
 bool tracing();

@@ -2,17 +2,34 @@
 //
 // NOTE [One primitive, one registry entry]
 // An operator is defined once, by an OpDef holding
-//   - its name ("MatMul") and arity,
+//   - its name ("MatMul"), arity and family ("matmul": the file that holds its part in every
+//     layer that has one: src/ir/ops/<family>.cc, src/kernels/cpu/<family>.cc,
+//     src/parallel/rules/<family>.cc, tests/ops/<family>_test.cc),
 //   - `infer`: output shapes and dtypes from input metas and attributes, with the bad-input
 //     errors (the op's whole contract on its inputs lives here),
-//   - `cpu_kernel`: computes preallocated outputs from inputs,
+//   - its kernels per device, `cpu_kernel` (and `async_kernel`) and `cuda_kernel`: compute
+//     preallocated outputs from inputs,
 //   - `grad`: the gradient rule, written with cleave::ops calls, i.e. in primitives. In PyNative
 //     mode the rule runs on concrete tensors; graph-mode autodiff runs the same rule on traced
-//     tensors, so both modes share one definition.
-// Later layers add the sharding rule and CUDA kernel to the same entry.
+//     tensors, so both modes share one definition,
+//   - `sharding_rule`: its valid strategies, layouts, local computation and cost
+//     (cleave/parallel/sharding_rule.h).
+// The ir layer fills what it can see (infer, grad, the kernels of cleave's kernels layer). A
+// higher layer adds its part to the same entry while the program starts (static
+// initialisation): parallel attaches the sharding rules, the runtime the kernels of the
+// communication primitives (Registry::attach_*), each checked then: attaching to an unknown op or
+// twice aborts the program at start-up. No layer keeps a table of its own keyed by op name.
+//
+// NOTE [Parts absent on purpose]
+// A part may be missing for a reason: a comparison has no gradient, no primitive has a CUDA
+// kernel before the CUDA backend exists. The entry then says why in the part's `no_*` field
+// ("none, because ..."), and tests/ir/primitive_entries_test.cc fails for any part that is
+// neither present nor explained, naming the op and the part, so a forgotten part cannot pass
+// as an intended one.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,6 +37,10 @@
 #include "cleave/core/shape.h"
 #include "cleave/core/tensor.h"
 #include "cleave/ir/attrs.h"
+
+namespace cleave::parallel {
+class ShardingRule;  // cleave/parallel/sharding_rule.h: attached by the parallel layer
+}
 
 namespace cleave::ir {
 
@@ -66,10 +87,22 @@ struct OpDef {
   // Number of inputs; kVariadic accepts any number >= 1.
   int num_inputs = 1;
   static constexpr int kVariadic = -1;
+  // Set by Registry::add_family (NOTE [One primitive, one registry entry]).
+  std::string family;
   InferFn infer;
   KernelFn cpu_kernel;
-  // Empty for an op that has no gradient: backward through it is an error naming the op.
+  std::string no_cpu_kernel;  // why cpu_kernel is empty (NOTE [Parts absent on purpose])
+  // Runs on CUDA tensors, on the device's current stream.
+  KernelFn cuda_kernel;
+  std::string no_cuda_kernel;
+  // Empty for an op that has no gradient: backward through it is an error naming the op, and
+  // no_grad says why there is none.
   GradFn grad;
+  std::string no_grad;
+  // Attached by the parallel layer; null (with no_sharding_rule saying why) for an op that
+  // cannot be part of a sharded graph.
+  std::shared_ptr<const parallel::ShardingRule> sharding_rule;
+  std::string no_sharding_rule;
   // Ops that write into an input in place (optimizer updates). Never recorded by autograd.
   bool mutates_inputs = false;
   // With mutates_inputs: the inputs written (the others are only read, like a learning rate that

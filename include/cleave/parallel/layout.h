@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cleave/core/shape.h"
@@ -101,6 +102,11 @@ class Layout {
 
   // The canonical text form (NOTE [Layouts]).
   std::string to_string() const;
+  // The inverse of to_string(): the layout written in `text` (spaces between tokens are free).
+  // Throws Error saying what is wrong and where ("at column 17: expected ... , got ...") for text
+  // that is not a layout, or a layout breaking the NOTE's rules (an axis out of range or used
+  // twice, a device axis of size < 1, a dimension's axes not ascending).
+  static Layout parse(std::string_view text);
 
  private:
   DeviceMatrix dev_;

@@ -126,6 +126,10 @@ class ShardingRule {
   // Floating-point operations of the whole (unsharded) op; default: the elements of its inputs
   // and outputs.
   virtual double flops(const RuleContext& ctx) const;
+  // What bounds the op's time, for the cost model (cleave/parallel/cost_model.h): its memory
+  // traffic (the default), or the multiply-adds of a matrix product or a convolution.
+  enum class ComputeClass { kMemory, kMatMul, kConvolution };
+  virtual ComputeClass compute_class() const { return ComputeClass::kMemory; }
 };
 
 // The rule of `op`, or null when it has none (tests/parallel/rule_coverage_test.cc requires one

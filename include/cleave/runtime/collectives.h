@@ -2,7 +2,7 @@
 // communication primitives of cleave/ir/comm_ops.h (AllReduce, AllGather, ReduceScatter,
 // Broadcast, AlltoAll, NeighborExchange, NeighborExchangeV2, Send, Recv). Each wrapper looks the
 // named group up and records its name and size as attributes, so inference and the gradient rules
-// (written in these primitives) read attributes only; the runtime binds the kernels.
+// (written in these primitives) read attributes only; the runtime attaches the kernels.
 //
 // Every rank of the group calls the same collectives in the same order. `group` names a group of
 // the registry (cleave/comm/group_registry.h); the world group is "hccl_world_group" (also
@@ -123,10 +123,6 @@ void barrier(const std::string& group = kWorldCommGroup);
 }  // namespace cleave::ops
 
 namespace cleave::runtime {
-
-// Binds the CPU kernels of the communication primitives of cleave/ir/comm_ops.h into the global
-// registry (once; the wrappers above and compile() call it).
-void bind_comm_kernels();
 
 // Makes the groups named by the "rank_list" attributes of `graph`'s communication ops (NOTE
 // [Groups from rank lists] in src/runtime/collective_ops.cc), in an order in which no rank waits

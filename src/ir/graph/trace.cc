@@ -139,6 +139,9 @@ ValueRef Tracer::value_of(const Tensor& t) {
   Node n;
   n.kind = NodeKind::kConstant;
   n.outputs = {{t.shape(), t.dtype()}};
+  for (const auto& [impl, meta] : expected_) {
+    if (impl == t.impl()) n.outputs = {meta};
+  }
   n.name = "const";
   n.scope = scope_path();
   n.value = t;
@@ -157,7 +160,7 @@ std::vector<Tensor> Tracer::record(const OpDef& op, const std::vector<Tensor>& i
   std::vector<TensorMeta> in_metas;
   for (const Tensor& t : inputs) {
     n.inputs.push_back(value_of(t));
-    in_metas.push_back({t.shape(), t.dtype()});
+    in_metas.push_back(graph_.meta(n.inputs.back()));
   }
   n.outputs = op.infer(InferContext{op, attrs, in_metas});
   n.scope = scope_path();
@@ -184,6 +187,12 @@ std::vector<Tensor> Tracer::record(const OpDef& op, const std::vector<Tensor>& i
     out.push_back(symbolic({id, static_cast<int>(i)}));
   }
   return out;
+}
+
+void Tracer::expect_meta(const Tensor& t, TensorMeta meta) {
+  CLEAVE_CHECK_ARG(t.defined() && !t.is_symbolic(),
+                   "Tracer::expect_meta: expected a concrete tensor");
+  expected_.emplace_back(t.impl(), std::move(meta));
 }
 
 void Tracer::finish() {

@@ -420,6 +420,12 @@ HaloSpec halo_spec(const Attrs& attrs, const std::string& op) {
 void register_comm_ops(Registry& r) {
   auto add = [&r](OpDef def) {
     def.communicates = true;
+    // The runtime attaches the kernels (src/runtime/collectives.cc); a program that does not
+    // link it keeps this reason, which dispatch reports.
+    def.no_cpu_kernel =
+        "none in the ir layer: the runtime layer attaches the communication kernels while the "
+        "program starts, and its registrations are not in this program (link cleave::cleave, or "
+        "with the flags of pkg-config --libs cleave, which keep them)";
     r.add(std::move(def));
   };
   add({.name = "AllReduce", .infer = infer_all_reduce, .grad = grad_all_reduce});
@@ -435,11 +441,17 @@ void register_comm_ops(Registry& r) {
   add({.name = "NeighborExchangeV2",
        .infer = infer_neighbor_exchange_v2,
        .grad = grad_neighbor_exchange_v2});
-  add({.name = "NeighborExchangeV2Grad", .infer = infer_neighbor_exchange_v2_grad});
+  add({.name = "NeighborExchangeV2Grad",
+       .infer = infer_neighbor_exchange_v2_grad,
+       .no_grad = kNoGradBackward});
   add({.name = "Send", .infer = infer_send, .grad = grad_send});
   add({.name = "Recv", .infer = infer_recv, .grad = grad_recv});
-  add({.name = "RpcSend", .infer = infer_rpc_send});
-  add({.name = "RpcRecv", .num_inputs = 0, .infer = infer_rpc_recv});
+  // A placed graph's cut edges are inserted after autodiff, on the differentiated step.
+  const char* cut_edge =
+      "none, because a cut edge is inserted by the partition after autodiff (the backward "
+      "pass's own edges are cut edges too)";
+  add({.name = "RpcSend", .infer = infer_rpc_send, .no_grad = cut_edge});
+  add({.name = "RpcRecv", .num_inputs = 0, .infer = infer_rpc_recv, .no_grad = cut_edge});
 }
 
 }  // namespace cleave::ir

@@ -42,6 +42,7 @@ void add_compare(Registry& r, const char* name, CompareOp op, bool ordering) {
           [op](const KernelContext& ctx) {
             kernels::cpu::compare(op, ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]);
           },
+      .no_grad = kNoGradBoolean,
   });
 }
 
@@ -58,6 +59,7 @@ void add_logical(Registry& r, const char* name, LogicOp op) {
           [op](const KernelContext& ctx) {
             kernels::cpu::logical(op, ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]);
           },
+      .no_grad = kNoGradBoolean,
   });
 }
 
@@ -113,6 +115,7 @@ void register_compare_ops(Registry& r) {
           [](const KernelContext& ctx) {
             kernels::cpu::logical_not(ctx.inputs[0], ctx.outputs[0]);
           },
+      .no_grad = kNoGradBoolean,
   });
   r.add(OpDef{
       .name = "Select",

@@ -253,6 +253,7 @@ void register_conv(Registry& r) {
                                                               w.shape(), kBackpropInputOperands),
                                                 dy, w, dx);
           },
+      .no_grad = kNoGradBackward,
   });
   // Conv2DBackpropFilter(dy, x), attrs of Conv2D plus filter_shape -> dweight.
   r.add(OpDef{
@@ -274,6 +275,7 @@ void register_conv(Registry& r) {
                                                                dw.shape(), kBackpropFilterOperands),
                                                  dy, x, dw);
           },
+      .no_grad = kNoGradBackward,
   });
 }
 
@@ -317,6 +319,7 @@ void register_pools(Registry& r) {
                 pool_geometry(ctx.op.name, ctx.attrs, x.shape(), "input 0 (x)"), x, dy,
                 ctx.outputs[0]);
           },
+      .no_grad = kNoGradBackward,
   });
   r.add(OpDef{
       .name = "AvgPool2D",
@@ -352,6 +355,7 @@ void register_pools(Registry& r) {
                 pool_geometry(ctx.op.name, ctx.attrs, dx.shape(), "attribute input_shape"),
                 ctx.inputs[0], dx);
           },
+      .no_grad = kNoGradBackward,
   });
 }
 

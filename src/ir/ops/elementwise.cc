@@ -112,6 +112,7 @@ void add_unary_backward(Registry& r, const char* name, UnaryGradOp op) {
           [op](const KernelContext& ctx) {
             kernels::cpu::unary_grad(op, ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]);
           },
+      .no_grad = kNoGradBackward,
   });
 }
 
@@ -165,6 +166,7 @@ void add_extremum_backward(Registry& r, const char* name, BinaryOp op) {
             kernels::cpu::extremum_grad(op, ctx.inputs[0], ctx.inputs[1], ctx.inputs[2],
                                         ctx.outputs[0], ctx.outputs[1]);
           },
+      .no_grad = kNoGradBackward,
   });
 }
 
@@ -321,6 +323,7 @@ void register_cast_and_fill_ops(Registry& r) {
           [](const KernelContext& ctx) {
             fill_kernel(ctx, ctx.attrs.get<double>("value", ctx.op.name));
           },
+      .no_grad = "none, because it has no inputs: its output is made from attributes alone",
   });
 }
 

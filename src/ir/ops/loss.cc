@@ -131,6 +131,7 @@ void register_loss_ops(Registry& r) {
                   logits.dim(0), logits.dim(1));
             });
           },
+      .no_grad = kNoGradBackward,
   });
   r.add(OpDef{
       .name = "SparseSoftmaxCrossEntropyWithLogits",
@@ -176,6 +177,7 @@ void register_loss_ops(Registry& r) {
                   n, c);
             });
           },
+      .no_grad = kNoGradBackward,
   });
   r.add(OpDef{
       .name = "MSE",

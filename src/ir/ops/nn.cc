@@ -338,12 +338,14 @@ void register_nn_ops(Registry& r) {
       .num_inputs = 2,
       .infer = infer_softmax_grad,
       .cpu_kernel = softmax_grad_kernel(kernels::cpu::SoftmaxKind::kSoftmax),
+      .no_grad = kNoGradBackward,
   });
   r.add(OpDef{
       .name = "LogSoftmaxGrad",
       .num_inputs = 2,
       .infer = infer_softmax_grad,
       .cpu_kernel = softmax_grad_kernel(kernels::cpu::SoftmaxKind::kLogSoftmax),
+      .no_grad = kNoGradBackward,
   });
   // Outputs (y, mask): mask holds the factor each element was multiplied by, 0 or 1/keep_prob.
   r.add(OpDef{

@@ -171,6 +171,7 @@ void register_batch_norm(Registry& r) {
                                               in[1], in[2], in[3], in[4], out[0], out[1], out[2],
                                               out[3], out[4]);
           },
+      .no_grad = kNoGradBackward,
   });
 }
 
@@ -271,6 +272,7 @@ void register_layer_norm(Registry& r) {
                 layer_norm_plan(ctx.op.name, ctx.attrs, in[1].shape(), 1).geometry, in[0], in[1],
                 in[2], in[3], in[4], out[0], out[1], out[2]);
           },
+      .no_grad = kNoGradBackward,
   });
 }
 

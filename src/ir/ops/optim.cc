@@ -323,6 +323,7 @@ void register_optim_ops(Registry& r) {
       .num_inputs = 2,
       .infer = infer_assign,
       .cpu_kernel = assign_kernel,
+      .no_grad = kNoGradInPlace,
       .mutates_inputs = true,
       .mutated_inputs = {0},
   });
@@ -331,6 +332,7 @@ void register_optim_ops(Registry& r) {
       .num_inputs = OpDef::kVariadic,
       .infer = infer_apply_momentum,
       .cpu_kernel = apply_momentum_kernel,
+      .no_grad = kNoGradInPlace,
       .mutates_inputs = true,
       .mutated_inputs = {0, 1},
   });
@@ -339,6 +341,7 @@ void register_optim_ops(Registry& r) {
       .num_inputs = OpDef::kVariadic,
       .infer = infer_sgd,
       .cpu_kernel = sgd_kernel,
+      .no_grad = kNoGradInPlace,
       .mutates_inputs = true,
       .mutated_inputs = {0, 2, 3},
   });
@@ -347,6 +350,7 @@ void register_optim_ops(Registry& r) {
       .num_inputs = OpDef::kVariadic,
       .infer = infer_adam,
       .cpu_kernel = adam_kernel,
+      .no_grad = kNoGradInPlace,
       .mutates_inputs = true,
       .mutated_inputs = {0, 1, 2, 5},
   });

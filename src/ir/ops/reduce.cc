@@ -207,6 +207,7 @@ void register_arg_reduce(Registry& r, const char* name, ArgReduceOp op) {
             const int64_t axis = ctx.attrs.get<int64_t>("axis");
             kernels::cpu::arg_reduce(op, x, axis < 0 ? axis + x.rank() : axis, ctx.outputs[0]);
           },
+      .no_grad = kNoGradIndex,
   });
 }
 

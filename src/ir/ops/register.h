@@ -20,19 +20,19 @@ void register_optim_ops(Registry& registry);        // optim.cc: in-place optimi
 void register_comm_ops(Registry& registry);         // comm.cc: collectives, send/recv (no kernel)
 
 inline void register_builtin_ops(Registry& registry) {
-  register_elementwise_ops(registry);
-  register_compare_ops(registry);
-  register_reduce_ops(registry);
-  register_shape_ops(registry);
-  register_slice_ops(registry);
-  register_index_ops(registry);
-  register_nn_ops(registry);
-  register_loss_ops(registry);
-  register_conv_ops(registry);
-  register_norm_ops(registry);
-  register_resize_ops(registry);
-  register_optim_ops(registry);
-  register_comm_ops(registry);
+  registry.add_family("elementwise", register_elementwise_ops);
+  registry.add_family("compare", register_compare_ops);
+  registry.add_family("reduce", register_reduce_ops);
+  registry.add_family("shape", register_shape_ops);
+  registry.add_family("slice", register_slice_ops);
+  registry.add_family("index", register_index_ops);
+  registry.add_family("nn", register_nn_ops);
+  registry.add_family("loss", register_loss_ops);
+  registry.add_family("conv", register_conv_ops);
+  registry.add_family("norm", register_norm_ops);
+  registry.add_family("resize", register_resize_ops);
+  registry.add_family("optim", register_optim_ops);
+  registry.add_family("comm", register_comm_ops);
 }
 
 }  // namespace cleave::ir

@@ -86,6 +86,7 @@ void register_resize_ops(Registry& r) {
             kernels::cpu::resize_bilinear_backward(
                 ctx.inputs[0], corners_attr(ctx.attrs, ctx.op.name), ctx.outputs[0]);
           },
+      .no_grad = kNoGradBackward,
   });
   r.add(OpDef{
       .name = "ResizeNearest",
@@ -112,6 +113,7 @@ void register_resize_ops(Registry& r) {
             kernels::cpu::resize_nearest_backward(
                 ctx.inputs[0], corners_attr(ctx.attrs, ctx.op.name), ctx.outputs[0]);
           },
+      .no_grad = kNoGradBackward,
   });
 }
 

@@ -29,9 +29,8 @@ class CommRule : public ShardingRule {
 
 }  // namespace
 
-void register_comm(RuleMap& rules) {
-  add(rules,
-      {"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AlltoAll",
+void register_comm() {
+  add({"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AlltoAll",
        "NeighborExchange", "NeighborExchangeV2", "NeighborExchangeV2Grad", "Send", "Recv",
        "RpcSend", "RpcRecv"},
       std::make_shared<CommRule>());

@@ -2,16 +2,13 @@
 #include <fmt/format.h>
 
 #include "cleave/core/error.h"
+#include "cleave/ir/registry.h"
 #include "parallel/rules/rules.h"
 
 namespace cleave::parallel::rules {
 
-void add(RuleMap& rules, std::initializer_list<const char*> ops,
-         const std::shared_ptr<const ShardingRule>& rule) {
-  for (const char* op : ops) {
-    CLEAVE_ASSERT(rules.count(op) == 0, "two sharding rules for {}", op);
-    rules.emplace(op, rule);
-  }
+void add(std::initializer_list<const char*> ops, const std::shared_ptr<const ShardingRule>& rule) {
+  for (const char* op : ops) ir::Registry::global().attach_sharding_rule(op, rule);
 }
 
 std::shared_ptr<const ShardingRule> space_rule(std::string summary, SpaceRule::SpaceFn space) {

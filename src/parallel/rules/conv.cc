@@ -35,6 +35,7 @@ const char* const kHaloReason = "a spatial dimension (a split would need a halo 
 class ConvRule : public ShardingRule {
  public:
   explicit ConvRule(ConvKind kind) : kind_(kind) {}
+  ComputeClass compute_class() const override { return ComputeClass::kConvolution; }
 
   std::string summary() const override {
     switch (kind_) {
@@ -220,17 +221,17 @@ class ImageRule : public ShardingRule {
 
 }  // namespace
 
-void register_conv(RuleMap& rules) {
-  add(rules, {"Conv2D"}, std::make_shared<ConvRule>(ConvKind::kForward));
-  add(rules, {"Conv2DBackpropInput"}, std::make_shared<ConvRule>(ConvKind::kBackpropInput));
-  add(rules, {"Conv2DBackpropFilter"}, std::make_shared<ConvRule>(ConvKind::kBackpropFilter));
-  add(rules, {"MaxPool2D", "AvgPool2D", "MaxPoolGrad"}, std::make_shared<ImageRule>(kHaloReason));
-  add(rules, {"AvgPoolGrad"}, std::make_shared<ImageRule>(kHaloReason, "input_shape"));
+void register_conv() {
+  add({"Conv2D"}, std::make_shared<ConvRule>(ConvKind::kForward));
+  add({"Conv2DBackpropInput"}, std::make_shared<ConvRule>(ConvKind::kBackpropInput));
+  add({"Conv2DBackpropFilter"}, std::make_shared<ConvRule>(ConvKind::kBackpropFilter));
+  add({"MaxPool2D", "AvgPool2D", "MaxPoolGrad"}, std::make_shared<ImageRule>(kHaloReason));
+  add({"AvgPoolGrad"}, std::make_shared<ImageRule>(kHaloReason, "input_shape"));
   const char* const resize_reason =
       "a spatial dimension (an output pixel reads the input at rescaled coordinates, which may "
       "lie in another rank's slice)";
-  add(rules, {"ResizeBilinear", "ResizeNearest"}, std::make_shared<ImageRule>(resize_reason));
-  add(rules, {"ResizeBilinearGrad", "ResizeNearestGrad"},
+  add({"ResizeBilinear", "ResizeNearest"}, std::make_shared<ImageRule>(resize_reason));
+  add({"ResizeBilinearGrad", "ResizeNearestGrad"},
       std::make_shared<ImageRule>(resize_reason, "input_shape"));
 }
 

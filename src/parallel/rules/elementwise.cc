@@ -35,25 +35,25 @@ IterationSpace fill_space(const RuleContext& ctx) {
 
 }  // namespace
 
-void register_elementwise(RuleMap& rules) {
+void register_elementwise() {
   const auto elementwise = space_rule(
       "elementwise with broadcasting: any split; a size-1 "
       "dimension broadcast against a larger one is not split",
       [](const RuleContext& ctx) { return broadcast_space(ctx); });
-  add(rules, {"Abs",       "Erf",       "Exp",          "GeLU",       "Log",       "Neg",
-              "ReLU",      "Rsqrt",     "Sigmoid",      "Sqrt",       "Square",    "Tanh",
-              "Cast",      "ZerosLike", "OnesLike",     "LogicalNot", "Add",       "Sub",
-              "Mul",       "Div",       "Pow",          "Maximum",    "Minimum",   "Equal",
-              "NotEqual",  "Greater",   "GreaterEqual", "Less",       "LessEqual", "LogicalAnd",
-              "LogicalOr", "Select",    "MSE",          "AbsGrad",    "ErfGrad",   "GeLUGrad",
-              "ReluGrad",  "RsqrtGrad", "SigmoidGrad",  "SqrtGrad",   "TanhGrad"},
+  add({"Abs",       "Erf",       "Exp",          "GeLU",       "Log",       "Neg",
+       "ReLU",      "Rsqrt",     "Sigmoid",      "Sqrt",       "Square",    "Tanh",
+       "Cast",      "ZerosLike", "OnesLike",     "LogicalNot", "Add",       "Sub",
+       "Mul",       "Div",       "Pow",          "Maximum",    "Minimum",   "Equal",
+       "NotEqual",  "Greater",   "GreaterEqual", "Less",       "LessEqual", "LogicalAnd",
+       "LogicalOr", "Select",    "MSE",          "AbsGrad",    "ErfGrad",   "GeLUGrad",
+       "ReluGrad",  "RsqrtGrad", "SigmoidGrad",  "SqrtGrad",   "TanhGrad"},
       elementwise);
-  add(rules, {"MaximumGrad", "MinimumGrad"},
+  add({"MaximumGrad", "MinimumGrad"},
       space_rule("elementwise with broadcasting; the gradient of a broadcast operand is a pending "
                  "sum over the split dimensions it was broadcast along",
                  [](const RuleContext& ctx) { return broadcast_space(ctx, true); }));
-  add(rules, {"Dropout"}, std::make_shared<DropoutRule>());
-  add(rules, {"Fill"},
+  add({"Dropout"}, std::make_shared<DropoutRule>());
+  add({"Fill"},
       space_rule("no inputs: replicated (every rank makes the whole tensor)", fill_space));
 }
 

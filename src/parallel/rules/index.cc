@@ -127,12 +127,11 @@ IterationSpace segment_sum_space(const RuleContext& ctx) {
 
 }  // namespace
 
-void register_index(RuleMap& rules) {
-  add(rules, {"Gather"}, std::make_shared<GatherRule>());
-  add(rules, {"OneHot"},
-      space_rule("the indices' dimensions, any split; the depth dimension is not split",
-                 one_hot_space));
-  add(rules, {"UnsortedSegmentSum"},
+void register_index() {
+  add({"Gather"}, std::make_shared<GatherRule>());
+  add({"OneHot"}, space_rule("the indices' dimensions, any split; the depth dimension is not split",
+                             one_hot_space));
+  add({"UnsortedSegmentSum"},
       space_rule("any split of the data; a split segmented dimension leaves a pending sum "
                  "(AllReduce); the output's segment dimension is not split",
                  segment_sum_space));

@@ -23,9 +23,8 @@ IterationSpace cross_entropy_space(const RuleContext& ctx) {
 
 }  // namespace
 
-void register_loss(RuleMap& rules) {
-  add(rules,
-      {"SoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogitsGrad",
+void register_loss() {
+  add({"SoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogitsGrad",
        "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogitsGrad"},
       space_rule("the batch split; the class dimension is not", cross_entropy_space));
 }

@@ -9,6 +9,7 @@ namespace {
 // so that ((2, 4), (4, 1)) on 8 devices is the matrix [2, 4, 1].
 class MatMulRule : public ShardingRule {
  public:
+  ComputeClass compute_class() const override { return ComputeClass::kMatMul; }
   std::string summary() const override {
     return "rows, reduction and columns (and batch) split; a split reduction dimension leaves "
            "the output a pending sum (AllReduce); broadcast batch dimensions are not split";
@@ -69,9 +70,9 @@ IterationSpace bias_add_space(const RuleContext& ctx) {
 
 }  // namespace
 
-void register_matmul(RuleMap& rules) {
-  add(rules, {"MatMul", "BatchMatMul"}, std::make_shared<MatMulRule>());
-  add(rules, {"BiasAdd"},
+void register_matmul() {
+  add({"MatMul", "BatchMatMul"}, std::make_shared<MatMulRule>());
+  add({"BiasAdd"},
       space_rule("any split of x; the bias is split like x's channel dimension", bias_add_space));
 }
 

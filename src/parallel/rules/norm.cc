@@ -142,16 +142,16 @@ IterationSpace layer_norm_space(const RuleContext& ctx, bool grad) {
 
 }  // namespace
 
-void register_norm(RuleMap& rules) {
-  add(rules, {"BatchNorm"}, std::make_shared<BatchNormRule>());
-  add(rules, {"BatchNormGrad"},
+void register_norm() {
+  add({"BatchNorm"}, std::make_shared<BatchNormRule>());
+  add({"BatchNormGrad"},
       space_rule("the channel dimension split; the batch and spatial dimensions are not",
                  batch_norm_grad_space));
-  add(rules, {"LayerNorm"},
+  add({"LayerNorm"},
       space_rule("the batch dimensions (before begin_norm_axis) split; the normalised "
                  "dimensions, gamma and beta are not",
                  [](const RuleContext& ctx) { return layer_norm_space(ctx, false); }));
-  add(rules, {"LayerNormGrad"},
+  add({"LayerNormGrad"},
       space_rule("the batch dimensions split as a reduction (dgamma and dbeta pending sums); "
                  "the normalised dimensions are not",
                  [](const RuleContext& ctx) { return layer_norm_space(ctx, true); }));

@@ -32,13 +32,12 @@ std::shared_ptr<const ShardingRule> update_rule(size_t shaped) {
 
 }  // namespace
 
-void register_optim(RuleMap& rules) {
-  add(rules, {"ApplyMomentum"}, update_rule(3));  // variable, accumulation, gradient; lr
-  add(rules, {"SGD"}, update_rule(3));            // parameter, gradient, accumulation; stat, lr
-  add(rules, {"Adam"}, update_rule(4));           // parameter, m, v, gradient; lr, step
-  add(rules, {"Assign"},
-      space_rule("the variable and the value split alike (any split)",
-                 [](const RuleContext& ctx) { return update_space(ctx, 2); }));
+void register_optim() {
+  add({"ApplyMomentum"}, update_rule(3));  // variable, accumulation, gradient; lr
+  add({"SGD"}, update_rule(3));            // parameter, gradient, accumulation; stat, lr
+  add({"Adam"}, update_rule(4));           // parameter, m, v, gradient; lr, step
+  add({"Assign"}, space_rule("the variable and the value split alike (any split)",
+                             [](const RuleContext& ctx) { return update_space(ctx, 2); }));
 }
 
 }  // namespace cleave::parallel::rules

@@ -104,14 +104,14 @@ IterationSpace softmax_space(const RuleContext& ctx) {
 
 }  // namespace
 
-void register_reduce(RuleMap& rules) {
-  add(rules, {"ReduceSum", "ReduceMean"}, std::make_shared<ReduceRule>(PartialOp::kSum));
-  add(rules, {"ReduceMax"}, std::make_shared<ReduceRule>(PartialOp::kMax));
-  add(rules, {"ReduceMin"}, std::make_shared<ReduceRule>(PartialOp::kMin));
-  add(rules, {"ReduceProd"}, std::make_shared<ReduceRule>(PartialOp::kSum, false));
-  add(rules, {"ArgMax", "ArgMin"},
+void register_reduce() {
+  add({"ReduceSum", "ReduceMean"}, std::make_shared<ReduceRule>(PartialOp::kSum));
+  add({"ReduceMax"}, std::make_shared<ReduceRule>(PartialOp::kMax));
+  add({"ReduceMin"}, std::make_shared<ReduceRule>(PartialOp::kMin));
+  add({"ReduceProd"}, std::make_shared<ReduceRule>(PartialOp::kSum, false));
+  add({"ArgMax", "ArgMin"},
       space_rule("any split but the axis the index is taken along", arg_space));
-  add(rules, {"Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad"},
+  add({"Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad"},
       space_rule("any split but the normalised axis", softmax_space));
 }
 

@@ -2,7 +2,6 @@
 // cleave/parallel/sharding_rule.h), and the helpers they share. Internal to parallel.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,37 +10,24 @@
 
 namespace cleave::parallel::rules {
 
-using RuleMap = std::map<std::string, std::shared_ptr<const ShardingRule>, std::less<>>;
+// The rules of the built-in primitives, one function per op family (one file each); each
+// attaches its rules to the registry's entries (ir::Registry::attach_sharding_rule).
+// src/parallel/rules/registrations.cc runs them while the program starts.
+void register_elementwise();  // elementwise.cc: unary, binary, compare, Dropout, ...
+void register_matmul();       // matmul.cc: MatMul, BatchMatMul, BiasAdd
+void register_reduce();       // reduce.cc: Reduce*, Arg*, Softmax, LogSoftmax
+void register_shape();        // shape.cc: Reshape & co., Transpose, Tile, ...
+void register_slice();        // slice.cc: Concat, Split, Slice, StridedSlice
+void register_index();        // index.cc: Gather, OneHot, UnsortedSegmentSum
+void register_loss();         // loss.cc: cross entropies
+void register_conv();         // conv.cc: convolution, pooling, resizing
+void register_norm();         // norm.cc: BatchNorm, LayerNorm
+void register_optim();        // optim.cc: optimizer updates
+void register_comm();         // comm.cc: the communication primitives
 
-void register_elementwise(RuleMap& rules);  // elementwise.cc: unary, binary, compare, Dropout, ...
-void register_matmul(RuleMap& rules);       // matmul.cc: MatMul, BatchMatMul, BiasAdd
-void register_reduce(RuleMap& rules);       // reduce.cc: Reduce*, Arg*, Softmax, LogSoftmax
-void register_shape(RuleMap& rules);        // shape.cc: Reshape & co., Transpose, Tile, ...
-void register_slice(RuleMap& rules);        // slice.cc: Concat, Split, Slice, StridedSlice
-void register_index(RuleMap& rules);        // index.cc: Gather, OneHot, UnsortedSegmentSum
-void register_loss(RuleMap& rules);         // loss.cc: cross entropies
-void register_conv(RuleMap& rules);         // conv.cc: convolution, pooling, resizing
-void register_norm(RuleMap& rules);         // norm.cc: BatchNorm, LayerNorm
-void register_optim(RuleMap& rules);        // optim.cc: optimizer updates
-void register_comm(RuleMap& rules);         // comm.cc: the communication primitives
-
-inline void register_all(RuleMap& rules) {
-  register_elementwise(rules);
-  register_matmul(rules);
-  register_reduce(rules);
-  register_shape(rules);
-  register_slice(rules);
-  register_index(rules);
-  register_loss(rules);
-  register_conv(rules);
-  register_norm(rules);
-  register_optim(rules);
-  register_comm(rules);
-}
-
-// Adds `rule` for each op in `ops` (a broken invariant when one has a rule already).
-void add(RuleMap& rules, std::initializer_list<const char*> ops,
-         const std::shared_ptr<const ShardingRule>& rule);
+// Attaches `rule` to each op in `ops` (a broken invariant, at start-up, when one is not
+// registered or has a rule already).
+void add(std::initializer_list<const char*> ops, const std::shared_ptr<const ShardingRule>& rule);
 
 // A rule given by a function building its iteration space.
 class SpaceRule : public ShardingRule {

@@ -220,11 +220,11 @@ class BroadcastToRule : public SpaceRule {
 
 }  // namespace
 
-void register_shape(RuleMap& rules) {
-  add(rules, {"Reshape", "Flatten", "ExpandDims", "Squeeze"}, std::make_shared<ReshapeRule>());
-  add(rules, {"Transpose"}, space_rule("any split; the output's map is permuted", transpose_space));
-  add(rules, {"Tile"}, space_rule("dimensions that are not tiled", tile_space));
-  add(rules, {"BroadcastTo"}, std::make_shared<BroadcastToRule>());
+void register_shape() {
+  add({"Reshape", "Flatten", "ExpandDims", "Squeeze"}, std::make_shared<ReshapeRule>());
+  add({"Transpose"}, space_rule("any split; the output's map is permuted", transpose_space));
+  add({"Tile"}, space_rule("dimensions that are not tiled", tile_space));
+  add({"BroadcastTo"}, std::make_shared<BroadcastToRule>());
 }
 
 }  // namespace cleave::parallel::rules

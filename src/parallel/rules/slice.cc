@@ -242,14 +242,14 @@ class StridedSliceGradRule : public ShardingRule {
 
 }  // namespace
 
-void register_slice(RuleMap& rules) {
-  add(rules, {"Concat"},
+void register_slice() {
+  add({"Concat"},
       space_rule("any split but the concat axis, every input split alike", concat_space));
-  add(rules, {"Split"}, space_rule("any split but the split axis", split_space));
-  add(rules, {"Slice"}, std::make_shared<SliceRule>());
-  add(rules, {"SliceGrad"}, std::make_shared<SliceGradRule>());
-  add(rules, {"StridedSlice"}, std::make_shared<StridedSliceRule>());
-  add(rules, {"StridedSliceGrad"}, std::make_shared<StridedSliceGradRule>());
+  add({"Split"}, space_rule("any split but the split axis", split_space));
+  add({"Slice"}, std::make_shared<SliceRule>());
+  add({"SliceGrad"}, std::make_shared<SliceGradRule>());
+  add({"StridedSlice"}, std::make_shared<StridedSliceRule>());
+  add({"StridedSliceGrad"}, std::make_shared<StridedSliceGradRule>());
 }
 
 }  // namespace cleave::parallel::rules
