@@ -1,7 +1,8 @@
-// Seed 000's LeNet-5 on MNIST (shared/seeds/000_92a33046792ffcaf.txt), shared by examples/lenet
-// (one process) and examples/lenet_place (the same program with place() across workers): the
-// seed's create_dataset pipeline, its LeNet with TruncatedNormal(0.02) weights, Momentum(0.01,
-// 0.9) and SoftmaxCrossEntropyWithLogits(sparse, mean), written as the seed's lenet.py.
+// Seed 000's LeNet-5 on MNIST, from MindSpore's "Distributed Graph Partition" tutorial (LeNet on
+// MNIST with place()), shared by examples/lenet (one process) and examples/lenet_place (the same
+// program with place() across workers): the seed's create_dataset pipeline, its LeNet with
+// TruncatedNormal(0.02) weights, Momentum(0.01, 0.9) and SoftmaxCrossEntropyWithLogits(sparse,
+// mean), written as the seed's lenet.py.
 #pragma once
 
 #include <cstdint>

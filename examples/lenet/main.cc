@@ -1,5 +1,5 @@
-// Seed 000's LeNet on MNIST (shared/seeds/000_92a33046792ffcaf.txt), on one process: the
-// program of the graph-partition tutorial without the place() lines, which have no effect
+// Seed 000's LeNet on MNIST (MindSpore's "Distributed Graph Partition" tutorial), on one process:
+// the program of the graph-partition tutorial without the place() lines, which have no effect
 // without a cluster (as the seed says). It prints what the seed's workers print:
 //
 //   ================= Start training =================

@@ -1,9 +1,10 @@
-// Seed 000's distributed graph partition (shared/seeds/000_92a33046792ffcaf.txt): its train.py
-// in C++. The same program runs as the scheduler and as every worker (run.sh, or
-// `cleave-run --worker_num 8 -- lenet_place`); init() joins the job, and the place() calls put
-// fc1, fc2, fc3, conv1 and conv2 on workers 0..4. The compiler cuts the whole training step by
-// these labels into one graph per worker, joined by RpcSend/RpcRecv pairs; workers 5..7 own
-// nothing and only take part in the job. Worker 0 prints the loss and the accuracy:
+// Seed 000's distributed graph partition (MindSpore's "Distributed Graph Partition" tutorial:
+// LeNet on MNIST with place()): its train.py in C++. The same program runs as the scheduler and as
+// every worker (run.sh, or `cleave-run --worker_num 8 -- lenet_place`); init() joins the job, and
+// the place() calls put fc1, fc2, fc3, conv1 and conv2 on workers 0..4. The compiler cuts the whole
+// training step by these labels into one graph per worker, joined by RpcSend/RpcRecv pairs;
+// workers 5..7 own nothing and only take part in the job. Worker 0 prints the loss and the
+// accuracy:
 //
 //   ================= Start training =================
 //   epoch: 1 step: 1, loss is 2.30...

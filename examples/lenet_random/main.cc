@@ -1,5 +1,6 @@
-// LeNet-5 of the graph-partition scenario (shared/seeds/000), trained eagerly on one process with
-// random data: the main job of ./run.sh until the MNIST pipeline exists.
+// LeNet-5 of the graph-partition scenario (seed 000, MindSpore's "Distributed Graph Partition"
+// tutorial), trained eagerly on one process with random data: the main job of ./run.sh until the
+// MNIST pipeline exists.
 //
 // The network, loss, optimizer and printed lines follow the seed: conv(1->6, k5, valid, no bias)
 // -> ReLU -> MaxPool(2, 2) -> conv(6->16, k5) -> ReLU -> MaxPool -> Flatten -> Dense

@@ -1,4 +1,5 @@
-// Seed 002's manual data parallelism (shared/seeds/002_225a78097f8fba5e.txt): every rank reads
+// Seed 002's manual data parallelism (MindSpore's "Manually Parallelism" tutorial: data
+// parallelism written by hand with collective communication, run under mpirun): every rank reads
 // the same global batches of 32, its network slices its rows [rank*32/N, (rank+1)*32/N) out of the
 // batch inside construct, and the loss (mean over the local rows) is AllReduce'd (sum) and divided
 // by the device count. Every rank prints the same LossMonitor lines:

@@ -57,44 +57,46 @@ check_ranks() {  # name n files...
   echo "ok: $name: $n ranks print the same loss lines, equal to the single process"
 }
 
+# run.sh and run_mpirun.sh write under EXEC_PATH, their logs in its log_output/.
 for n in 8 4; do
-  (cd "$work" && WORKER_NUM=$n MASTER_PORT=$(free_port) LOG_DIR=$work/run$n \
+  (cd "$work" && WORKER_NUM=$n MASTER_PORT=$(free_port) EXEC_PATH=$work/run$n \
     timeout 60 "$here/run.sh" "${args[@]}") > "$work/run$n.out" 2>&1 || {
     cat "$work/run$n.out"
     fail "run.sh with $n workers failed"
   }
-  check_ranks "cleave-run $n workers" "$n" "$work"/run$n/worker_*.log
+  check_ranks "cleave-run $n workers" "$n" "$work"/run$n/log_output/worker_*.log
 done
 
 # PYNATIVE_MODE gives the same losses and parameters as the compiled steps.
-(cd "$work" && WORKER_NUM=8 MASTER_PORT=$(free_port) LOG_DIR=$work/pynative \
+(cd "$work" && WORKER_NUM=8 MASTER_PORT=$(free_port) EXEC_PATH=$work/pynative \
   timeout 60 "$here/run.sh" "${args[@]}" --mode pynative) > "$work/pynative.out" 2>&1 || {
   cat "$work/pynative.out"
   fail "run.sh --mode pynative failed"
 }
-check_ranks "cleave-run 8 workers, PYNATIVE_MODE" 8 "$work"/pynative/worker_*.log
+check_ranks "cleave-run 8 workers, PYNATIVE_MODE" 8 "$work"/pynative/log_output/worker_*.log
 
 if command -v mpirun > /dev/null; then
-  (cd "$work" && NP=8 LOG_DIR=$work/log_output timeout 60 "$here/run_mpirun.sh" "${args[@]}") \
+  (cd "$work" && NP=8 EXEC_PATH=$work/mpi timeout 60 "$here/run_mpirun.sh" "${args[@]}") \
     > "$work/mpi.out" 2>&1 || {
     cat "$work/mpi.out"
     fail "run_mpirun.sh failed"
   }
   # OpenMPI 4.1's --output-filename layout: log_output/1/rank.<N>/stdout.
-  check_ranks "mpirun 8 ranks" 8 "$work"/log_output/1/rank.*/stdout
+  check_ranks "mpirun 8 ranks" 8 "$work"/mpi/log_output/1/rank.*/stdout
 else
   echo "SKIPPED: mpirun not found: the mpirun run"
 fi
 
 # Without gradient averaging each rank follows its own rows' gradient: the printed (AllReduce'd)
-# losses are still the same on every rank, the parameters are not.
-(cd "$work" && WORKER_NUM=4 MASTER_PORT=$(free_port) LOG_DIR=$work/nomean \
+# losses are still the same on every rank, the parameters are not. (LOG_DIR, relative: taken from
+# the folder run.sh is started in, not from EXEC_PATH.)
+(cd "$work" && WORKER_NUM=4 MASTER_PORT=$(free_port) EXEC_PATH=$work/nomean LOG_DIR=nomean_logs \
   timeout 60 "$here/run.sh" "${args[@]}" --no-grad-mean) > "$work/nomean.out" 2>&1 || {
   cat "$work/nomean.out"
   fail "run.sh --no-grad-mean failed"
 }
-[ "$(grep -h 'loss is' "$work"/nomean/worker_*.log | sort -u | wc -l)" -eq 5 ] ||
+[ "$(grep -h 'loss is' "$work"/nomean_logs/worker_*.log | sort -u | wc -l)" -eq 5 ] ||
   fail "--no-grad-mean: the ranks print different loss lines"
-[ "$(grep -ho 'parameters sum.*' "$work"/nomean/worker_*.log | sort -u | wc -l)" -eq 4 ] ||
+[ "$(grep -ho 'parameters sum.*' "$work"/nomean_logs/worker_*.log | sort -u | wc -l)" -eq 4 ] ||
   fail "--no-grad-mean: expected 4 different parameter fingerprints"
 echo "ok: --no-grad-mean: same loss lines, the ranks' parameters differ"

@@ -21,15 +21,16 @@ source "$here/../common/test_lib.sh"
 "$bin/cleave-datagen" cifar10 --out "$work/data" --train 1024 --test 16 > /dev/null
 export DATA_PATH=$work/data/cifar-10-batches-bin
 
-# run.sh in folder $1 with RANK_SIZE=2 and the program arguments after it.
+# run.sh with EXEC_PATH $work/$1, RANK_SIZE=2 and the program arguments after it.
 run_job() {  # folder args...
   local dir=$work/$1
   shift
   mkdir "$dir"
-  (cd "$dir" && RANK_SIZE=2 CLEAVE_RANK_TABLE_PORT=$(free_port) timeout 240 "$here/run.sh" "$@") \
-    > "$dir/out" 2>&1 || { cat "$dir/out"; fail "run.sh $* failed"; }
+  (cd "$work" && EXEC_PATH=$dir RANK_SIZE=2 CLEAVE_RANK_TABLE_PORT=$(free_port) timeout 240 \
+    "$here/run.sh" "$@") > "$dir/out" 2>&1 || { cat "$dir/out"; fail "run.sh $* failed"; }
   [ -f "$dir/device0/log0" ] && [ -f "$dir/device1/log1" ] && [ -f "$dir/device1/env1.log" ] ||
     fail "run.sh did not make device0/log0, device1/log1 and device1/env1.log in $dir"
+  [ -f "$dir/rank_table.json" ] || fail "run.sh did not write rank_table.json in $dir"
   grep -q "^RANK_ID=1$" "$dir/device1/env1.log" && grep -q "^DEVICE_ID=1$" "$dir/device1/env1.log" ||
     fail "device1/env1.log lacks RANK_ID=1 and DEVICE_ID=1"
 }
@@ -72,16 +73,16 @@ mkdir "$work/run"
 same_parameters "cleave-run" "$work/run/logs/worker_0.log" "$work/run/logs/worker_1.log"
 
 if command -v mpirun > /dev/null; then
-  (cd "$work" && NP=2 LOG_DIR=$work/mpi timeout 120 "$here/run_mpirun.sh" "${args[@]}") \
+  (cd "$work" && NP=2 EXEC_PATH=$work/mpi timeout 120 "$here/run_mpirun.sh" "${args[@]}") \
     > "$work/mpi.out" 2>&1 || { cat "$work/mpi.out"; fail "run_mpirun.sh failed"; }
-  same_parameters "mpirun" "$work/mpi/1/rank.0/stdout" "$work/mpi/1/rank.1/stdout"
+  same_parameters "mpirun" "$work/mpi/log_output/1/rank.0/stdout" "$work/mpi/log_output/1/rank.1/stdout"
 else
   echo "SKIPPED: mpirun not found"
 fi
 
 mkdir "$work/auto"
-if (cd "$work/auto" && RANK_SIZE=2 CLEAVE_RANK_TABLE_PORT=$(free_port) timeout 60 "$here/run.sh" \
-  "${args[@]}" --parallel-mode auto) > "$work/auto/out" 2>&1; then
+if (cd "$work" && EXEC_PATH=$work/auto RANK_SIZE=2 CLEAVE_RANK_TABLE_PORT=$(free_port) timeout 60 \
+  "$here/run.sh" "${args[@]}" --parallel-mode auto) > "$work/auto/out" 2>&1; then
   fail "--parallel-mode auto should fail: the strategy search is not built"
 fi
 grep -q "dynamic_programming" "$work/auto/device0/log0" ||

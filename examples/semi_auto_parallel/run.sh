@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs examples/semi_auto_parallel under cleave-run: a scheduler and WORKER_NUM (default 8)
-# workers on this host, SEMI_AUTO_PARALLEL with a strategy on every operator. Logs: $LOG_DIR
-# (default: log_output/) holds scheduler.log and worker_<rank>.log. Arguments go to the program
-# (--net mlp|lenet, --strategy model|data, --steps, --batch, --per-print-times; --help).
-# Builds build/Release first when the programs are missing.
+# workers on this host, SEMI_AUTO_PARALLEL with a strategy on every operator. Everything the run
+# writes goes under the execution folder $EXEC_PATH (default: out/semi_auto_parallel at the
+# repository root, ignored by git), which the processes run in. Logs: $LOG_DIR (default:
+# log_output/ in the execution folder) holds scheduler.log and worker_<rank>.log. Arguments go to
+# the program (--net mlp|lenet, --strategy model|data, --steps, --batch, --per-print-times;
+# --help). Builds build/Release first when the programs are missing.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -15,5 +17,11 @@ fi
 for arg in "$@"; do
   case "$arg" in -h | --help) exec "$bin/semi_auto_parallel" --help ;; esac
 done
+
+example=semi_auto_parallel
+source "$root/examples/common/exec_path.sh"
+log_dir=$(absolute_path "${LOG_DIR:-$execute_path/log_output}")
+
+cd "$execute_path"
 exec "$bin/cleave-run" --worker_num "${WORKER_NUM:-8}" --master_port "${MASTER_PORT:-8119}" \
-  --log_dir "${LOG_DIR:-log_output}" -- "$bin/semi_auto_parallel" "$@"
+  --log_dir "$log_dir" -- "$bin/semi_auto_parallel" "$@"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs examples/semi_auto_parallel under mpirun with NP (default 8) ranks; OpenMPI's
-# --output-filename writes each rank's output to $LOG_DIR/1/rank.<N>/stdout (default LOG_DIR:
-# log_output). Adds --oversubscribe (more ranks than cores) and --allow-run-as-root when root.
+# Runs examples/semi_auto_parallel under mpirun with NP (default 8) ranks. Everything the run
+# writes goes under the execution folder $EXEC_PATH (default: out/semi_auto_parallel at the
+# repository root, ignored by git), which mpirun runs in; OpenMPI's --output-filename writes each
+# rank's output to $LOG_DIR/1/rank.<N>/stdout (default LOG_DIR: log_output/ in the execution
+# folder). Adds --oversubscribe (more ranks than cores) and --allow-run-as-root when root.
 # Arguments go to the program (--help).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -14,7 +16,13 @@ fi
 for arg in "$@"; do
   case "$arg" in -h | --help) exec "$bin/semi_auto_parallel" --help ;; esac
 done
-mpi_args=(-n "${NP:-8}" --oversubscribe --bind-to none --output-filename "${LOG_DIR:-log_output}"
+
+example=semi_auto_parallel
+source "$root/examples/common/exec_path.sh"
+log_dir=$(absolute_path "${LOG_DIR:-$execute_path/log_output}")
+
+mpi_args=(-n "${NP:-8}" --oversubscribe --bind-to none --output-filename "$log_dir"
   -x OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}")
 if [ "$(id -u)" = 0 ]; then mpi_args+=(--allow-run-as-root); fi
+cd "$execute_path"
 exec mpirun "${mpi_args[@]}" "$bin/semi_auto_parallel" "$@"

@@ -45,20 +45,21 @@ for net in mlp lenet; do
     echo "ok: $name: 8 ranks print the same loss lines and parameters, equal to one process"
   }
 
-  (cd "$work" && WORKER_NUM=8 MASTER_PORT=$(free_port) LOG_DIR=$work/run_$net \
+  # run.sh and run_mpirun.sh write under EXEC_PATH, their logs in its log_output/.
+  (cd "$work" && WORKER_NUM=8 MASTER_PORT=$(free_port) EXEC_PATH=$work/run_$net \
     timeout 240 "$here/run.sh" "${args[@]}") > "$work/run_$net.out" 2>&1 || {
     cat "$work/run_$net.out"
     fail "$net: run.sh with 8 workers failed"
   }
-  check_ranks "$net, cleave-run 8 workers" "$work"/run_$net/worker_*.log
+  check_ranks "$net, cleave-run 8 workers" "$work"/run_$net/log_output/worker_*.log
 
   if command -v mpirun > /dev/null; then
-    (cd "$work" && NP=8 LOG_DIR=$work/mpi_$net timeout 240 "$here/run_mpirun.sh" "${args[@]}") \
+    (cd "$work" && NP=8 EXEC_PATH=$work/mpi_$net timeout 240 "$here/run_mpirun.sh" "${args[@]}") \
       > "$work/mpi_$net.out" 2>&1 || {
       cat "$work/mpi_$net.out"
       fail "$net: run_mpirun.sh failed"
     }
-    check_ranks "$net, mpirun 8 ranks" "$work"/mpi_$net/1/rank.*/stdout
+    check_ranks "$net, mpirun 8 ranks" "$work"/mpi_$net/log_output/1/rank.*/stdout
   else
     echo "SKIPPED: mpirun not found: the mpirun runs"
   fi

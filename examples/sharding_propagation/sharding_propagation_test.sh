@@ -44,12 +44,12 @@ check_ranks() {  # name files...
   echo "ok: $name: 8 ranks print the single process's 20 losses"
 }
 
-# run.sh with 8 workers in folder $work/NAME (logs in NAME/logs), the program's arguments after it.
+# run.sh with 8 workers and EXEC_PATH $work/NAME (logs in NAME/log_output, graphs in
+# NAME/saved_graph, checkpoints in NAME/<rank>), the program's arguments after it.
 run_job() {  # name args...
   local name=$1
   shift
-  mkdir "$work/$name"
-  (cd "$work/$name" && WORKER_NUM=8 MASTER_PORT=$(free_port) LOG_DIR=$work/$name/logs \
+  (cd "$work" && EXEC_PATH=$work/$name WORKER_NUM=8 MASTER_PORT=$(free_port) \
     timeout 120 "$here/run.sh" "$@") > "$work/$name.out" 2>&1 || {
     cat "$work/$name.out"
     fail "run.sh $* with 8 workers failed"
@@ -57,7 +57,7 @@ run_job() {  # name args...
 }
 
 run_job job --strategy-save "$work/strategy.json"
-check_ranks "cleave-run 8 workers" "$work"/job/logs/worker_*.log
+check_ranks "cleave-run 8 workers" "$work"/job/log_output/worker_*.log
 
 begin=$work/job/saved_graph/rank_0/train_step_0/02_step_parallel_begin.ir
 [ -f "$begin" ] || fail "no step_parallel_begin dump at $begin"
@@ -140,8 +140,8 @@ grep -q '"parallel_strategy_item"' "$work/strategy.json" || fail "no strategy fi
 echo "ok: every rank's checkpoint holds its slices of w and w2, equal to one device's; the strategy file was written"
 
 run_job replay --strategy-load "$work/strategy.json"
-check_ranks "cleave-run 8 workers from the strategy file" "$work"/replay/logs/worker_*.log
-cmp -s <(grep -h "loss is" "$work/job/logs/worker_0.log") <(grep -h "loss is" "$work/replay/logs/worker_0.log") ||
+check_ranks "cleave-run 8 workers from the strategy file" "$work"/replay/log_output/worker_*.log
+cmp -s <(grep -h "loss is" "$work/job/log_output/worker_0.log") <(grep -h "loss is" "$work/replay/log_output/worker_0.log") ||
   fail "the run from the strategy file prints other losses"
 
 # Hand-started, as the seed's users start a job without a launcher: one scheduler and 8 workers,
@@ -165,7 +165,7 @@ check_ranks "hand-started MS_* job, 8 workers" "$work"/ms/worker_*.log
   fail "the hand-started job wrote no rank 7 dumps under $work/ms/saved_graph/rank_7"
 
 if command -v mpirun > /dev/null; then
-  (cd "$work" && NP=8 timeout 120 "$here/run_with_mpi.sh") > "$work/mpi.out" 2>&1 || {
+  (cd "$work" && EXEC_PATH=$work NP=8 timeout 120 "$here/run_with_mpi.sh") > "$work/mpi.out" 2>&1 || {
     cat "$work/mpi.out" "$work/device/train.log"
     fail "run_with_mpi.sh failed"
   }
