@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "cleave/core/env.h"
 #include "cleave/flags.h"
 
 namespace {
@@ -180,8 +181,7 @@ int main(int argc, char** argv) {
         "--worker_num {}",
         node_rank, local_worker_num, (node_rank + 1) * local_worker_num - 1, worker_num));
   }
-  const char* token_env = std::getenv("CLEAVE_JOB_TOKEN");
-  std::string token = token_env != nullptr ? token_env : "";
+  std::string token = cleave::env::text("CLEAVE_JOB_TOKEN");
   if (token.empty()) {
     if (local_worker_num != worker_num) {
       return usage_error(

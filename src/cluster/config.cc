@@ -11,6 +11,7 @@
 #include <iterator>
 #include <limits>
 
+#include "cleave/core/env.h"
 #include "cleave/core/error.h"
 
 namespace cleave::cluster {
@@ -47,23 +48,20 @@ long long int_var(const char* name, long long fallback, long long lo, long long 
   return *value;
 }
 
-std::chrono::milliseconds ms_var(const char* name, std::chrono::milliseconds fallback) {
-  return std::chrono::milliseconds(int_var(name, fallback.count(), 1,
-                                           std::numeric_limits<int>::max(),
-                                           "a positive integer number of milliseconds"));
+// A CLEAVE_* duration of the table (NOTE [Environment variables] in cleave/core/env.h).
+std::chrono::milliseconds ms_var(const char* name, int64_t min = 1) {
+  return std::chrono::milliseconds(env::integer(name, min, std::numeric_limits<int>::max()));
 }
 
 // The variables of every job kind: token and timeouts.
 void read_common(JobConfig& config) {
-  config.token = env_value("CLEAVE_JOB_TOKEN").value_or("");
+  config.token = env::text("CLEAVE_JOB_TOKEN");
   config.topo_timeout = std::chrono::seconds(
       int_var("MS_TOPO_TIMEOUT", 600, 1, 1'000'000, "a positive integer number of seconds"));
-  config.heartbeat_interval = ms_var("CLEAVE_HEARTBEAT_INTERVAL_MS", config.heartbeat_interval);
-  config.heartbeat_timeout = ms_var("CLEAVE_HEARTBEAT_TIMEOUT_MS", config.heartbeat_timeout);
+  config.heartbeat_interval = ms_var("CLEAVE_HEARTBEAT_INTERVAL_MS");
+  config.heartbeat_timeout = ms_var("CLEAVE_HEARTBEAT_TIMEOUT_MS");
   config.comm_timeout = read_comm_timeout();
-  config.stuck_timeout = std::chrono::milliseconds(int_var(
-      "CLEAVE_STUCK_TIMEOUT_MS", config.stuck_timeout.count(), 0, std::numeric_limits<int>::max(),
-      "a number of milliseconds >= 0 (0 turns stuck-collective detection off)"));
+  config.stuck_timeout = ms_var("CLEAVE_STUCK_TIMEOUT_MS", 0);
   CLEAVE_CHECK_ARG(config.heartbeat_timeout > config.heartbeat_interval,
                    "cleave::init: CLEAVE_HEARTBEAT_TIMEOUT_MS={} must be larger than "
                    "CLEAVE_HEARTBEAT_INTERVAL_MS={}",
@@ -123,9 +121,7 @@ std::chrono::milliseconds JobConfig::progress_interval() const {
                     std::chrono::milliseconds(10'000));
 }
 
-std::chrono::milliseconds read_comm_timeout() {
-  return ms_var("CLEAVE_COMM_TIMEOUT_MS", JobConfig().comm_timeout);
-}
+std::chrono::milliseconds read_comm_timeout() { return ms_var("CLEAVE_COMM_TIMEOUT_MS"); }
 
 JobConfig read_job_config() {
   JobConfig config;
@@ -175,9 +171,7 @@ JobConfig rank_table_job_config(const std::string& sched_host, int worker_num, i
   JobConfig config;
   config.role = Role::kWorker;
   config.sched_host = sched_host;
-  config.sched_port = static_cast<int>(int_var("CLEAVE_RANK_TABLE_PORT", 0, 1, 65535,
-                                               "a port number in 1..65535 (on which rank 0 "
-                                               "serves the job's rendezvous)"));
+  config.sched_port = static_cast<int>(env::integer("CLEAVE_RANK_TABLE_PORT", 1, 65535));
   config.worker_num = worker_num;
   config.node_id = rank;
   read_common(config);

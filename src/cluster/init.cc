@@ -17,6 +17,7 @@
 #include "cleave/comm/group_registry.h"
 #include "cleave/comm/process_group.h"
 #include "cleave/comm/store.h"
+#include "cleave/core/env.h"
 #include "cleave/core/error.h"
 #include "cluster/config.h"
 #include "cluster/rank_table.h"
@@ -159,7 +160,7 @@ void join_rank_table(ClusterState& s, const std::string& path) {
                      "RANK_TABLE_FILE '{}'",
                      *device, table[rank].device_id, rank, path);
   }
-  if (!env_value("CLEAVE_RANK_TABLE_PORT")) return;  // ranks only: no rendezvous
+  if (!env::is_set("CLEAVE_RANK_TABLE_PORT")) return;  // ranks only: no rendezvous
   // NOTE [Rank-table rendezvous]
   // A rank table names the hosts but no meeting point, so with CLEAVE_RANK_TABLE_PORT set, rank
   // 0 serves the job's scheduler (the same gRPC service as MS_ROLE=MS_SCHED) on a thread, at

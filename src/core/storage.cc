@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cleave/core/env.h"
 #include "cleave/core/error.h"
 
 namespace cleave {
@@ -100,8 +101,7 @@ class CpuBlockCache {
 
  private:
   CpuBlockCache() : small_(kCacheMinBytes / kAlignment) {
-    const char* env = std::getenv("CLEAVE_CPU_CACHE_MB");
-    limit_bytes_ = (env != nullptr ? std::strtoull(env, nullptr, 10) : 2048) << 20;
+    limit_bytes_ = static_cast<size_t>(env::integer("CLEAVE_CPU_CACHE_MB", 0, 1 << 20)) << 20;
   }
   static size_t rounded(size_t nbytes) {
     const size_t n = std::max<size_t>(nbytes, 1);

@@ -10,6 +10,7 @@
 
 #include "cleave/comm/group_registry.h"
 #include "cleave/comm/shm_mailbox.h"
+#include "cleave/core/env.h"
 #include "cleave/ir/passes.h"
 #include "cleave/parallel/partition.h"
 #include "cleave/runtime/collectives.h"
@@ -63,7 +64,8 @@ std::unique_ptr<Executor> compile(ir::Graph graph) {
   dump_stage(graph, 8, "cse");
   ir::dead_code_elimination(graph);
   dump_stage(graph, 8, "dce");
-  auto executor = std::make_unique<Executor>(std::move(graph));
+  auto executor = std::make_unique<Executor>(
+      std::move(graph), ExecutorOptions{.zero_copy = env::flag("CLEAVE_RPC_ZERO_COPY")});
   dump_stage(executor->graph(), 9, "execute", executor->plan_notes());
   return executor;
 }
@@ -74,35 +76,19 @@ namespace cleave::runtime {
 
 namespace {
 
-// CLEAVE_RPC_SPIN_US: how long a wait for a message polls before it sleeps (NOTE [Waiting for a
-// message] in cleave/comm/shm_mailbox.h).
-std::chrono::microseconds rpc_spin_from_env() {
-  const char* env = std::getenv("CLEAVE_RPC_SPIN_US");
-  if (env == nullptr || *env == '\0') return comm::ShmMailboxes::kDefaultSpin;
-  char* end = nullptr;
-  errno = 0;
-  const long long us = std::strtoll(env, &end, 10);
-  CLEAVE_CHECK_ARG(*end == '\0' && errno == 0 && us >= 0 && us <= 1'000'000,
-                   "CLEAVE_RPC_SPIN_US is '{}'; expected microseconds from 0 to 1000000 (how long "
-                   "a placed graph's wait for a message polls before it sleeps; default {})",
-                   env, comm::ShmMailboxes::kDefaultSpin.count());
-  return std::chrono::microseconds(us);
-}
-
 // NOTE [Shared-memory mailboxes] (cleave/comm/shm_mailbox.h): when every worker is on this host,
 // the cut edges go through shared memory instead of the world group's transport, unless
 // CLEAVE_RPC_SHM=0. Collective: every rank compiles the same partition at the same time.
 void use_shared_memory(parallel::Partition& parts, int rank) {
-  const char* env = std::getenv("CLEAVE_RPC_SHM");
-  if (env != nullptr && std::string(env) == "0") return;
+  if (!env::flag("CLEAVE_RPC_SHM")) return;
   std::shared_ptr<comm::ProcessGroup> group = comm::get_group(comm::kWorldGroup);
   if (group == nullptr) return;
   std::vector<comm::MailboxEdge> edges;
   for (const parallel::CutEdge& cut : parts.cuts) {
     edges.push_back({cut.src_rank, cut.dst_rank, cut.tag, static_cast<size_t>(cut.bytes)});
   }
-  auto boxes =
-      comm::ShmMailboxes::create(*group, edges, group->options().timeout, rpc_spin_from_env());
+  const std::chrono::microseconds spin(env::integer("CLEAVE_RPC_SPIN_US", 0, 1'000'000));
+  auto boxes = comm::ShmMailboxes::create(*group, edges, group->options().timeout, spin);
   if (boxes == nullptr) return;
   const int64_t channel = register_rpc_channel(std::move(boxes));
   for (ir::Node& n : parts.ranks[rank].nodes) {

@@ -17,19 +17,15 @@
 
 #include "cleave/comm/group_registry.h"
 #include "cleave/comm/process_group.h"
+#include "cleave/core/env.h"
 #include "cleave/core/error.h"
 
 namespace cleave::runtime {
 
 CoreBindingMode core_binding_mode_from_env() {
-  const char* env = std::getenv("CLEAVE_BIND_CORES");
-  if (env == nullptr || *env == '\0' || std::string(env) == "auto") return CoreBindingMode::kAuto;
-  if (std::string(env) == "1") return CoreBindingMode::kOn;
-  if (std::string(env) == "0") return CoreBindingMode::kOff;
-  CLEAVE_FAIL(
-      "CLEAVE_BIND_CORES is '{}'; expected auto (bind the workers of a placed job to cores when "
-      "they outnumber the cores), 1 (always) or 0 (never)",
-      env);
+  constexpr CoreBindingMode kModes[] = {CoreBindingMode::kAuto, CoreBindingMode::kOn,
+                                        CoreBindingMode::kOff};
+  return kModes[env::choice("CLEAVE_BIND_CORES", {"auto", "1", "0"})];
 }
 
 std::vector<int> split_cores(const std::vector<double>& load, int cpus) {

@@ -103,8 +103,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::function<bool(int, int)>& 
 // NOTE [Zero-copy cut edges] (executor.h): which buffers live in a mailbox slot.
 void Executor::bind_mailboxes() {
   const int count = static_cast<int>(graph_.nodes.size());
-  const char* env = std::getenv("CLEAVE_RPC_ZERO_COPY");
-  if (env != nullptr && std::string(env) == "0") return;  // copy every message (for comparison)
+  if (!zero_copy_) return;  // copy every message (for comparison)
   const ir::OpDef& send = rpc_send_op();
   const ir::OpDef& recv = rpc_recv_op();
   // Buffers that an op writes in place (optimizer updates): never bound.
@@ -177,7 +176,8 @@ std::vector<int> collective_waits(const ir::Graph& g) {
 
 }  // namespace
 
-Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
+Executor::Executor(ir::Graph graph, ExecutorOptions options)
+    : graph_(std::move(graph)), zero_copy_(options.zero_copy) {
   ir::verify(graph_);
   wait_at_ = collective_waits(graph_);
   plan_ = plan_memory(graph_, {}, wait_at_);

@@ -102,7 +102,7 @@ TEST(ClusterRankTableJob, BadOrTakenPortIsAClearError) {
   pid_t bad = job.start(0, {{"CLEAVE_RANK_TABLE_PORT", "http"}});
   EXPECT_EQ(job.wait(bad), 1);
   EXPECT_NE(job.log(0).find("CLEAVE_RANK_TABLE_PORT='http' is invalid; expected a port number "
-                            "in 1..65535"),
+                            "from 1 to 65535"),
             std::string::npos)
       << job.log(0);
 

@@ -195,7 +195,8 @@ TEST(ClusterStuck, BadStuckTimeoutIsAClearError) {
   EXPECT_EQ(job.wait(worker), 1);
   EXPECT_NE(job.log("worker_0.log")
                 .find("CLEAVE_STUCK_TIMEOUT_MS='soon' is invalid; expected a number of "
-                      "milliseconds >= 0 (0 turns stuck-collective detection off)"),
+                      "milliseconds from 0 to 2147483647 (how long a rank may wait in a "
+                      "collective for a peer that makes no progress"),
             std::string::npos)
       << job.log("worker_0.log");
 }

@@ -257,7 +257,7 @@ TEST(Partition, CopiedMessagesTrainAlike) {
   const TrainingRun sleeping = train_lenet(5, place_like_the_seed, batches);
   expect_same(sleeping, single, 1e-5);
   spin.set("20ms");
-  EXPECT_ERROR(train_lenet(5, place_like_the_seed, batches), "CLEAVE_RPC_SPIN_US is '20ms'",
+  EXPECT_ERROR(train_lenet(5, place_like_the_seed, batches), "CLEAVE_RPC_SPIN_US='20ms' is invalid",
                "expected microseconds from 0 to 1000000");
 }
 
@@ -404,7 +404,7 @@ TEST(Partition, BusyWorkersAreBoundToCores) {
   }
   // A bad value is an error naming the variable, at the first step.
   bind.set("yes");
-  EXPECT_ERROR(train_lenet(5, place_like_the_seed, {batches[0]}), "CLEAVE_BIND_CORES is 'yes'",
+  EXPECT_ERROR(train_lenet(5, place_like_the_seed, {batches[0]}), "CLEAVE_BIND_CORES='yes' is invalid",
                "expected auto");
 }
 

@@ -70,10 +70,15 @@ MemoryPlan plan_memory(const ir::Graph& graph,
 // value sent as part of a buffer (a micro-batch's rows), a second edge of the same buffer, values
 // that are inputs, parameters or constants, buffers an op writes in place, and everything when
 // the edges go through a process group's transport. A bound buffer takes no room in the arena.
+struct ExecutorOptions {
+  // NOTE [Zero-copy cut edges]; false copies every message (CLEAVE_RPC_ZERO_COPY=0).
+  bool zero_copy = true;
+};
+
 class Executor {
  public:
   // Verifies the graph, plans its memory and allocates the arena once.
-  explicit Executor(ir::Graph graph);
+  explicit Executor(ir::Graph graph, ExecutorOptions options = {});
 
   // Runs the graph on `inputs` (one per graph input, with the traced shapes and dtypes; throws
   // Error naming the input otherwise). A graph with RpcSend ops returns once its sends are done.
@@ -139,6 +144,7 @@ class Executor {
     bool incoming = false;
   };
   void bind_mailboxes();
+  bool zero_copy_ = true;
   std::vector<Mailbox> mailbox_of_buffer_;  // per plan buffer; boxes == nullptr: not bound
   int zero_copy_buffers_ = 0;
   std::vector<std::vector<Mailbox>> claim_before_;   // per node: slots to claim before its kernel

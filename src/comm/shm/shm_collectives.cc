@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "cleave/core/dtype.h"
+#include "cleave/core/env.h"
 #include "cleave/core/error.h"
 #include "comm/shm/shm_wait.h"
 
@@ -127,17 +128,16 @@ int online_cores() {
 // overrides it (for measurements).
 size_t round_bytes(bool oversubscribed) {
   size_t bytes = oversubscribed ? ShmCollectives::kSlotBytes : kRoundBytes;
-  if (const char* v = std::getenv("CLEAVE_COMM_SHM_ROUND_KB")) {
+  if (env::is_set("CLEAVE_COMM_SHM_ROUND_KB")) {
     bytes =
-        std::clamp<size_t>(std::strtoull(v, nullptr, 10) << 10, 4096, ShmCollectives::kSlotBytes);
+        static_cast<size_t>(env::integer("CLEAVE_COMM_SHM_ROUND_KB", 4,
+                                         static_cast<int64_t>(ShmCollectives::kSlotBytes >> 10)))
+        << 10;
   }
   return bytes / 64 * 64;
 }
 
-bool shm_enabled() {
-  const char* v = std::getenv("CLEAVE_COMM_SHM");
-  return v == nullptr || std::string(v) != "0";
-}
+bool shm_enabled() { return env::flag("CLEAVE_COMM_SHM"); }
 
 std::string to_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 std::vector<uint8_t> to_bytes(const std::string& s) {
