@@ -6,13 +6,13 @@
 // DUMP is NN_<stage>.ir or NN_<stage>.dot; the other file of the pair is found next to it. The
 // summary (from the .ir) lists the op count by primitive, the parameters with their types, and
 // the memory plan's peak (the end of the highest buffer of the "# buffer:" notes, which only the
-// 09_execute stage carries), and for a parallel step (SEMI_AUTO_PARALLEL) how many operators have
+// NN_execute stage carries), and for a parallel step (SEMI_AUTO_PARALLEL) how many operators have
 // a given or derived strategy and the communication operators by group (their rank lists).
 // Rendering runs Graphviz's `dot` (Debian package graphviz) on the .dot and writes FILE (default:
 // the dump's name with .svg or .png).
 //
 // --ranks reads the per-rank dumps DIR/<stage>_rank<R>.ir of a partitioned graph (Cell::place;
-// NAME defaults to the only stage with per-rank dumps in DIR, e.g. 10_partition), prints each
+// NAME defaults to the only stage with per-rank dumps in DIR, e.g. 14_partition), prints each
 // rank's op, send and recv counts and the cut edges (RpcSend -> RpcRecv, by tag), and writes one
 // Graphviz file with a cluster per rank and the cut edges between them: FILE with the extension
 // .dot (default DIR/<stage>_ranks.dot), rendered to FILE (default DIR/<stage>_ranks.svg). A send
@@ -102,7 +102,7 @@ void print(const Summary& s, const fs::path& path) {
     std::cout << "  memory plan peak: " << s.peak_bytes << " bytes ("
               << static_cast<double>(s.peak_bytes) / (1024.0 * 1024.0) << " MiB)\n";
   } else {
-    std::cout << "  memory plan peak: not in this stage (see 09_execute.ir)\n";
+    std::cout << "  memory plan peak: not in this stage (see the NN_execute.ir of the same folder)\n";
   }
 }
 

@@ -59,7 +59,7 @@ run_job() {  # name args...
 run_job job --strategy-save "$work/strategy.json"
 check_ranks "cleave-run 8 workers" "$work"/job/log_output/worker_*.log
 
-begin=$work/job/saved_graph/rank_0/train_step_0/02_step_parallel_begin.ir
+begin=$work/job/saved_graph/rank_0/train_step_0/04_step_parallel_begin.ir
 [ -f "$begin" ] || fail "no step_parallel_begin dump at $begin"
 grep -q "MatMul(.*{instance name: _backbone.matmul} {in_strategy: ((2, 4), (4, 1))}$" "$begin" ||
   fail "step_parallel_begin: matmul does not have its given strategy ((2, 4), (4, 1))"
@@ -69,7 +69,7 @@ grep -q "MatMul(.*{instance name: _backbone.matmul2} {in_strategy: ((2, 4), (4, 
   fail "step_parallel_begin: matmul2 is not derived as ((2, 4), (4, 1))"
 echo "ok: step_parallel_begin shows matmul given, relu and matmul2 derived"
 
-executed=$work/job/saved_graph/rank_0/train_step_0_rank0/03_step_parallel_end.ir
+executed=$work/job/saved_graph/rank_0/train_step_0_rank0/06_step_parallel_end.ir
 [ -f "$executed" ] || fail "no executed-graph dump at $executed"
 # The seed's figures: each op line followed by its shapes line.
 figures=$(awk '/= [A-Za-z]+\(/ { op = $3; sub(/\(.*/, "", op); getline; print op " " $0 }' "$executed")
@@ -161,7 +161,7 @@ for pid in "${pids[@]}"; do
   wait "$pid" || { tail -n 5 "$work"/ms/*.log; fail "the hand-started MS_* job failed"; }
 done
 check_ranks "hand-started MS_* job, 8 workers" "$work"/ms/worker_*.log
-[ -f "$work/ms/saved_graph/rank_7/train_step_0_rank7/03_step_parallel_end.ir" ] ||
+[ -f "$work/ms/saved_graph/rank_7/train_step_0_rank7/06_step_parallel_end.ir" ] ||
   fail "the hand-started job wrote no rank 7 dumps under $work/ms/saved_graph/rank_7"
 
 if command -v mpirun > /dev/null; then

@@ -32,7 +32,6 @@
 #include "cleave/optim/optimizer.h"
 #include "cleave/runtime/collectives.h"
 #include "cleave/optim/train_one_step.h"
-#include "cleave/runtime/compile.h"
 #include "cleave/runtime/context.h"
 #include "cleave/runtime/executor.h"
 #include "cleave/train/callback.h"

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "cleave/core/error.h"
+#include "cleave/ir/graph.h"
 
 namespace cleave::optim {
 
@@ -51,10 +52,16 @@ void Optimizer::apply(const std::vector<Tensor>& grads) {
   for (size_t i = 0; i < grads.size(); ++i) {
     const Tensor &g = grads[i], &p = params_[i];
     if (!g.defined()) continue;
-    CLEAVE_CHECK_ARG(g.shape() == p.shape() && g.dtype() == p.dtype(),
+    // While a step is traced, a parameter is what its graph node says: a sharded step traces
+    // one rank's slice of a parameter that holds its whole value until the step is loaded.
+    ir::TensorMeta meta{p.shape(), p.dtype()};
+    if (ir::Tracer* tracer = ir::Tracer::current(); tracer != nullptr && g.is_symbolic()) {
+      meta = tracer->graph().meta(tracer->value_of(p));
+    }
+    CLEAVE_CHECK_ARG(g.shape() == meta.shape && g.dtype() == meta.dtype,
                      "{}: gradient {} is {} {} but parameter {} is {} {}; they must match", name_,
-                     i, dtype_name(g.dtype()), g.shape().to_string(), i, dtype_name(p.dtype()),
-                     p.shape().to_string());
+                     i, dtype_name(g.dtype()), g.shape().to_string(), i, dtype_name(meta.dtype),
+                     meta.shape.to_string());
   }
   write_lr();
   NoGradGuard no_grad;

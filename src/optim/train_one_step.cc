@@ -58,12 +58,12 @@ Tensor TrainOneStep::step_pynative(const Tensor& data, const Tensor& label) {
   return loss.detach();
 }
 
-std::unique_ptr<runtime::CompiledStep> TrainOneStep::compile(const Tensor& data,
-                                                             const Tensor& label) {
+runtime::StepProgram TrainOneStep::program(const ir::TensorMeta& data,
+                                           const ir::TensorMeta& label) {
+  net_->set_train(true);  // the contract in the header
   runtime::StepProgram program;
   program.name = "train_step";
-  program.inputs = {{{data.shape(), data.dtype()}, "data"},
-                    {{label.shape(), label.dtype()}, "label"}};
+  program.inputs = {{data, "data"}, {label, "label"}};
   for (const auto& [name, p] : net_->parameters_and_names())
     program.parameters.emplace_back(name, p);
   const std::vector<Tensor>& params = optimizer_->parameters();
@@ -94,7 +94,7 @@ std::unique_ptr<runtime::CompiledStep> TrainOneStep::compile(const Tensor& data,
     optimizer_->apply(grads);
     CLEAVE_ASSERT(optimizer_->step_count() == step_before + 1, "apply counts one step");
   };
-  return runtime::compile_step(program);
+  return program;
 }
 
 Tensor TrainOneStep::operator()(const Tensor& data, const Tensor& label) {
@@ -112,7 +112,10 @@ Tensor TrainOneStep::operator()(const Tensor& data, const Tensor& label) {
   auto it = cache_.find(key);
   bool traced_now = false;
   if (it == cache_.end()) {
-    it = cache_.emplace(key, compile(data, label)).first;
+    it = cache_
+             .emplace(key, runtime::compile_step(program({data.shape(), data.dtype()},
+                                                         {label.shape(), label.dtype()})))
+             .first;
     traced_now = true;
   }
   last_ = &it->second->executor();
@@ -145,19 +148,23 @@ Tensor Forward::operator()(const Tensor& x) {
       static_cast<int>(runtime::get_auto_parallel_context().parallel_mode)};
   auto it = cache_.find(key);
   if (it == cache_.end()) {
-    runtime::StepProgram program;
-    program.name = "forward";
-    program.inputs = {{{x.shape(), x.dtype()}, "x"}};
-    for (const auto& [name, p] : net_->parameters_and_names()) {
-      program.parameters.emplace_back(name, p);
-    }
-    program.forward = [this](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{(*net_)(in[0])};
-    };
-    it = cache_.emplace(key, runtime::compile_step(program)).first;
+    it = cache_.emplace(key, runtime::compile_step(program({x.shape(), x.dtype()}))).first;
   }
   std::vector<Tensor> out = it->second->run({x});
   return out.empty() ? Tensor() : out[0];
+}
+
+runtime::StepProgram Forward::program(const ir::TensorMeta& x) {
+  runtime::StepProgram program;
+  program.name = "forward";
+  program.inputs = {{x, "x"}};
+  for (const auto& [name, p] : net_->parameters_and_names()) {
+    program.parameters.emplace_back(name, p);
+  }
+  program.forward = [this](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{(*net_)(in[0])};
+  };
+  return program;
 }
 
 void TrainOneStep::share_placed_state(const std::vector<Tensor>& tensors) const {

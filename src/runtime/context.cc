@@ -174,7 +174,7 @@ std::vector<PlacedOpTime> placed_op_times() {
 
 void add_placed_op_times(const ir::Graph& graph, const std::vector<double>& node_seconds) {
   std::lock_guard<std::mutex> lock(g_stats_mutex);
-  // Keyed by name and size: two different graphs of one name (not made by compile_distributed,
+  // Keyed by name and size: two different graphs of one name (not made by the compile pipeline,
   // whose names are unique) get entries of their own.
   const std::string key = graph.name + "#" + std::to_string(graph.nodes.size());
   auto [it, added] = g_op_entries.try_emplace(key, g_op_times.size());

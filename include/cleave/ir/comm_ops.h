@@ -11,8 +11,8 @@
 //   "group_size"  its number of ranks: what inference reads (the runtime's functional wrappers set
 //                 it from the live group at the call);
 //   "rank_list"   optional: the world ranks of its members, ascending. When present the group is
-//                 created from it at compile time (runtime::prepare_comm_groups), and group_size
-//                 is its length.
+//                 created from it when the step is loaded (runtime::prepare_comm_groups), and
+//                 group_size is its length.
 // Ranks in the other attributes (root_rank, dest_rank, send_rank_ids, ...) are group ranks.
 //
 // The primitives (MindSpore's attribute names):

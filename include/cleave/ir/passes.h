@@ -12,8 +12,12 @@ namespace cleave::ir {
 // (a later node means a cycle), that each op's recorded output dtypes and shapes are what its
 // infer gives for its inputs (and that infer accepts them), that parameters and constants match
 // their bound tensors, and that the graph's inputs and outputs exist. Throws Error naming the
-// node ("%12 (MatMul 'fc1.matmul')") on the first problem.
-void verify(const Graph& graph);
+// node ("%12 (MatMul 'fc1.matmul')") on the first problem. With Bindings::kDeferred a bound
+// tensor's shape may differ from its node's: a compiled parallel step holds the whole parameter
+// until it is loaded and sliced (NOTE [Sharded parameters] in
+// cleave/runtime/sharded_parameters.h); the executor verifies the bindings then.
+enum class Bindings { kChecked, kDeferred };
+void verify(const Graph& graph, Bindings bindings = Bindings::kChecked);
 
 // Removes ops (and constants) that neither reach a graph output nor feed a side-effecting op.
 // Returns the number of nodes removed.

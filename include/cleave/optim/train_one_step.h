@@ -37,8 +37,8 @@ namespace cleave::optim {
 // compiled graph.
 //
 // A placed network (Cell::place after cleave::init() in a job of several workers) is partitioned
-// (runtime::compile_distributed): every worker runs its part of the step, and the loss is
-// returned on worker 0 only (an undefined Tensor elsewhere). With
+// (the partition pass of NOTE [Compile pipeline]): every worker runs its part of the step, and
+// the loss is returned on worker 0 only (an undefined Tensor elsewhere). With
 // runtime::set_auto_parallel_context({.pipeline_micro_batches = M}), M > 1, the step runs as M
 // micro-batches (NOTE [Micro-batches] in cleave/parallel/partition.h). With parallel_mode
 // SEMI_AUTO_PARALLEL the step is sharded by the operators' strategies (NOTE [Step-parallel
@@ -58,6 +58,12 @@ class TrainOneStep {
   TrainOneStep(nn::CellPtr net_with_loss, std::shared_ptr<Optimizer> optimizer);
 
   Tensor operator()(const Tensor& data, const Tensor& label);
+
+  // The step as the compiler sees it for data and label of these metas (GRAPH_MODE): compile it
+  // with runtime::compile for a dry run of any rank (a plan, nothing run, no parameter changed;
+  // tracing the update advances the optimizer's step count, as a call would). Puts the network
+  // in training mode. The program refers to this object, which must outlive it.
+  runtime::StepProgram program(const ir::TensorMeta& data, const ir::TensorMeta& label);
 
   // Whether the last call's graph reads the data or the label (always true in PYNATIVE_MODE and
   // before the first call); false on a worker whose part of a placed step reads neither.
@@ -81,7 +87,6 @@ class TrainOneStep {
 
  private:
   Tensor step_pynative(const Tensor& data, const Tensor& label);
-  std::unique_ptr<runtime::CompiledStep> compile(const Tensor& data, const Tensor& label);
 
   nn::CellPtr net_;
   std::shared_ptr<Optimizer> optimizer_;
@@ -102,6 +107,8 @@ class Forward {
  public:
   explicit Forward(nn::CellPtr net);
   Tensor operator()(const Tensor& x);
+  // The forward as the compiler sees it for inputs of this meta (see TrainOneStep::program).
+  runtime::StepProgram program(const ir::TensorMeta& x);
   size_t num_compiled() const { return cache_.size(); }
 
  private:

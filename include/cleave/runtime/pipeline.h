@@ -1,35 +1,40 @@
-// The compile pipeline of GRAPH_MODE: one owner from a traced step to its executor.
+// The compile pipeline of GRAPH_MODE: one ordered list of passes from a traced step to the graph
+// this rank runs, and the load step that makes a compiled plan run on this process.
 //
 // NOTE [Compile pipeline]
-// compile_step runs these stages, numbered as in the dumps (save_graphs >= 1 writes
-// NN_<stage>.ir and NN_<stage>.dot under save_graphs_path/<graph name>/):
-//   01_trace                the forward, traced from construct with global shapes
-//   02_step_parallel_begin  SEMI_AUTO_PARALLEL: every op's strategy (given, or derived: marked)
-//   03_step_parallel_end    SEMI_AUTO_PARALLEL: this rank's forward after the rewrite
-//                           (cleave/parallel/step_parallel.h): local shapes, redistributions,
-//                           forward communication
-//   05_autodiff             + the backward (autodiff::graph_grad), whose communication comes
-//                           from the communication primitives' gradient rules; then the
-//                           gradient AllReduce of each parameter over the ranks holding the
-//                           same slice (SEMI_AUTO_PARALLEL's mirror operators) or over all ranks
-//                           (DATA_PARALLEL)
-//   06_optimizer            + the optimizer's in-place updates (side effects)
-//   07_constant_fold, 08_cse, 08_dce, 09_execute (runtime::compile)
-//   10_partition_rank<R>    a placed or micro-batched step: each rank's graph as partitioned
-//                           (cleave/parallel/partition.h)
-// The parallel passes sit before autodiff, so the communication they insert is differentiated
-// like any other op. In a job, rank-specific stages (03 onwards of a parallel step, 07-09 of a
-// placed one) go to <graph name>_rank<R>/ so that ranks sharing save_graphs_path never write
-// the same file; worker 0 writes the shared ones.
+// compile() runs the passes of compile_passes() top to bottom on a CompileState: a pass reads
+// the state (the graph so far, what earlier passes decided) and the options, and changes the
+// state. A pass that does not apply to the options (a DATA_PARALLEL pass in a SEMI_AUTO_PARALLEL
+// step) is skipped, keeping its number: the dump of pass k is NN_<name>.ir and NN_<name>.dot with
+// NN = k (01_trace, 04_step_parallel_begin, ...), under save_graphs_path/<graph name>/ when the
+// context's save_graphs >= 1; in a job, the stages after a rank's graph is cut out of the global
+// one (step_parallel_end, partition) go to <graph name>_rank<R>/ and rank 0 writes the shared
+// ones. `cleave-ir --passes` prints the list for a context.
+//
+// Compiling is pure: graph in, graph out. No pass communicates, writes a user's tensor or reads an
+// environment variable: what the passes need from the world (the job's size and this rank, the
+// contexts) is read once, up front, into CompileOptions, so one process can compile any rank of
+// any job (a communication backend that fails on every call is enough; tests do so). A pass may
+// run user code that traces (the forward, the optimizer's update) and write the files it is asked
+// for (dumps, the strategy file). What needs the other processes happens in load(): slicing or
+// broadcasting parameters, comparing the ranks' traces, making the groups the graph names, the
+// shared-memory mailboxes of a placed step, and the executor's memory.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cleave/core/tensor.h"
-#include "cleave/ir/op_def.h"
+#include "cleave/ir/dump.h"
+#include "cleave/ir/graph.h"
+#include "cleave/parallel/layout.h"
+#include "cleave/parallel/partition.h"
+#include "cleave/parallel/step_parallel.h"
+#include "cleave/runtime/context.h"
 #include "cleave/runtime/executor.h"
 
 namespace cleave::runtime {
@@ -54,9 +59,110 @@ struct StepProgram {
   std::vector<Tensor> wrt;
   std::vector<std::vector<Tensor>> wrt_like;
   std::function<void(const std::vector<Tensor>& grads)> update;
+  bool training() const { return update != nullptr; }
 };
 
-// A compiled step and how to feed it.
+// Everything the passes read besides the program, read once before they run (NOTE [Compile
+// pipeline]).
+struct CompileOptions {
+  int64_t world_size = 1;  // the job's ranks (1: standalone)
+  int64_t rank = 0;        // this process's rank in it
+  ParallelMode mode = STAND_ALONE;
+  std::string search_mode;  // AUTO_PARALLEL's
+  int64_t device_num = 1;   // the devices a parallel step is planned for
+  int micro_batches = 1;    // of a training step (an evaluation runs its batch at once)
+  parallel::StepParallelOptions step_parallel;
+  bool gradients_mean = false;  // gradients_mean or mirror_mean
+  bool parameter_broadcast = false;
+  double bucket_cap_mb = 25;
+  std::string strategy_load_file, strategy_save_file;
+  int save_graphs = 0;
+  std::string save_graphs_path = ".";
+  // SEMI_AUTO_PARALLEL or AUTO_PARALLEL: the step-parallel rewrite runs.
+  bool sharded() const { return mode == SEMI_AUTO_PARALLEL || mode == AUTO_PARALLEL; }
+};
+
+// The options of `program` in this process: the contexts (get_context,
+// get_auto_parallel_context) and the world group's size and this rank. Throws Error for a context
+// the job cannot run (a device_num other than the world size, a global_rank other than the job's).
+CompileOptions compile_options(const StepProgram& program);
+
+// A parameter (or optimizer state laid out like it) that load() replaces by this rank's slice
+// (NOTE [Sharded parameters] in cleave/runtime/sharded_parameters.h).
+struct ParameterSlice {
+  Tensor tensor;
+  std::string name;
+  parallel::Layout layout;
+  std::vector<Tensor> like;
+};
+
+// What the passes share: the graph so far and what earlier passes decided.
+struct CompileState {
+  const StepProgram& program;
+  const CompileOptions& options;
+  ir::Graph graph;
+  // step_parallel_end onwards in a parallel step; partition onwards in a placed one: `graph` is
+  // this rank's (its name ends in _rank<R>).
+  bool rank_graph = false;
+  std::optional<parallel::ParallelPlan> parallel_plan;
+  std::vector<ParameterSlice> parameter_slices;
+  std::map<const TensorImpl*, parallel::Layout> layouts;  // sharded parameters of this step
+  double loss_seed = 1.0;     // the loss's gradient seed (NOTE [Step-parallel rewrite])
+  std::vector<Tensor> grads;  // one per program.wrt (autodiff onwards)
+  int mirrors_begin = -1;     // the first node of the gradient reduction
+  int step_begin = -1;        // the first node of the optimizer's update
+  int tail_begin = -1;        // hoist_collectives: the first node of the step's tail
+  std::optional<parallel::Partition> partition;
+  int64_t trace_fingerprint = 0;      // placed: what every rank must have traced alike
+  bool placed = false;                // partition cut a placed step
+  std::vector<std::string> messages;  // for rank 0 to print (propagation's report)
+  ir::NodeNotes dump_notes;           // extra lines for this pass's dump
+  int pass_number = 0;                // of the pass running: its dump files' NN
+
+  // Writes `graph` as the running pass's NN_<stage>.ir and .dot, under `folder` (empty: the
+  // graph's name) of save_graphs_path, when the options ask for dumps (NOTE [Compile pipeline]).
+  void dump(const ir::Graph& graph, const std::string& stage, const std::string& folder = "",
+            const ir::NodeNotes& notes = {}) const;
+};
+
+struct Pass {
+  enum class Dump {
+    kNone,      // bookkeeping: the graph does not change
+    kGraph,     // NN_<name>.ir of the state's graph
+    kPartition  // NN_<name>_rank<R>.ir of every rank's graph, in the global graph's folder
+  };
+  std::string name;
+  std::string what;  // what it does, one line for `cleave-ir --passes`
+  std::string when;  // when it applies, in words
+  // Whether it runs, from the state it would run on (options, program, the graph so far).
+  std::function<bool(const CompileState&)> applies;
+  std::function<void(CompileState&)> run;
+  Dump dump = Dump::kGraph;
+};
+
+// The pipeline (NOTE [Compile pipeline]), in order.
+const std::vector<Pass>& compile_passes();
+
+// A compiled step: this rank's graph and what load() must do to run it.
+struct CompiledPlan {
+  CompileOptions options;
+  ir::Graph graph;
+  size_t num_inputs = 0;  // StepProgram::inputs
+  bool placed = false;    // a placed step cut into per-rank graphs
+  std::vector<parallel::CutEdge> cuts;
+  int64_t trace_fingerprint = 0;
+  std::vector<ParameterSlice> parameter_slices;
+  std::vector<Tensor> broadcast_parameters;  // DATA_PARALLEL with parameter_broadcast
+  std::vector<std::string> messages;
+  int execute_dump_number = 0;  // the load step's NN_execute dump
+};
+
+// Traces and compiles `program` for options.rank (NOTE [Compile pipeline]). Throws Error for a
+// program the options cannot run (an invalid strategy, a batch the micro-batches do not divide,
+// placement combined with a parallel mode).
+CompiledPlan compile(const StepProgram& program, const CompileOptions& options);
+
+// A step loaded on this process, and how to feed it.
 class CompiledStep {
  public:
   CompiledStep(std::unique_ptr<Executor> executor, int micro_batches, size_t num_inputs);
@@ -77,10 +183,16 @@ class CompiledStep {
   size_t num_inputs_;
 };
 
-// Traces and compiles `program` under the current context and auto-parallel context (NOTE
-// [Compile pipeline]). Throws Error for a program the context cannot run (an invalid strategy, a
-// batch the micro-batches do not divide, a device_num other than the job's, placement combined
-// with a parallel mode). Collective in a job: every rank compiles the same program.
+// Makes `plan` run on this process (NOTE [Compile pipeline]): slices its parameters (a parallel
+// step) or broadcasts them (parameter_broadcast), checks that every worker of a placed step traced
+// the same step, makes the groups its graph names, sets up the shared-memory mailboxes of its cut
+// edges, and plans and allocates the executor's memory (the NN_execute dump). Collective in a job:
+// every rank loads the plan of the same step at the same time. Throws Error when the ranks differ
+// or a resource cannot be had.
+std::unique_ptr<CompiledStep> load(CompiledPlan plan);
+
+// load(compile(program, compile_options(program))): what TrainOneStep and Forward call; rank 0
+// prints the plan's messages on stderr.
 std::unique_ptr<CompiledStep> compile_step(const StepProgram& program);
 
 }  // namespace cleave::runtime

@@ -79,7 +79,7 @@ std::string node_label(const Graph& g, int node) {
   return value_name(g, {node, 0});
 }
 
-void verify(const Graph& g) {
+void verify(const Graph& g, Bindings bindings) {
   const int count = static_cast<int>(g.nodes.size());
   auto check_ref = [&](ValueRef v, int user, const std::string& where) {
     CLEAVE_CHECK_ARG(v.node >= 0 && v.node < count,
@@ -104,8 +104,9 @@ void verify(const Graph& g) {
                        "verify '{}': {} must have no inputs and one output", g.name,
                        node_label(g, i));
       if (n.kind != NodeKind::kInput) {
-        CLEAVE_CHECK_ARG(n.value.defined() && n.value.shape() == n.outputs[0].shape &&
-                             n.value.dtype() == n.outputs[0].dtype,
+        const bool shape_ok =
+            bindings == Bindings::kDeferred || n.value.shape() == n.outputs[0].shape;
+        CLEAVE_CHECK_ARG(n.value.defined() && shape_ok && n.value.dtype() == n.outputs[0].dtype,
                          "verify '{}': {} is recorded as {} but its bound tensor is {}", g.name,
                          node_label(g, i), metas_to_string(n.outputs),
                          n.value.defined() ? metas_to_string({{n.value.shape(), n.value.dtype()}})

@@ -1,0 +1,60 @@
+// DATA_PARALLEL's passes on a traced training step: the gradient AllReduce in buckets, then the
+// schedule that overlaps it with the backward pass and starts each update as soon as its own
+// bucket is done. They plan only (graph in, graph out); the runtime runs the AllReduces.
+//
+// NOTE [Gradient buckets]
+// The gradients are taken in the order the backward pass computes them (the graph order of the
+// ops producing them: the last layer's first) and cut into runs of one dtype of at most
+// bucket_cap_mb each; the first bucket is capped at 1 MB so that communication starts early
+// (PyTorch DDP's first bucket does the same), and when there is more than that in all, the last
+// gradients computed (the first layers') get a last bucket of at most 1 MB and an eighth of all:
+// its AllReduce starts only when the backward pass ends, so only the other buckets' updates can
+// hide it. A bucket of several gradients is one AllReduce of their flat concatenation, sliced and
+// reshaped back afterwards. Each element's sum is the same reduction of the same values as without
+// buckets (bit-identical on the inproc and shared-memory engines, which sum in rank order).
+// bucket_cap_mb = 0 gives one AllReduce per gradient. bench/README.md ("dp") has the measurements
+// behind the 1 MB caps.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cleave/core/tensor.h"
+#include "cleave/ir/graph.h"
+
+namespace cleave::parallel {
+
+struct GradientBucketOptions {
+  int64_t device_num = 1;  // the world's ranks: the AllReduces' group size
+  bool mean = false;       // AllReduce "mean" (gradients_mean / mirror_mean), else "sum"
+  double cap_mb = 25;      // bucket_cap_mb
+};
+
+// Traces the AllReduce of `grads` (symbolic tensors of the graph being traced; undefined entries
+// are skipped) over the world group in buckets (NOTE [Gradient buckets]) and replaces each by its
+// reduced value. Requires an active ir::Tracer.
+void all_reduce_gradients_in_buckets(std::vector<Tensor>& grads,
+                                     const GradientBucketOptions& options);
+
+// Moves the communication ops among nodes [begin, end), and the ops there that only feed them, to
+// right after the last node they read, so each bucket's AllReduce runs on its group's
+// communication thread while the rest of the backward pass computes (NOTE [Collectives in flight]
+// in cleave/runtime/executor.h); every other node keeps its place. Returns the new index of the
+// first node of [begin, end) that stayed (the start of the step's tail: the buckets' slices, then
+// the optimizer), or the node count when none stayed.
+int hoist_collectives(ir::Graph& graph, int begin, int end);
+
+// NOTE [Updates in bucket order]
+// After hoisting, the step ends with a tail that reads the buckets' AllReduces: each bucket's
+// slices and reshapes, then the optimizer's updates in the order of the parameters — the first
+// layer's first, whose gradient is in the bucket issued last. Run in that order, every update
+// would wait for the last AllReduce. This pass orders the tail by the latest communication op each
+// node depends on (in issue order), then by trace order, so each update waits only for its own
+// bucket. Only the order changes: data dependences are kept, and so are the anti-dependences of
+// in-place updates — a node that reads a tensor (or a view of it) which an in-place op writes
+// (OpDef::mutated_inputs) stays on the same side of that op as in the trace; read-only inputs that
+// every update shares (the learning rate) order nothing. Communication ops keep their relative
+// order, the same on every rank.
+void order_tail_by_collectives(ir::Graph& graph, int tail);
+
+}  // namespace cleave::parallel
