@@ -1,9 +1,15 @@
 // Every registered primitive's entry is whole (NOTE [One primitive, one registry entry] and NOTE
 // [Parts absent on purpose] in cleave/ir/op_def.h): each part is present or says why it is not,
 // never both and never neither, including the parts the higher layers attach while the program
-// starts (sharding rules, the communication primitives' kernels).
+// starts (sharding rules, the communication primitives' kernels). And every op family has its
+// file, of the family's name, in each layer that has a part of it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -86,6 +92,146 @@ TEST(PrimitiveEntries, AttachingTwiceOrToAnUnknownOpAbortsNamingIt) {
                "CPU kernel was attached to op 'NoSuchOp', which is not registered");
   EXPECT_DEATH(Registry::global().attach_cpu_kernel("AllReduce", [](const KernelContext&) {}),
                "op 'AllReduce': a CPU kernel attached twice");
+}
+
+// ---- one file name per family in every layer ----
+
+namespace fs = std::filesystem;
+
+// The files of the layers' family folders that hold no family's ops: shared helpers.
+const std::set<std::string> kIrOpsHelpers = {"op_helpers", "window_helpers"};
+const std::set<std::string> kRulesHelpers = {"common", "registrations"};
+const std::set<std::string> kKernelHelpers = {"copy", "loops", "onednn", "onednn_layout"};
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string joined(const std::set<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// The stems of the files in `dir` whose names end in `suffix` ("x" for x<suffix>).
+std::vector<std::string> stems(const fs::path& dir, const std::string& suffix) {
+  std::vector<std::string> out;
+  if (!fs::exists(dir)) return out;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > suffix.size() && name.ends_with(suffix)) {
+      out.push_back(name.substr(0, name.size() - suffix.size()));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Whether `stem` is a piece of a family's file, "<family>_<piece>" (pool_fast.cc).
+bool is_piece(const std::string& stem, const std::set<std::string>& families) {
+  return std::any_of(families.begin(), families.end(),
+                     [&](const std::string& f) { return stem.starts_with(f + "_"); });
+}
+
+// One line per misplaced file under the checkout `root`, for the op families `families`:
+//   - a family without src/ir/ops/<family>.cc defining register_<family>_ops, without
+//     src/parallel/rules/<family>.cc defining register_<family>(), or (but comm, whose tests are
+//     the runtime's collectives tests) without tests/ops/<family>_test.cc;
+//   - a .cc file in src/ir/ops/ or src/parallel/rules/ that is neither a family's nor a listed
+//     helper's; one in src/kernels/cpu/ that is neither a family's, a piece of one
+//     (<family>_<piece>.cc) nor a helper's; a tests/ops/<name>_test.cc or
+//     tests/parallel/rules_<name>_test.cc whose name is no family's.
+std::vector<std::string> family_file_problems(const fs::path& root,
+                                              const std::set<std::string>& families) {
+  std::vector<std::string> out;
+  const fs::path ir_ops = root / "src/ir/ops", rules = root / "src/parallel/rules";
+  const fs::path kernels = root / "src/kernels/cpu", op_tests = root / "tests/ops";
+  auto expect_defines = [&](const std::string& family, const fs::path& file, const char* layer,
+                            const std::string& function) {
+    const std::string rel = fs::relative(file, root).string();
+    if (!fs::exists(file)) {
+      out.push_back("family '" + family + "': no " + rel + " (" + layer + ")");
+    } else if (read_text(file).find("void " + function + "(") == std::string::npos) {
+      out.push_back("family '" + family + "': " + rel + " does not define " + function);
+    }
+  };
+  for (const std::string& f : families) {
+    expect_defines(f, ir_ops / (f + ".cc"), "its ops' registry entries", "register_" + f + "_ops");
+    expect_defines(f, rules / (f + ".cc"), "its ops' sharding rules", "register_" + f);
+    if (f != "comm" && !fs::exists(op_tests / (f + "_test.cc"))) {
+      out.push_back("family '" + f + "': no tests/ops/" + f + "_test.cc (its ops' tests)");
+    }
+  }
+  auto expect_known = [&](const fs::path& dir, const std::string& suffix,
+                          const std::set<std::string>& helpers, bool pieces) {
+    for (const std::string& stem : stems(dir, suffix)) {
+      if (families.count(stem) || helpers.count(stem) || (pieces && is_piece(stem, families))) {
+        continue;
+      }
+      out.push_back(fs::relative(dir / (stem + suffix), root).string() + ": no family is named '" +
+                    stem + "' (families: " + joined(families) + ")" +
+                    (helpers.empty() ? "" : " and it is not a helper (" + joined(helpers) + ")") +
+                    "; name the file after its ops' family, or list it as a helper in "
+                    "tests/ir/primitive_entries_test.cc");
+    }
+  };
+  expect_known(ir_ops, ".cc", kIrOpsHelpers, false);
+  expect_known(rules, ".cc", kRulesHelpers, false);
+  expect_known(kernels, ".cc", kKernelHelpers, true);
+  expect_known(op_tests, "_test.cc", {}, false);
+  std::set<std::string> rule_tests;
+  for (const std::string& stem : stems(root / "tests/parallel", "_test.cc")) {
+    if (stem.starts_with("rules_")) rule_tests.insert(stem.substr(6));
+  }
+  for (const std::string& name : rule_tests) {
+    if (!families.count(name)) {
+      out.push_back("tests/parallel/rules_" + name + "_test.cc: no family is named '" + name +
+                    "' (families: " + joined(families) + ")");
+    }
+  }
+  return out;
+}
+
+std::set<std::string> registered_families() {
+  std::set<std::string> families;
+  for (const OpDef* op : Registry::global().ops()) families.insert(op->family);
+  return families;
+}
+
+TEST(OpFamilies, EveryFamilyHasItsFileInEveryLayer) {
+  const std::set<std::string> families = registered_families();
+  EXPECT_EQ(joined(families),
+            "comm, compare, conv, dropout, elementwise, index, loss, matmul, norm, optim, pool, "
+            "reduce, resize, shape, slice, softmax");
+  const std::vector<std::string> problems = family_file_problems(CLEAVE_SOURCE_DIR, families);
+  std::string text;
+  for (const std::string& p : problems) text += "\n  " + p;
+  EXPECT_TRUE(problems.empty()) << problems.size()
+                                << " files out of line with the families:" << text;
+}
+
+TEST(OpFamilies, AMissingOrExtraFileIsNamed) {
+  // A tree whose family "spam" has only its ops' file, beside a file of no family.
+  const fs::path root = fs::path(::testing::TempDir()) / "cleave_op_families";
+  fs::remove_all(root);
+  fs::create_directories(root / "src/ir/ops");
+  std::ofstream(root / "src/ir/ops/spam.cc") << "void register_spam_ops(Registry& r) {}\n";
+  std::ofstream(root / "src/ir/ops/nn.cc") << "\n";
+  fs::create_directories(root / "src/kernels/cpu");
+  std::ofstream(root / "src/kernels/cpu/spam_fast.cc") << "\n";
+  std::ofstream(root / "src/kernels/cpu/loops.cc") << "\n";
+  const std::vector<std::string> problems = family_file_problems(root, {"spam"});
+  fs::remove_all(root);
+  EXPECT_EQ(problems,
+            (std::vector<std::string>{
+                "family 'spam': no src/parallel/rules/spam.cc (its ops' sharding rules)",
+                "family 'spam': no tests/ops/spam_test.cc (its ops' tests)",
+                "src/ir/ops/nn.cc: no family is named 'nn' (families: spam) and it is not a "
+                "helper (op_helpers, window_helpers); name the file after its ops' family, or "
+                "list it as a helper in tests/ir/primitive_entries_test.cc"}));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // An op without a sharding rule is named when a parallel graph needs one. That every registered
 // primitive has a rule (or says why not) is tests/ir/primitive_entries_test.cc; the rules'
-// behaviour is tested by the op_sharding_*_test.cc files.
+// behaviour is tested by the rules_<family>_test.cc files.
 #include <gtest/gtest.h>
 
 #include "cleave/ir/registry.h"

@@ -161,6 +161,13 @@ Tensor f64(const Shape& shape, uint64_t seed, double low, double high) {
   return random_f64(shape, low, high, seed);
 }
 
+Tensor positive(const Shape& shape, uint64_t seed) { return f64(shape, seed, 0.5, 2.0); }
+
+ir::Attrs with(ir::Attrs attrs, const char* name, const ir::AttrValue& value) {
+  attrs.set(name, value);
+  return attrs;
+}
+
 void expect_all_equal_one_device(const std::vector<OpCase>& cases) {
   int runs = 0;
   const std::vector<ShardFailure> failures = check_sharded(cases, {1, 2, 3, 4, 6, 8}, &runs);
@@ -198,6 +205,16 @@ std::string plan_error(const OpCase& c, const ir::Strategy& strategy, int64_t de
     return e.what();
   }
   return "";
+}
+
+void expect_plan_error(const OpCase& c, const ir::Strategy& strategy, int64_t device_num,
+                       const std::vector<std::string>& fragments) {
+  const std::string error = plan_error(c, strategy, device_num);
+  ASSERT_FALSE(error.empty()) << c.op << " strategy " << ir::strategy_to_string(strategy) << " on "
+                              << device_num << " devices was accepted";
+  for (const std::string& f : fragments) {
+    EXPECT_NE(error.find(f), std::string::npos) << "missing \"" << f << "\" in: " << error;
+  }
 }
 
 std::vector<ShardFailure> check_sharded(const std::vector<OpCase>& cases,

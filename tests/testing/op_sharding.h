@@ -58,7 +58,17 @@ std::vector<ir::Strategy> strategies_of(const OpCase& c, int64_t device_num);
 // before any rule sees it) is returned the same way.
 std::string plan_error(const OpCase& c, const ir::Strategy& strategy, int64_t device_num);
 
+// Expects (gtest) the planning error of `strategy` for `c` on `device_num` devices to contain
+// every one of `fragments`; a failure when the strategy is accepted.
+void expect_plan_error(const OpCase& c, const ir::Strategy& strategy, int64_t device_num,
+                       const std::vector<std::string>& fragments);
+
+// `attrs` with `name` set to `value` (a case's attributes plus one).
+ir::Attrs with(ir::Attrs attrs, const char* name, const ir::AttrValue& value);
+
 // A Float64 tensor of `shape` with values in [low, high), seeded.
 Tensor f64(const Shape& shape, uint64_t seed, double low = -1.0, double high = 1.0);
+// f64 in [0.5, 2): for inputs that must be positive (Log, Sqrt, a divisor, a variance).
+Tensor positive(const Shape& shape, uint64_t seed);
 
 }  // namespace cleave::testing

@@ -4,7 +4,9 @@
 // An operator is defined once, by an OpDef holding
 //   - its name ("MatMul"), arity and family ("matmul": the file that holds its part in every
 //     layer that has one: src/ir/ops/<family>.cc, src/kernels/cpu/<family>.cc,
-//     src/parallel/rules/<family>.cc, tests/ops/<family>_test.cc),
+//     src/parallel/rules/<family>.cc, tests/ops/<family>_test.cc,
+//     tests/parallel/rules_<family>_test.cc; tests/ir/primitive_entries_test.cc checks the files
+//     and docs/design/adding_an_operator.md walks through them),
 //   - `infer`: output shapes and dtypes from input metas and attributes, with the bad-input
 //     errors (the op's whole contract on its inputs lives here),
 //   - its kernels per device, `cpu_kernel` (and `async_kernel`) and `cuda_kernel`: compute

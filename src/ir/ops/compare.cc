@@ -3,9 +3,10 @@
 //
 // Comparisons and logic have Bool outputs, which autograd never records (only floating outputs
 // carry a gradient), so they need no gradient rule.
+#include "kernels/cpu/compare.h"
+
 #include "cleave/ops/elementwise.h"
 #include "cleave/ops/reduce.h"
-#include "kernels/cpu/elementwise.h"
 #include "op_helpers.h"
 
 namespace cleave::ir {

@@ -1,81 +1,17 @@
-// Conv2D, MaxPool2D, AvgPool2D and their backward primitives.
-//
-// NOTE [Conv and pool pad modes]
-// Each spatial dim of size `in` with kernel k, dilation d (dilated extent dk = (k − 1)·d + 1) and
-// stride s gets an output size and explicit paddings (before, after) from pad_mode:
-//   "valid": no padding; out = floor((in − dk)/s) + 1, and dk must not exceed in;
-//   "same":  out = ceil(in/s); the total padding max(0, (out − 1)·s + dk − in) is split with the
-//            odd cell after (bottom/right), as TensorFlow and MindSpore do;
-//   "pad":   (Conv2D only) the given pad = (top, bottom, left, right);
-//            out = floor((in + before + after − dk)/s) + 1, and dk must not exceed the padded size.
-// pad_mode is matched case-insensitively ("SAME" is MindSpore's spelling for pools).
+// Conv2D and its backward primitives Conv2DBackpropInput and Conv2DBackpropFilter. Their pad
+// modes are NOTE [Conv and pool pad modes] (window_helpers.h).
 #include "kernels/cpu/conv.h"
 
 #include <algorithm>
-#include <cctype>
 
 #include "cleave/ops/nn.h"
-#include "kernels/cpu/pool.h"
 #include "op_helpers.h"
+#include "window_helpers.h"
 
 namespace cleave::ir {
 namespace {
 
 using kernels::cpu::Conv2DGeometry;
-using kernels::cpu::Pool2DGeometry;
-
-// `name` if present (with a type check), else `fallback`: attributes a call may leave out.
-template <typename T>
-T attr_or(const Attrs& attrs, std::string_view name, T fallback, const std::string& op) {
-  return attrs.has(name) ? attrs.get<T>(name, op) : fallback;
-}
-
-// A (height, width) attribute whose values must be >= 1.
-std::pair<int64_t, int64_t> positive_pair(const Attrs& attrs, std::string_view name,
-                                          const std::string& op) {
-  const auto v = attr_or<std::vector<int64_t>>(attrs, name, {1, 1}, op);
-  CLEAVE_CHECK_ARG(v.size() == 2 && v[0] >= 1 && v[1] >= 1,
-                   "{}: attribute {} is ({}); expected 2 values (height, width), each >= 1", op,
-                   name, fmt::join(v, ", "));
-  return {v[0], v[1]};
-}
-
-enum class PadMode { kValid, kSame, kPad };
-
-std::string pad_mode_name(const Attrs& attrs, const std::string& op) {
-  return attr_or<std::string>(attrs, "pad_mode", "valid", op);
-}
-
-PadMode pad_mode(const Attrs& attrs, const std::string& op, bool allow_pad) {
-  std::string mode = pad_mode_name(attrs, op);
-  std::transform(mode.begin(), mode.end(), mode.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-  if (mode == "valid") return PadMode::kValid;
-  if (mode == "same") return PadMode::kSame;
-  if (mode == "pad" && allow_pad) return PadMode::kPad;
-  CLEAVE_FAIL("{}: pad_mode '{}' is not supported; expected one of {}", op,
-              pad_mode_name(attrs, op),
-              allow_pad ? "\"valid\", \"same\", \"pad\"" : "\"valid\", \"same\"");
-}
-
-// One spatial dim of NOTE [Conv and pool pad modes]: fills before/after/out.
-struct DimPlan {
-  int64_t before = 0, after = 0, out = 0;
-};
-
-DimPlan plan_dim(PadMode mode, int64_t in, int64_t dk, int64_t stride, int64_t before,
-                 int64_t after) {
-  DimPlan p{before, after, 0};
-  if (mode == PadMode::kSame) {
-    p.out = (in + stride - 1) / stride;
-    const int64_t total = std::max<int64_t>(0, (p.out - 1) * stride + dk - in);
-    p.before = total / 2;
-    p.after = total - p.before;
-  } else {
-    p.out = (in + before + after - dk) / stride + 1;
-  }
-  return p;
-}
 
 // Names of the operands in messages: for Conv2D "input 0 (x)", for its backward primitives the
 // attribute that stands for a tensor.
@@ -150,58 +86,13 @@ Conv2DGeometry conv_geometry(const std::string& op, const Attrs& attrs, const Sh
 
 Shape conv_output_shape(const Conv2DGeometry& g) { return Shape{g.n, g.o, g.oh, g.ow}; }
 
-// A shape given as an attribute (the backward primitives' stand-in for a tensor).
-Shape shape_attr(const Attrs& attrs, std::string_view name, const std::string& op) {
-  const auto& v = attrs.get<std::vector<int64_t>>(name, op);
-  CLEAVE_CHECK_ARG(std::all_of(v.begin(), v.end(), [](int64_t d) { return d >= 0; }),
-                   "{}: attribute {} is ({}); expected sizes >= 0", op, name, fmt::join(v, ", "));
-  return Shape(v);
-}
-
-void expect_grad_shape(const InferContext& ctx, int input, const Shape& expected,
-                       const char* what) {
-  const Shape& got = ctx.inputs[input].shape;
-  CLEAVE_CHECK_ARG(got == expected, "{}: input {} has shape {}; expected {} ({})", ctx.op.name,
-                   input, got.to_string(), expected.to_string(), what);
-}
-
-Pool2DGeometry pool_geometry(const std::string& op, const Attrs& attrs, const Shape& x,
-                             const char* x_name) {
-  CLEAVE_CHECK_ARG(x.rank() == 4, "{}: {} has shape {} (rank {}); expected rank 4 (N, C, H, W)", op,
-                   x_name, x.to_string(), x.rank());
-  const auto [kh, kw] = positive_pair(attrs, "kernel_size", op);
-  const auto [stride_h, stride_w] = positive_pair(attrs, "stride", op);
-  const PadMode mode = pad_mode(attrs, op, /*allow_pad=*/false);
-  if (mode == PadMode::kValid) {
-    CLEAVE_CHECK_ARG(kh <= x[2] && kw <= x[3],
-                     "{}: kernel_size ({}, {}) is larger than the input height and width ({}, "
-                     "{}) of {} (shape {}) with pad_mode 'valid'; use a smaller kernel or "
-                     "pad_mode \"same\"",
-                     op, kh, kw, x[2], x[3], x_name, x.to_string());
-  }
-  const DimPlan ph = plan_dim(mode, x[2], kh, stride_h, 0, 0);
-  const DimPlan pw = plan_dim(mode, x[3], kw, stride_w, 0, 0);
-  Pool2DGeometry g;
-  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
-  g.kh = kh, g.kw = kw, g.stride_h = stride_h, g.stride_w = stride_w;
-  g.pad_top = ph.before, g.pad_bottom = ph.after, g.oh = ph.out;
-  g.pad_left = pw.before, g.pad_right = pw.after, g.ow = pw.out;
-  return g;
-}
-
-Shape pool_output_shape(const Pool2DGeometry& g) { return Shape{g.n, g.c, g.oh, g.ow}; }
-
 constexpr ConvOperands kConvOperands{"input 0 (x)", "input 1 (weight)"};
 constexpr ConvOperands kBackpropInputOperands{"attribute input_shape", "input 1 (weight)"};
 constexpr ConvOperands kBackpropFilterOperands{"input 1 (x)", "attribute filter_shape"};
 
-Attrs with_shape(const Attrs& attrs, const char* name, const Shape& shape) {
-  Attrs a = attrs;
-  a.set(name, shape.dims());
-  return a;
-}
+}  // namespace
 
-void register_conv(Registry& r) {
+void register_conv_ops(Registry& r) {
   r.add(OpDef{
       .name = "Conv2D",
       .num_inputs = 2,
@@ -279,93 +170,6 @@ void register_conv(Registry& r) {
   });
 }
 
-void register_pools(Registry& r) {
-  auto infer_pool = [](const InferContext& ctx) -> std::vector<TensorMeta> {
-    expect_floating(ctx, 0);
-    const Pool2DGeometry g = pool_geometry(ctx.op.name, ctx.attrs, ctx.inputs[0].shape, "input 0");
-    return {{pool_output_shape(g), ctx.inputs[0].dtype}};
-  };
-  r.add(OpDef{
-      .name = "MaxPool2D",
-      .num_inputs = 1,
-      .infer = infer_pool,
-      .cpu_kernel =
-          [](const KernelContext& ctx) {
-            const Tensor& x = ctx.inputs[0];
-            kernels::cpu::max_pool2d_forward(
-                pool_geometry(ctx.op.name, ctx.attrs, x.shape(), "input 0"), x, ctx.outputs[0]);
-          },
-      .grad = [](const GradContext& ctx) -> std::vector<Tensor> {
-        static const OpDef& grad = op_def("MaxPoolGrad");
-        return {call1(grad, {ctx.inputs[0], ctx.output_grads[0]}, ctx.attrs)};
-      },
-  });
-  // MaxPoolGrad(x, dy), attrs of MaxPool2D -> dx (NOTE [Max pooling ties]).
-  r.add(OpDef{
-      .name = "MaxPoolGrad",
-      .num_inputs = 2,
-      .infer = [](const InferContext& ctx) -> std::vector<TensorMeta> {
-        expect_floating(ctx, 0);
-        expect_same_dtype(ctx, 0, 1);
-        const Pool2DGeometry g =
-            pool_geometry(ctx.op.name, ctx.attrs, ctx.inputs[0].shape, "input 0 (x)");
-        expect_grad_shape(ctx, 1, pool_output_shape(g), "the pooling's output shape");
-        return {ctx.inputs[0]};
-      },
-      .cpu_kernel =
-          [](const KernelContext& ctx) {
-            const Tensor &x = ctx.inputs[0], &dy = ctx.inputs[1];
-            kernels::cpu::max_pool2d_backward(
-                pool_geometry(ctx.op.name, ctx.attrs, x.shape(), "input 0 (x)"), x, dy,
-                ctx.outputs[0]);
-          },
-      .no_grad = kNoGradBackward,
-  });
-  r.add(OpDef{
-      .name = "AvgPool2D",
-      .num_inputs = 1,
-      .infer = infer_pool,
-      .cpu_kernel =
-          [](const KernelContext& ctx) {
-            const Tensor& x = ctx.inputs[0];
-            kernels::cpu::avg_pool2d_forward(
-                pool_geometry(ctx.op.name, ctx.attrs, x.shape(), "input 0"), x, ctx.outputs[0]);
-          },
-      .grad = [](const GradContext& ctx) -> std::vector<Tensor> {
-        static const OpDef& grad = op_def("AvgPoolGrad");
-        return {call1(grad, {ctx.output_grads[0]},
-                      with_shape(ctx.attrs, "input_shape", ctx.inputs[0].shape()))};
-      },
-  });
-  // AvgPoolGrad(dy), attrs of AvgPool2D plus input_shape -> dx.
-  r.add(OpDef{
-      .name = "AvgPoolGrad",
-      .num_inputs = 1,
-      .infer = [](const InferContext& ctx) -> std::vector<TensorMeta> {
-        expect_floating(ctx, 0);
-        const Shape x = shape_attr(ctx.attrs, "input_shape", ctx.op.name);
-        const Pool2DGeometry g = pool_geometry(ctx.op.name, ctx.attrs, x, "attribute input_shape");
-        expect_grad_shape(ctx, 0, pool_output_shape(g), "the pooling's output shape");
-        return {{x, ctx.inputs[0].dtype}};
-      },
-      .cpu_kernel =
-          [](const KernelContext& ctx) {
-            const Tensor& dx = ctx.outputs[0];
-            kernels::cpu::avg_pool2d_backward(
-                pool_geometry(ctx.op.name, ctx.attrs, dx.shape(), "attribute input_shape"),
-                ctx.inputs[0], dx);
-          },
-      .no_grad = kNoGradBackward,
-  });
-}
-
-}  // namespace
-
-void register_conv_ops(Registry& r) {
-  register_conv(r);
-  register_pools(r);
-}
-
 }  // namespace cleave::ir
 
 namespace cleave::ops {
@@ -378,26 +182,6 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Conv2DOptions& option
                     {"pad_mode", options.pad_mode},
                     {"pad", options.pad},
                     {"group", options.group}});
-}
-
-namespace {
-
-ir::Attrs pool_attrs(const Pool2DOptions& options) {
-  return {{"kernel_size", options.kernel_size},
-          {"stride", options.stride},
-          {"pad_mode", options.pad_mode}};
-}
-
-}  // namespace
-
-Tensor max_pool2d(const Tensor& x, const Pool2DOptions& options) {
-  static const ir::OpDef& op = ir::op_def("MaxPool2D");
-  return ir::call1(op, {x}, pool_attrs(options));
-}
-
-Tensor avg_pool2d(const Tensor& x, const Pool2DOptions& options) {
-  static const ir::OpDef& op = ir::op_def("AvgPool2D");
-  return ir::call1(op, {x}, pool_attrs(options));
 }
 
 }  // namespace cleave::ops

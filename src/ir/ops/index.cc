@@ -1,10 +1,11 @@
 // Primitives driven by integer index tensors: Gather, UnsortedSegmentSum (its gradient, and a
 // scatter-add in its own right) and OneHot.
+#include "kernels/cpu/index.h"
+
 #include <algorithm>
 #include <cstring>
 
 #include "cleave/ops/shape.h"
-#include "kernels/cpu/copy.h"
 #include "op_helpers.h"
 #include "shape_helpers.h"
 

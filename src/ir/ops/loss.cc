@@ -1,10 +1,11 @@
 // Loss primitives: SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits (with their
 // backward primitives) and MSE.
+#include "kernels/cpu/loss.h"
+
 #include "cleave/ops/elementwise.h"
 #include "cleave/ops/nn.h"
 #include "cleave/ops/reduce.h"
 #include "cleave/ops/shape.h"
-#include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/loops.h"
 #include "op_helpers.h"
 

@@ -25,6 +25,8 @@ inline constexpr const char* kNoGradIndex =
 inline constexpr const char* kNoGradInPlace =
     "none, because it is an in-place update with no output, traced after the backward pass";
 
+// Checks that inputs 0 and 1 are floating and of one dtype.
+void expect_float_pair(const InferContext& ctx);
 // Output = input 0's meta (unary elementwise ops).
 std::vector<TensorMeta> infer_same_as_input0(const InferContext& ctx);
 // Broadcast of inputs 0 and 1 with input 0's dtype; requires equal dtypes.

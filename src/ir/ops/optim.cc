@@ -11,19 +11,19 @@
 // inputs, they are read when the kernel runs, so a compiled training step reads the rate the
 // optimizer wrote for this step and one graph serves a whole learning-rate schedule. Without
 // them the attributes 'lr' (and Adam's 1-based 'step') are used. Each kernel is one fused pass over
-// the elements: every element of the parameter is independent, so the loop is `omp parallel for
-// simd` with the per-element state kept in registers. Float32 computes in float (the
-// hyper-parameters are rounded to float once), Float64 in double.
+// the elements (kernels/cpu/optim.h). Float32 computes in float (the hyper-parameters are rounded
+// to float once), Float64 in double.
+#include "kernels/cpu/optim.h"
+
 #include <cmath>
 #include <string_view>
 
-#include "kernels/cpu/loops.h"
 #include "op_helpers.h"
 
 namespace cleave::ir {
 namespace {
 
-using kernels::cpu::kParallelGrain;
+using kernels::cpu::AdamScalars;
 
 // Checks that every input is a floating tensor with input 0's shape and dtype. `roles` names
 // the inputs ("variable", "accumulation", "gradient") for the messages.
@@ -105,28 +105,6 @@ std::vector<TensorMeta> infer_apply_momentum(const InferContext& ctx) {
   return {};
 }
 
-template <typename T>
-void apply_momentum(T* __restrict var, T* __restrict acc, const T* __restrict grad, int64_t n, T lr,
-                    T momentum, T weight_decay, bool nesterov) {
-  if (nesterov) {
-#pragma omp parallel for simd if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      const T g = grad[i] + weight_decay * var[i];
-      const T a = momentum * acc[i] + g;
-      acc[i] = a;
-      var[i] -= lr * (g + momentum * a);
-    }
-  } else {
-#pragma omp parallel for simd if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      const T g = grad[i] + weight_decay * var[i];
-      const T a = momentum * acc[i] + g;
-      acc[i] = a;
-      var[i] -= lr * a;
-    }
-  }
-}
-
 void apply_momentum_kernel(const KernelContext& ctx) {
   const Tensor &var = ctx.inputs[0], &acc = ctx.inputs[1], &grad = ctx.inputs[2];
   const double lr = lr_of(ctx, 3);
@@ -134,8 +112,9 @@ void apply_momentum_kernel(const KernelContext& ctx) {
   const double weight_decay = ctx.attrs.get_or("weight_decay", 0.0);
   const bool nesterov = ctx.attrs.get<bool>("use_nesterov");
   CLEAVE_DISPATCH_FLOAT(var.dtype(), [&] {
-    apply_momentum<T>(var.data<T>(), acc.data<T>(), grad.data<T>(), var.numel(), static_cast<T>(lr),
-                      static_cast<T>(momentum), static_cast<T>(weight_decay), nesterov);
+    kernels::cpu::apply_momentum<T>(var.data<T>(), acc.data<T>(), grad.data<T>(), var.numel(),
+                                    static_cast<T>(lr), static_cast<T>(momentum),
+                                    static_cast<T>(weight_decay), nesterov);
   });
 }
 
@@ -167,40 +146,17 @@ std::vector<TensorMeta> infer_sgd(const InferContext& ctx) {
   return {};
 }
 
-template <typename T>
-void sgd(T* __restrict param, const T* __restrict grad, T* __restrict acc, int64_t n, T lr,
-         T momentum, T one_minus_dampening, T weight_decay, bool nesterov, bool first) {
-  if (momentum == T(0)) {
-#pragma omp parallel for simd if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) param[i] -= lr * (grad[i] + weight_decay * param[i]);
-    return;
-  }
-  // On the first step the accumulation is g itself: the same loop with momentum' = 0 and
-  // (1 - dampening)' = 1.
-  const T keep = first ? T(0) : momentum;
-  const T scale = first ? T(1) : one_minus_dampening;
-  // The step is coef_g * g + coef_a * a: g + momentum * a (nesterov) or a.
-  const T coef_g = nesterov ? T(1) : T(0);
-  const T coef_a = nesterov ? momentum : T(1);
-#pragma omp parallel for simd if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) {
-    const T g = grad[i] + weight_decay * param[i];
-    const T a = keep * acc[i] + scale * g;
-    acc[i] = a;
-    param[i] -= lr * (coef_g * g + coef_a * a);
-  }
-}
-
 void sgd_kernel(const KernelContext& ctx) {
   const Tensor &param = ctx.inputs[0], &grad = ctx.inputs[1], &acc = ctx.inputs[2];
   const Tensor& stat = ctx.inputs[3];
   CLEAVE_DISPATCH_FLOAT(param.dtype(), [&] {
     T* stat_value = stat.data<T>();
-    sgd<T>(param.data<T>(), grad.data<T>(), acc.data<T>(), param.numel(),
-           static_cast<T>(lr_of(ctx, 4)), static_cast<T>(ctx.attrs.get<double>("momentum")),
-           static_cast<T>(1.0 - ctx.attrs.get<double>("dampening")),
-           static_cast<T>(ctx.attrs.get<double>("weight_decay")), ctx.attrs.get<bool>("nesterov"),
-           *stat_value != T(0));
+    kernels::cpu::sgd<T>(param.data<T>(), grad.data<T>(), acc.data<T>(), param.numel(),
+                         static_cast<T>(lr_of(ctx, 4)),
+                         static_cast<T>(ctx.attrs.get<double>("momentum")),
+                         static_cast<T>(1.0 - ctx.attrs.get<double>("dampening")),
+                         static_cast<T>(ctx.attrs.get<double>("weight_decay")),
+                         ctx.attrs.get<bool>("nesterov"), *stat_value != T(0));
     *stat_value = T(0);
   });
 }
@@ -240,32 +196,6 @@ std::vector<TensorMeta> infer_adam(const InferContext& ctx) {
   return {};
 }
 
-// The per-call scalars of one Adam update, computed in double whatever the dtype (1 - 0.999
-// rounded in float would be off by 1e-5 relative) and then rounded once to T.
-template <typename T>
-struct AdamScalars {
-  T beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
-  T l2;              // weight decay added to the gradient (Adam)
-  T decay_factor;    // 1 - lr * weight_decay applied to the parameter (AdamW)
-  T step_size;       // lr / (1 - beta1^t)
-  T inv_sqrt_bias2;  // 1 / sqrt(1 - beta2^t)
-};
-
-template <typename T>
-void adam(T* __restrict param, T* __restrict m, T* __restrict v, const T* __restrict grad,
-          int64_t n, const AdamScalars<T> s) {
-#pragma omp parallel for simd if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) {
-    const T p = param[i] * s.decay_factor;
-    const T g = grad[i] + s.l2 * param[i];
-    const T mi = s.beta1 * m[i] + s.one_minus_beta1 * g;
-    const T vi = s.beta2 * v[i] + s.one_minus_beta2 * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    param[i] = p - s.step_size * mi / (std::sqrt(vi) * s.inv_sqrt_bias2 + s.eps);
-  }
-}
-
 void adam_kernel(const KernelContext& ctx) {
   const Tensor &param = ctx.inputs[0], &m = ctx.inputs[1], &v = ctx.inputs[2];
   const Tensor& grad = ctx.inputs[3];
@@ -296,7 +226,8 @@ void adam_kernel(const KernelContext& ctx) {
         .step_size = static_cast<T>(lr / (1.0 - std::pow(beta1, t))),
         .inv_sqrt_bias2 = static_cast<T>(1.0 / std::sqrt(1.0 - std::pow(beta2, t))),
     };
-    adam<T>(param.data<T>(), m.data<T>(), v.data<T>(), grad.data<T>(), param.numel(), s);
+    kernels::cpu::adam<T>(param.data<T>(), m.data<T>(), v.data<T>(), grad.data<T>(), param.numel(),
+                          s);
   });
 }
 

@@ -1,8 +1,12 @@
-// Data-movement kernels: permuted, boxed, tiled and gathered copies of dense row-major buffers.
+// Strided copies of dense row-major buffers, permuted, boxed and tiled: a helper shared by the op
+// families that move data (like loops.h), not one family's kernels. The shape family
+// (src/ir/ops/shape.cc: Transpose, Tile, ...) and the slice family (src/ir/ops/slice.cc: Concat,
+// Split, Slice, StridedSlice and their gradients) run on them; the index family's gathers and
+// scatters are its own kernels (index.h).
 //
 // Every kernel here moves whole elements and never looks at their values, so it takes raw bytes
 // and an element size (1, 4 or 8 bytes: Bool, Int32/Float32, Int64/Float64) and serves every
-// dtype with one code path. The scatter-add kernel is the exception: it adds, so it is typed.
+// dtype with one code path.
 //
 // NOTE [Coalesced copies]
 // A copy between a dense tensor and some strided pattern over another one is planned first: dims
@@ -43,24 +47,5 @@ void scatter_box(const void* in, const Box& box, void* out, const Shape& full, s
 // in_shape.rank(), every multiple >= 0. Output dim d is in_shape[d] * multiples[d].
 void tile(const void* in, const Shape& in_shape, const std::vector<int64_t>& multiples, void* out,
           size_t elem_size);
-
-// Row gather: `params` is viewed as (outer, rows, row_bytes) and `out` as
-// (outer, num_indices, row_bytes); out[o, k] = params[o, indices[k]]. Indices must be in
-// [0, rows) (the caller checks).
-template <typename Index>
-void gather_rows(const void* params, int64_t outer, int64_t rows, size_t row_bytes,
-                 const Index* indices, int64_t num_indices, void* out);
-
-// Scatter-add: `x` is viewed as (n, inner) and `out` as (num_segments, inner);
-// out[ids[i]] += x[i] for every i, in order of i (so the result does not depend on the thread
-// count). `out` must be initialised by the caller; ids must be in [0, num_segments).
-template <typename T, typename Index>
-void segment_sum(const T* x, int64_t n, int64_t inner, const Index* ids, T* out);
-
-// out (viewed as (outer, depth, inner)) = on where indices[o, i] == k else off; `indices` is
-// viewed as (outer, inner). An index outside [0, depth) gives an all-`off` line.
-template <typename T, typename Index>
-void one_hot(const Index* indices, int64_t outer, int64_t inner, int64_t depth, T on, T off,
-             T* out);
 
 }  // namespace cleave::kernels::cpu

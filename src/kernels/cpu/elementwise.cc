@@ -195,76 +195,6 @@ T min_nan(T x, T y) {
   }
 }
 
-// ---- broadcasting walk over several inputs ----
-
-// NOTE [Broadcast rows]
-// The n-ary generalisation of NOTE [Broadcast loops]: `out_shape` is walked as rows of its last
-// dim; for each row, `row(out_offset, offsets, inner_strides, inner)` receives where the row
-// starts in the output and in each input, and each input's stride along the row (1, or 0 where
-// it is broadcast). When every input has the output's shape the whole tensor is handed out as
-// flat chunks with strides 1, so the common case is one contiguous loop.
-template <size_t N, typename Row>
-void for_each_broadcast_row(const std::array<Shape, N>& in_shapes, const Shape& out_shape,
-                            Row row) {
-  const int64_t n = out_shape.numel();
-  if (n == 0) return;
-  bool all_full = true;
-  for (const Shape& s : in_shapes) all_full = all_full && s.numel() == n;
-  std::array<int64_t, N> strides{};
-  if (all_full) {
-    strides.fill(1);
-    const int64_t chunks = (n + kParallelGrain - 1) / kParallelGrain;
-    parallel_for(chunks, chunks > 1, [&](int64_t c) {
-      const int64_t begin = c * kParallelGrain;
-      std::array<int64_t, N> o;
-      o.fill(begin);
-      row(begin, o, strides, std::min(kParallelGrain, n - begin));
-    });
-    return;
-  }
-  const int64_t rank = out_shape.rank();
-  std::array<std::vector<int64_t>, N> bstrides;
-  for (size_t k = 0; k < N; ++k) {
-    bstrides[k] = broadcast_strides(in_shapes[k], out_shape);
-    strides[k] = bstrides[k][static_cast<size_t>(rank - 1)];
-  }
-  const int64_t inner = out_shape[rank - 1];
-  const int64_t outer = n / inner;
-  parallel_for(outer, n > kParallelGrain, [&](int64_t r) {
-    std::array<int64_t, N> offsets{};
-    int64_t rem = r;
-    for (int64_t d = rank - 2; d >= 0; --d) {
-      const int64_t idx = rem % out_shape[d];
-      rem /= out_shape[d];
-      for (size_t k = 0; k < N; ++k) offsets[k] += idx * bstrides[k][static_cast<size_t>(d)];
-    }
-    row(r * inner, offsets, strides, inner);
-  });
-}
-
-template <typename T>
-void select_typed(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) {
-  const bool* pc = condition.data<bool>();
-  const T* pa = a.data<T>();
-  const T* pb = b.data<T>();
-  T* po = out.data<T>();
-  for_each_broadcast_row<3>({condition.shape(), a.shape(), b.shape()}, out.shape(),
-                            [&](int64_t o, const std::array<int64_t, 3>& off,
-                                const std::array<int64_t, 3>& st, int64_t inner) {
-                              const bool* c = pc + off[0];
-                              const T* x = pa + off[1];
-                              const T* y = pb + off[2];
-                              T* z = po + o;
-                              if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-#pragma omp simd
-                                for (int64_t i = 0; i < inner; ++i) z[i] = c[i] ? x[i] : y[i];
-                              } else {
-                                for (int64_t i = 0; i < inner; ++i)
-                                  z[i] = c[i * st[0]] ? x[i * st[1]] : y[i * st[2]];
-                              }
-                            });
-}
-
 template <typename T>
 void extremum_grad_typed(bool is_max, const Tensor& a, const Tensor& b, const Tensor& dy,
                          const Tensor& da, const Tensor& db) {
@@ -335,27 +265,6 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
       return run([](T x, T y) { return max_nan(x, y); });
     case BinaryOp::kMinimum:
       return run([](T x, T y) { return min_nan(x, y); });
-  }
-}
-
-template <typename T>
-void compare_typed(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  const auto run = [&](auto f) {
-    binary_loop(a.data<T>(), a.shape(), b.data<T>(), b.shape(), out.data<bool>(), out.shape(), f);
-  };
-  switch (op) {
-    case CompareOp::kEqual:
-      return run([](T x, T y) { return x == y; });
-    case CompareOp::kNotEqual:
-      return run([](T x, T y) { return x != y; });
-    case CompareOp::kGreater:
-      return run([](T x, T y) { return x > y; });
-    case CompareOp::kGreaterEqual:
-      return run([](T x, T y) { return x >= y; });
-    case CompareOp::kLess:
-      return run([](T x, T y) { return x < y; });
-    case CompareOp::kLessEqual:
-      return run([](T x, T y) { return x <= y; });
   }
 }
 
@@ -438,31 +347,6 @@ void extremum_grad(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& 
                 "extremum_grad takes Maximum or Minimum");
   CLEAVE_DISPATCH_FLOAT(
       a.dtype(), [&] { extremum_grad_typed<T>(op == BinaryOp::kMaximum, a, b, dy, da, db); });
-}
-
-void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  CLEAVE_DISPATCH_ALL(a.dtype(), [&] { compare_typed<T>(op, a, b, out); });
-}
-
-void logical(LogicOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  const bool* pa = a.data<bool>();
-  const bool* pb = b.data<bool>();
-  bool* po = out.data<bool>();
-  if (op == LogicOp::kAnd) {
-    binary_loop(pa, a.shape(), pb, b.shape(), po, out.shape(),
-                [](bool x, bool y) { return x && y; });
-  } else {
-    binary_loop(pa, a.shape(), pb, b.shape(), po, out.shape(),
-                [](bool x, bool y) { return x || y; });
-  }
-}
-
-void logical_not(const Tensor& x, const Tensor& out) {
-  unary_loop(x.data<bool>(), out.data<bool>(), x.numel(), [](bool v) { return !v; });
-}
-
-void select(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) {
-  CLEAVE_DISPATCH_ALL(a.dtype(), [&] { select_typed<T>(condition, a, b, out); });
 }
 
 void fill(const Tensor& out, double value) {

@@ -1,5 +1,5 @@
 // CPU kernels of the elementwise primitives: unary math and its backward, broadcasting binary
-// arithmetic, comparisons, logic and select.
+// arithmetic, fill. (Comparisons, logic and select: compare.h.)
 //
 // Every function fills a preallocated contiguous `out` whose shape is the NumPy broadcast of the
 // inputs' shapes; the caller (the op's infer) has checked shapes and dtypes, so a mismatch here is
@@ -69,21 +69,6 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 // have dy's shape (the caller sums them to the input shapes).
 void extremum_grad(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& dy,
                    const Tensor& da, const Tensor& db);
-
-enum class CompareOp { kEqual, kNotEqual, kGreater, kGreaterEqual, kLess, kLessEqual };
-
-// Bool out = op(a, b) with broadcasting; a and b share one dtype.
-void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out);
-
-enum class LogicOp { kAnd, kOr };
-
-// Bool out = op(a, b) with broadcasting of Bool inputs.
-void logical(LogicOp op, const Tensor& a, const Tensor& b, const Tensor& out);
-void logical_not(const Tensor& x, const Tensor& out);
-
-// out = condition ? a : b with broadcasting of all three; condition is Bool, a, b and out share
-// one dtype.
-void select(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out);
 
 // Sets every element of `out` to `value` converted to its dtype (nonzero -> true for Bool).
 void fill(const Tensor& out, double value);

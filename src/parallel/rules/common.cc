@@ -6,13 +6,64 @@
 #include "parallel/rules/rules.h"
 
 namespace cleave::parallel::rules {
+namespace {
+
+// The family register_family is running (null outside it).
+const char* g_family = nullptr;
+
+}  // namespace
+
+void register_family(const char* family, void (*register_rules)()) {
+  g_family = family;
+  register_rules();
+  g_family = nullptr;
+}
 
 void add(std::initializer_list<const char*> ops, const std::shared_ptr<const ShardingRule>& rule) {
-  for (const char* op : ops) ir::Registry::global().attach_sharding_rule(op, rule);
+  for (const char* op : ops) {
+    const ir::OpDef* def = ir::Registry::global().find(op);
+    CLEAVE_ASSERT(g_family == nullptr || def == nullptr || def->family == g_family,
+                  "the sharding rule of op '{}' is in src/parallel/rules/{}.cc, but the op is of "
+                  "family '{}': the rule belongs in src/parallel/rules/{}.cc",
+                  op, g_family, def->family, def->family);
+    ir::Registry::global().attach_sharding_rule(op, rule);
+  }
 }
 
 std::shared_ptr<const ShardingRule> space_rule(std::string summary, SpaceRule::SpaceFn space) {
   return std::make_shared<SpaceRule>(std::move(summary), std::move(space));
+}
+
+std::shared_ptr<const ShardingRule> broadcast_rule() {
+  static const std::shared_ptr<const ShardingRule> rule = space_rule(
+      "elementwise with broadcasting: any split; a size-1 "
+      "dimension broadcast against a larger one is not split",
+      [](const RuleContext& ctx) { return broadcast_space(ctx); });
+  return rule;
+}
+
+std::string ImageRule::summary() const {
+  return "batch and channels split; the spatial dimensions are not";
+}
+
+IterationSpace ImageRule::space(const RuleContext& ctx) const {
+  IterationSpace space;
+  space.loops = loops_of(ctx.outputs[0].shape);
+  space.loops[0].name = "the batch dimension";
+  space.loops[1].name = "the channel dimension";
+  fix(space, 2, why_);
+  fix(space, 3, why_);
+  space.inputs.assign(ctx.inputs.size(), identity_dims(4));
+  space.outputs = {identity_dims(4)};
+  return space;
+}
+
+ir::Attrs ImageRule::local_attrs(const LowerContext& ctx) const {
+  ir::Attrs attrs = ctx.rule.attrs;
+  if (!shape_attr_.empty()) {
+    attrs.set(shape_attr_, ctx.sharding.outputs[0].slice_shape(ctx.rule.outputs[0].shape).dims());
+  }
+  return attrs;
 }
 
 std::vector<LoopDim> loops_of(const Shape& shape) {

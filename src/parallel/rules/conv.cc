@@ -1,4 +1,4 @@
-// Convolution (Conv2D and its backward primitives), pooling and resizing.
+// Convolution: Conv2D and its backward primitives Conv2DBackpropInput and Conv2DBackpropFilter.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -29,8 +29,6 @@ namespace {
 enum class ConvKind { kForward, kBackpropInput, kBackpropFilter };
 
 constexpr int kN = 0, kC = 1, kH = 2, kW = 3, kO = 4, kKh = 5, kKw = 6;
-
-const char* const kHaloReason = "a spatial dimension (a split would need a halo exchange)";
 
 class ConvRule : public ShardingRule {
  public:
@@ -181,58 +179,12 @@ class ConvRule : public ShardingRule {
   ConvKind kind_;
 };
 
-// Pooling and resizing: every operand is an image (N, C, H, W) (x, y, dy, dx alike); the batch
-// and the channels split, the spatial dimensions do not (`why`). The backward primitives that
-// take the input's shape as an attribute (`shape_attr`: AvgPoolGrad, Resize*Grad) get the local
-// one.
-class ImageRule : public ShardingRule {
- public:
-  ImageRule(std::string why, std::string shape_attr = "")
-      : why_(std::move(why)), shape_attr_(std::move(shape_attr)) {}
-
-  std::string summary() const override {
-    return "batch and channels split; the spatial dimensions are not";
-  }
-
-  IterationSpace space(const RuleContext& ctx) const override {
-    IterationSpace space;
-    space.loops = loops_of(ctx.outputs[0].shape);
-    space.loops[0].name = "the batch dimension";
-    space.loops[1].name = "the channel dimension";
-    fix(space, 2, why_);
-    fix(space, 3, why_);
-    space.inputs.assign(ctx.inputs.size(), identity_dims(4));
-    space.outputs = {identity_dims(4)};
-    return space;
-  }
-
-  ir::Attrs local_attrs(const LowerContext& ctx) const override {
-    ir::Attrs attrs = ctx.rule.attrs;
-    if (!shape_attr_.empty()) {
-      attrs.set(shape_attr_, ctx.sharding.outputs[0].slice_shape(ctx.rule.outputs[0].shape).dims());
-    }
-    return attrs;
-  }
-
- private:
-  std::string why_;
-  std::string shape_attr_;
-};
-
 }  // namespace
 
 void register_conv() {
   add({"Conv2D"}, std::make_shared<ConvRule>(ConvKind::kForward));
   add({"Conv2DBackpropInput"}, std::make_shared<ConvRule>(ConvKind::kBackpropInput));
   add({"Conv2DBackpropFilter"}, std::make_shared<ConvRule>(ConvKind::kBackpropFilter));
-  add({"MaxPool2D", "AvgPool2D", "MaxPoolGrad"}, std::make_shared<ImageRule>(kHaloReason));
-  add({"AvgPoolGrad"}, std::make_shared<ImageRule>(kHaloReason, "input_shape"));
-  const char* const resize_reason =
-      "a spatial dimension (an output pixel reads the input at rescaled coordinates, which may "
-      "lie in another rank's slice)";
-  add({"ResizeBilinear", "ResizeNearest"}, std::make_shared<ImageRule>(resize_reason));
-  add({"ResizeBilinearGrad", "ResizeNearestGrad"},
-      std::make_shared<ImageRule>(resize_reason, "input_shape"));
 }
 
 }  // namespace cleave::parallel::rules

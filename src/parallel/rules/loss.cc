@@ -1,5 +1,5 @@
 // The cross entropies: SoftmaxCrossEntropyWithLogits and SparseSoftmaxCrossEntropyWithLogits,
-// with their backward primitives. (MSE is elementwise: elementwise.cc.)
+// with their backward primitives; MSE (elementwise).
 #include "parallel/rules/rules.h"
 
 namespace cleave::parallel::rules {
@@ -27,6 +27,7 @@ void register_loss() {
   add({"SoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogitsGrad",
        "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogitsGrad"},
       space_rule("the batch split; the class dimension is not", cross_entropy_space));
+  add({"MSE"}, broadcast_rule());
 }
 
 }  // namespace cleave::parallel::rules

@@ -1,5 +1,4 @@
-// Reductions (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd), ArgMax/ArgMin, Softmax
-// and LogSoftmax with their backward primitives.
+// Reductions (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd) and ArgMax/ArgMin.
 #include <algorithm>
 
 #include "cleave/ops/elementwise.h"
@@ -92,16 +91,6 @@ IterationSpace arg_space(const RuleContext& ctx) {
   return space;
 }
 
-// Softmax, LogSoftmax and their gradients: every operand has the input's shape; the normalised
-// axis is not split.
-IterationSpace softmax_space(const RuleContext& ctx) {
-  IterationSpace space = broadcast_space(ctx);
-  const int64_t rank = ctx.inputs[0].shape.rank();
-  const int64_t axis = ctx.attrs.get_or<int64_t>("axis", -1);
-  fix(space, static_cast<int>(axis < 0 ? axis + rank : axis), "the axis softmax normalises");
-  return space;
-}
-
 }  // namespace
 
 void register_reduce() {
@@ -111,8 +100,6 @@ void register_reduce() {
   add({"ReduceProd"}, std::make_shared<ReduceRule>(PartialOp::kSum, false));
   add({"ArgMax", "ArgMin"},
       space_rule("any split but the axis the index is taken along", arg_space));
-  add({"Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad"},
-      space_rule("any split but the normalised axis", softmax_space));
 }
 
 }  // namespace cleave::parallel::rules

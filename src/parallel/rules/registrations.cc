@@ -23,17 +23,22 @@ namespace cleave::parallel::rules {
 namespace {
 
 const bool g_registered = [] {
-  register_elementwise();
-  register_matmul();
-  register_reduce();
-  register_shape();
-  register_slice();
-  register_index();
-  register_loss();
-  register_conv();
-  register_norm();
-  register_optim();
-  register_comm();
+  register_family("elementwise", register_elementwise);
+  register_family("compare", register_compare);
+  register_family("matmul", register_matmul);
+  register_family("softmax", register_softmax);
+  register_family("dropout", register_dropout);
+  register_family("reduce", register_reduce);
+  register_family("shape", register_shape);
+  register_family("slice", register_slice);
+  register_family("index", register_index);
+  register_family("loss", register_loss);
+  register_family("conv", register_conv);
+  register_family("pool", register_pool);
+  register_family("norm", register_norm);
+  register_family("resize", register_resize);
+  register_family("optim", register_optim);
+  register_family("comm", register_comm);
   return true;
 }();
 

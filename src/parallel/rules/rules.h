@@ -10,20 +10,32 @@
 
 namespace cleave::parallel::rules {
 
-// The rules of the built-in primitives, one function per op family (one file each); each
-// attaches its rules to the registry's entries (ir::Registry::attach_sharding_rule).
-// src/parallel/rules/registrations.cc runs them while the program starts.
-void register_elementwise();  // elementwise.cc: unary, binary, compare, Dropout, ...
-void register_matmul();       // matmul.cc: MatMul, BatchMatMul, BiasAdd
-void register_reduce();       // reduce.cc: Reduce*, Arg*, Softmax, LogSoftmax
-void register_shape();        // shape.cc: Reshape & co., Transpose, Tile, ...
-void register_slice();        // slice.cc: Concat, Split, Slice, StridedSlice
-void register_index();        // index.cc: Gather, OneHot, UnsortedSegmentSum
-void register_loss();         // loss.cc: cross entropies
-void register_conv();         // conv.cc: convolution, pooling, resizing
-void register_norm();         // norm.cc: BatchNorm, LayerNorm
-void register_optim();        // optim.cc: optimizer updates
-void register_comm();         // comm.cc: the communication primitives
+// The rules of the built-in primitives, one function per op family, each defined in
+// src/parallel/rules/<family>.cc (the family of NOTE [One primitive, one registry entry] in
+// cleave/ir/op_def.h); each attaches its rules to the registry's entries
+// (ir::Registry::attach_sharding_rule). src/parallel/rules/registrations.cc runs them while the
+// program starts, each through register_family.
+void register_elementwise();  // unary, binary, Cast, Fill, ... and their backward primitives
+void register_compare();      // comparisons, logic, Select
+void register_matmul();       // MatMul, BatchMatMul, BiasAdd
+void register_softmax();      // Softmax, LogSoftmax and their backward primitives
+void register_dropout();      // Dropout
+void register_reduce();       // Reduce*, ArgMax, ArgMin
+void register_shape();        // Reshape & co., Transpose, Tile, ...
+void register_slice();        // Concat, Split, Slice, StridedSlice
+void register_index();        // Gather, OneHot, UnsortedSegmentSum
+void register_loss();         // cross entropies, MSE
+void register_conv();         // Conv2D and its backward primitives
+void register_pool();         // MaxPool2D, AvgPool2D and their backward primitives
+void register_norm();         // BatchNorm, LayerNorm
+void register_resize();       // ResizeBilinear, ResizeNearest and their backward primitives
+void register_optim();        // optimizer updates
+void register_comm();         // the communication primitives
+
+// Runs `register_rules`, the registration of `family`'s file, checking that every op it
+// attaches a rule to is of that family (OpDef::family): a rule in another family's file is a
+// broken invariant that aborts the program at start-up, naming the op and both files.
+void register_family(const char* family, void (*register_rules)());
 
 // Attaches `rule` to each op in `ops` (a broken invariant, at start-up, when one is not
 // registered or has a rule already).
@@ -43,6 +55,32 @@ class SpaceRule : public ShardingRule {
 };
 
 std::shared_ptr<const ShardingRule> space_rule(std::string summary, SpaceRule::SpaceFn space);
+
+// The rule of elementwise ops with NumPy broadcasting (broadcast_space): any split, a size-1
+// dimension broadcast against a larger one is not split. One instance, shared by the families
+// whose ops are elementwise (elementwise, compare, loss's MSE).
+std::shared_ptr<const ShardingRule> broadcast_rule();
+
+// Why a spatial dimension of a convolution or a pooling is not split.
+inline constexpr const char* kHaloReason =
+    "a spatial dimension (a split would need a halo exchange)";
+
+// Pooling and resizing: every operand is an image (N, C, H, W) (x, y, dy, dx alike); the batch
+// and the channels split, the spatial dimensions do not (`why`). The backward primitives that
+// take the input's shape as an attribute (`shape_attr`: AvgPoolGrad, Resize*Grad) get the local
+// one.
+class ImageRule : public ShardingRule {
+ public:
+  ImageRule(std::string why, std::string shape_attr = "")
+      : why_(std::move(why)), shape_attr_(std::move(shape_attr)) {}
+  std::string summary() const override;
+  IterationSpace space(const RuleContext& ctx) const override;
+  ir::Attrs local_attrs(const LowerContext& ctx) const override;
+
+ private:
+  std::string why_;
+  std::string shape_attr_;
+};
 
 // ---- building iteration spaces ----
 

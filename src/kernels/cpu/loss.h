@@ -1,4 +1,5 @@
-// Softmax cross entropy of logits (N, C) against dense probabilities or integer class ids.
+// CPU kernels of the loss primitives: softmax cross entropy of logits (N, C) against dense
+// probabilities or integer class ids. (MSE runs on the elementwise loops.)
 #pragma once
 
 #include <cstdint>

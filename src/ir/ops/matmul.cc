@@ -1,15 +1,10 @@
-// Neural-network primitives: MatMul, BatchMatMul, BiasAdd, Softmax, LogSoftmax (with their
-// backward primitives SoftmaxGrad and LogSoftmaxGrad) and Dropout. The losses live in loss.cc,
-// convolution and pooling in conv.cc, normalisations in norm.cc, resizing in resize.cc.
-#include "cleave/ops/nn.h"
-
-#include "cleave/core/random.h"
-#include "cleave/ops/elementwise.h"
-#include "cleave/ops/reduce.h"
-#include "kernels/cpu/dropout.h"
-#include "kernels/cpu/loops.h"
+// Matrix products: MatMul, BatchMatMul (with transposes and broadcast batch dimensions) and
+// BiasAdd.
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/softmax.h"
+
+#include "cleave/ops/nn.h"
+#include "cleave/ops/reduce.h"
+#include "kernels/cpu/loops.h"
 #include "op_helpers.h"
 
 namespace cleave::ir {
@@ -47,12 +42,6 @@ MatrixDims matrix_dims(const InferContext& ctx) {
                    "reduction dim; input 0 has shape {}, transpose_a={}, transpose_b={})",
                    ctx.op.name, b.to_string(), kb_dim, k, ka_dim, a.to_string(), t.a, t.b);
   return {.m = a[ra + 1 - reduction_dim_a(t)], .k = k, .n = b[rb + 1 - reduction_dim_b(t)]};
-}
-
-void expect_float_pair(const InferContext& ctx) {
-  expect_floating(ctx, 0);
-  expect_floating(ctx, 1);
-  expect_same_dtype(ctx, 0, 1);
 }
 
 std::vector<TensorMeta> infer_matmul(const InferContext& ctx) {
@@ -163,119 +152,9 @@ void bias_add_kernel(const KernelContext& ctx) {
   });
 }
 
-// ---- Softmax, LogSoftmax ----
-
-kernels::cpu::SoftmaxShape softmax_shape(const Shape& shape, int64_t axis) {
-  const int64_t a = axis < 0 ? axis + shape.rank() : axis;
-  kernels::cpu::SoftmaxShape s{.outer = 1, .axis = shape[a], .inner = 1};
-  for (int64_t d = 0; d < a; ++d) s.outer *= shape[d];
-  for (int64_t d = a + 1; d < shape.rank(); ++d) s.inner *= shape[d];
-  return s;
-}
-
-void check_softmax_axis(const InferContext& ctx) {
-  const Shape& x = ctx.inputs[0].shape;
-  const int64_t axis = ctx.attrs.get<int64_t>("axis", ctx.op.name);
-  CLEAVE_CHECK_ARG(axis >= -x.rank() && axis < x.rank(),
-                   "{}: axis {} is out of range for input 0 of shape {}; expected an axis in "
-                   "[{}, {}]",
-                   ctx.op.name, axis, x.to_string(), -x.rank(), x.rank() - 1);
-}
-
-std::vector<TensorMeta> infer_softmax(const InferContext& ctx) {
-  expect_floating(ctx, 0);
-  check_softmax_axis(ctx);
-  return {ctx.inputs[0]};
-}
-
-// SoftmaxGrad / LogSoftmaxGrad: inputs (y, dy) of one shape and dtype.
-std::vector<TensorMeta> infer_softmax_grad(const InferContext& ctx) {
-  expect_float_pair(ctx);
-  CLEAVE_CHECK_ARG(ctx.inputs[0].shape == ctx.inputs[1].shape,
-                   "{}: input 0 (y) has shape {} but input 1 (dy) has shape {}; they must match",
-                   ctx.op.name, ctx.inputs[0].shape.to_string(), ctx.inputs[1].shape.to_string());
-  check_softmax_axis(ctx);
-  return {ctx.inputs[0]};
-}
-
-KernelFn softmax_kernel(kernels::cpu::SoftmaxKind kind) {
-  return [kind](const KernelContext& ctx) {
-    const Tensor &x = ctx.inputs[0], &y = ctx.outputs[0];
-    const auto s = softmax_shape(x.shape(), ctx.attrs.get<int64_t>("axis"));
-    CLEAVE_DISPATCH_FLOAT(
-        x.dtype(), [&] { kernels::cpu::softmax_forward(x.data<T>(), y.data<T>(), s, kind); });
-  };
-}
-
-KernelFn softmax_grad_kernel(kernels::cpu::SoftmaxKind kind) {
-  return [kind](const KernelContext& ctx) {
-    const Tensor &y = ctx.inputs[0], &dy = ctx.inputs[1], &dx = ctx.outputs[0];
-    const auto s = softmax_shape(y.shape(), ctx.attrs.get<int64_t>("axis"));
-    CLEAVE_DISPATCH_FLOAT(y.dtype(), [&] {
-      kernels::cpu::softmax_backward(y.data<T>(), dy.data<T>(), dx.data<T>(), s, kind);
-    });
-  };
-}
-
-GradFn softmax_grad_rule(const char* backward_op) {
-  return [backward_op](const GradContext& ctx) -> std::vector<Tensor> {
-    const OpDef& op = op_def(backward_op);
-    return {call1(op, {ctx.outputs[0], ctx.output_grads[0]},
-                  {{"axis", ctx.attrs.get<int64_t>("axis")}})};
-  };
-}
-
-// ---- Dropout ----
-
-std::vector<TensorMeta> infer_dropout(const InferContext& ctx) {
-  expect_floating(ctx, 0);
-  const double keep_prob = ctx.attrs.get<double>("keep_prob", ctx.op.name);
-  CLEAVE_CHECK_ARG(keep_prob > 0.0 && keep_prob <= 1.0,
-                   "{}: keep_prob is {}; expected a value in (0, 1] (the probability of keeping "
-                   "an element)",
-                   ctx.op.name, keep_prob);
-  if (ctx.attrs.has("slice_offset")) {
-    const Shape& x = ctx.inputs[0].shape;
-    const auto& global = ctx.attrs.get<std::vector<int64_t>>("global_shape", ctx.op.name);
-    const auto& offset = ctx.attrs.get<std::vector<int64_t>>("slice_offset", ctx.op.name);
-    bool fits = static_cast<int64_t>(global.size()) == x.rank() && global.size() == offset.size();
-    for (size_t d = 0; fits && d < global.size(); ++d) {
-      fits = offset[d] >= 0 && offset[d] + x[static_cast<int64_t>(d)] <= global[d];
-    }
-    CLEAVE_CHECK_ARG(fits,
-                     "{}: input 0 of shape {} at slice_offset {} does not lie inside global_shape "
-                     "{}",
-                     ctx.op.name, x.to_string(), Shape(offset).to_string(),
-                     Shape(global).to_string());
-  }
-  return {ctx.inputs[0], ctx.inputs[0]};
-}
-
-void dropout_kernel(const KernelContext& ctx) {
-  const Tensor &x = ctx.inputs[0], &y = ctx.outputs[0], &mask = ctx.outputs[1];
-  const double keep_prob = ctx.attrs.get<double>("keep_prob");
-  // One draw from the global generator per call (on the calling thread), so set_seed makes the
-  // masks reproducible (NOTE [Dropout stream]); a "seed" attribute fixes the stream instead.
-  const uint64_t seed = ctx.attrs.has("seed")
-                            ? static_cast<uint64_t>(ctx.attrs.get<int64_t>("seed", ctx.op.name))
-                            : next_seed();
-  if (ctx.attrs.has("slice_offset")) {  // a slice of a sharded Dropout (its sharding rule)
-    const auto& global = ctx.attrs.get<std::vector<int64_t>>("global_shape", ctx.op.name);
-    const auto& offset = ctx.attrs.get<std::vector<int64_t>>("slice_offset", ctx.op.name);
-    CLEAVE_DISPATCH_FLOAT(x.dtype(), [&] {
-      kernels::cpu::dropout_slice(x.data<T>(), y.data<T>(), mask.data<T>(), x.shape().dims(),
-                                  global, offset, keep_prob, seed);
-    });
-    return;
-  }
-  CLEAVE_DISPATCH_FLOAT(x.dtype(), [&] {
-    kernels::cpu::dropout(x.data<T>(), y.data<T>(), mask.data<T>(), x.numel(), keep_prob, seed);
-  });
-}
-
 }  // namespace
 
-void register_nn_ops(Registry& r) {
+void register_matmul_ops(Registry& r) {
   r.add(OpDef{
       .name = "MatMul",
       .num_inputs = 2,
@@ -318,49 +197,6 @@ void register_nn_ops(Registry& r) {
         return {dy, dbias};
       },
   });
-  r.add(OpDef{
-      .name = "Softmax",
-      .num_inputs = 1,
-      .infer = infer_softmax,
-      .cpu_kernel = softmax_kernel(kernels::cpu::SoftmaxKind::kSoftmax),
-      .grad = softmax_grad_rule("SoftmaxGrad"),
-  });
-  r.add(OpDef{
-      .name = "LogSoftmax",
-      .num_inputs = 1,
-      .infer = infer_softmax,
-      .cpu_kernel = softmax_kernel(kernels::cpu::SoftmaxKind::kLogSoftmax),
-      .grad = softmax_grad_rule("LogSoftmaxGrad"),
-  });
-  // Backward-only: (y, dy) -> dx, with y the forward output.
-  r.add(OpDef{
-      .name = "SoftmaxGrad",
-      .num_inputs = 2,
-      .infer = infer_softmax_grad,
-      .cpu_kernel = softmax_grad_kernel(kernels::cpu::SoftmaxKind::kSoftmax),
-      .no_grad = kNoGradBackward,
-  });
-  r.add(OpDef{
-      .name = "LogSoftmaxGrad",
-      .num_inputs = 2,
-      .infer = infer_softmax_grad,
-      .cpu_kernel = softmax_grad_kernel(kernels::cpu::SoftmaxKind::kLogSoftmax),
-      .no_grad = kNoGradBackward,
-  });
-  // Outputs (y, mask): mask holds the factor each element was multiplied by, 0 or 1/keep_prob.
-  r.add(OpDef{
-      .name = "Dropout",
-      .num_inputs = 1,
-      .infer = infer_dropout,
-      .cpu_kernel = dropout_kernel,
-      .grad = [](const GradContext& ctx) -> std::vector<Tensor> {
-        // The mask is piecewise constant in x: a gradient reaching it contributes nothing.
-        const Tensor& dy = ctx.output_grads[0];
-        if (!dy.defined()) return {Tensor()};
-        return {ops::mul(dy, ctx.outputs[1])};
-      },
-      .random = true,
-  });
 }
 
 }  // namespace cleave::ir
@@ -385,21 +221,6 @@ Tensor batch_matmul(const Tensor& a, const Tensor& b, const MatMulOptions& optio
 Tensor bias_add(const Tensor& x, const Tensor& bias) {
   static const ir::OpDef& op = op_def("BiasAdd");
   return call1(op, {x, bias});
-}
-
-Tensor softmax(const Tensor& x, int64_t axis) {
-  static const ir::OpDef& op = op_def("Softmax");
-  return call1(op, {x}, {{"axis", axis}});
-}
-
-Tensor log_softmax(const Tensor& x, int64_t axis) {
-  static const ir::OpDef& op = op_def("LogSoftmax");
-  return call1(op, {x}, {{"axis", axis}});
-}
-
-Tensor dropout(const Tensor& x, double keep_prob) {
-  static const ir::OpDef& op = op_def("Dropout");
-  return ir::call(op, {x}, {{"keep_prob", keep_prob}})[0];
 }
 
 }  // namespace cleave::ops

@@ -1,4 +1,4 @@
-#include "cross_entropy.h"
+#include "loss.h"
 
 #include <vector>
 
