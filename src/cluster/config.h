@@ -41,7 +41,7 @@ std::optional<std::string> env_value(const char* name);
 JobConfig read_job_config();
 
 // The configuration of a rank-table job's rendezvous (NOTE [Rank-table rendezvous] in
-// src/cluster/init.cc): rank 0 serves the job on `sched_host` (its server_id) at
+// src/cluster/join.cc): rank 0 serves the job on `sched_host` (its server_id) at
 // CLEAVE_RANK_TABLE_PORT, and rank `rank` joins it as a worker with that rank.
 JobConfig rank_table_job_config(const std::string& sched_host, int worker_num, int rank);
 

@@ -15,18 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "cluster/liveness.h"
 #include "scheduler.grpc.pb.h"
 
 namespace cleave::cluster {
 namespace {
 
 namespace pb = ::cleave::cluster::proto;
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-// A worker whose process used at least this share of one core between two heartbeats is
-// computing, so it progresses (NOTE [Stuck collectives]).
-constexpr int64_t kBusyPercent = 5;
 
 void log_line(const std::string& line) {
   std::fprintf(stderr, "cleave scheduler: %s\n", line.c_str());
@@ -34,39 +30,27 @@ void log_line(const std::string& line) {
 }
 
 struct Worker {
-  std::string host;
+  WorkerLiveness live;  // who it is, its heartbeats and its waits, for the verdicts
   std::string node_id;
-  int pid = 0;
-  int rank = -1;
   int local_rank = -1;
   int local_size = 0;
-  Clock::time_point last_seen;
-  std::string activity = "registering";
-  bool finished = false;
-  bool lost = false;
-  bool told_failure = false;  // has received the failure in some reply
-  // How it progresses, from its heartbeats (NOTE [Stuck collectives]).
-  int64_t activity_changes = 0;
-  int64_t cpu_us = 0;
-  int64_t comm_completed = 0;
-  int comm_in_flight = 0;
-  std::string comm_op;
-  std::vector<int> comm_peers;
-  milliseconds comm_waited{0};      // as of last_seen
-  Clock::time_point last_progress;  // when it last did something other than wait
-  Clock::time_point finished_at;
-  std::string barrier;  // the barrier it waits at, empty when none
-  bool in_get = false;  // blocked in a store get (waiting for some rank: never blamed)
-  std::string get_key;  // the key it waits for, while in_get
-  Clock::time_point get_since;
-  int64_t barrier_generation = 0;
-  Clock::time_point barrier_since;
+  bool told_failure = false;       // has received the failure in some reply
+  int64_t barrier_generation = 0;  // of the barrier it waits at (live.barrier)
 
-  std::string describe() const {
-    if (rank < 0) return fmt::format("a worker on host {} (pid {}, not yet ranked)", host, pid);
-    return fmt::format("rank {} (host {}, pid {})", rank, host, pid);
-  }
+  std::string describe() const { return live.describe(); }
 };
+
+// What a heartbeat says (cluster/liveness.h).
+Heartbeat from_request(const pb::HeartbeatRequest& request) {
+  return Heartbeat{request.activity(),
+                   request.activity_changes(),
+                   request.cpu_us(),
+                   request.comm_completed(),
+                   request.comm_in_flight(),
+                   request.comm_op(),
+                   {request.comm_peers().begin(), request.comm_peers().end()},
+                   milliseconds(request.comm_waited_ms())};
+}
 
 struct BarrierState {
   int64_t generation = 0;
@@ -82,15 +66,16 @@ class Job final : public pb::Scheduler::Service {
         started_(Clock::now()),
         next_progress_(started_ + config_.progress_interval()) {}
 
-  // One pass of the monitor: declares lost workers and a topology timeout. Returns the exit
-  // status once the job is over (0 finished, 1 failed), nullopt while it goes on.
+  // One pass of the monitor: fails the job on a topology timeout or on the verdict of
+  // cluster/liveness.h (a lost worker, a stuck rank, a deadlock). Returns the exit status once the
+  // job is over (0 finished, 1 failed), nullopt while it goes on.
   std::optional<int> monitor() {
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, std::min(config_.heartbeat_interval, milliseconds(100)));
     Clock::time_point now = Clock::now();
     if (failure_) {
       bool all_told = std::all_of(workers_.begin(), workers_.end(), [](const Worker& w) {
-        return w.lost || w.finished || w.told_failure;
+        return w.live.lost || w.live.finished || w.told_failure;
       });
       // A worker that reported its failure ends first (NOTE [Failing workers report]): the
       // scheduler stays a second so that launchers see that worker end before it.
@@ -101,8 +86,7 @@ class Job final : public pb::Scheduler::Service {
       }
       return std::nullopt;
     }
-    if (formed_ &&
-        std::all_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.finished; })) {
+    if (formed_ && all_finished()) {
       log_line(fmt::format("all {} workers finished; the job succeeded", workers_.size()));
       return 0;
     }
@@ -119,18 +103,10 @@ class Job final : public pb::Scheduler::Service {
       log_line(progress(now));
       next_progress_ = now + config_.progress_interval();
     }
-    if (formed_) check_stuck(now);
-    if (failure_) return std::nullopt;
-    for (Worker& worker : workers_) {
-      if (worker.finished || worker.lost) continue;
-      auto silent = std::chrono::duration_cast<milliseconds>(now - worker.last_seen);
-      if (silent > config_.heartbeat_timeout) {
-        worker.lost = true;
-        fail(fmt::format(
-            "{} was lost: no heartbeat for {} ms (CLEAVE_HEARTBEAT_TIMEOUT_MS={}); it was {}",
-            worker.describe(), silent.count(), config_.heartbeat_timeout.count(), worker.activity));
-        break;
-      }
+    const LivenessBounds bounds{config_.heartbeat_timeout, config_.stuck_timeout};
+    if (std::optional<Verdict> verdict = judge(liveness(), formed_, bounds, now)) {
+      if (verdict->kind == Verdict::Kind::kLost) workers_[verdict->lost_worker].live.lost = true;
+      fail(verdict->message);
     }
     return std::nullopt;
   }
@@ -167,7 +143,7 @@ class Job final : public pb::Scheduler::Service {
     }
     // A worker's retried Register (NOTE [No silent waits]) gets the id it already has.
     for (size_t id = 0; id < workers_.size(); ++id) {
-      const Worker& w = workers_[id];
+      const WorkerLiveness& w = workers_[id].live;
       if (w.host == request->host() && w.pid == request->pid() && !w.lost && !failure_) {
         reply->set_worker_id(static_cast<int64_t>(id));
         reply->mutable_status()->set_ok(true);
@@ -189,16 +165,16 @@ class Job final : public pb::Scheduler::Service {
           return refuse(fmt::format(
               "MS_NODE_ID={} is already taken by the worker on host {} (pid {}); each worker "
               "needs its own MS_NODE_ID",
-              request->node_id(), other.host, other.pid));
+              request->node_id(), other.live.host, other.live.pid));
         }
       }
     }
     Worker worker;
-    worker.host = request->host();
+    worker.live.host = request->host();
+    worker.live.pid = request->pid();
+    worker.live.last_seen = Clock::now();
+    worker.live.last_progress = worker.live.last_seen;
     worker.node_id = request->node_id();
-    worker.pid = request->pid();
-    worker.last_seen = Clock::now();
-    worker.last_progress = worker.last_seen;
     workers_.push_back(worker);
     reply->set_worker_id(static_cast<int64_t>(workers_.size()) - 1);
     reply->mutable_status()->set_ok(true);
@@ -214,7 +190,7 @@ class Job final : public pb::Scheduler::Service {
     std::unique_lock lock(mu_);
     Worker* worker = find(request->worker_id(), reply->mutable_status());
     if (worker == nullptr) return grpc::Status::OK;
-    worker->activity = "waiting for the other workers to register";
+    worker->live.activity = "waiting for the other workers to register";
     bool ready = cv_.wait_for(lock, milliseconds(request->timeout_ms()),
                               [&] { return formed_ || failure_.has_value(); });
     if (failure_) return report_failure(*worker, reply->mutable_status());
@@ -224,13 +200,13 @@ class Job final : public pb::Scheduler::Service {
       reply->mutable_status()->set_ok(true);
       return grpc::Status::OK;
     }
-    worker->activity = "running";
-    reply->set_rank(worker->rank);
+    worker->live.activity = "running";
+    reply->set_rank(worker->live.rank);
     reply->set_world_size(config_.worker_num);
     reply->set_local_rank(worker->local_rank);
     reply->set_local_size(worker->local_size);
     std::vector<std::string> hosts(workers_.size());
-    for (const Worker& w : workers_) hosts[w.rank] = w.host;
+    for (const Worker& w : workers_) hosts[w.live.rank] = w.live.host;
     for (const std::string& host : hosts) reply->add_hosts(host);
     reply->mutable_status()->set_ok(true);
     return grpc::Status::OK;
@@ -241,7 +217,7 @@ class Job final : public pb::Scheduler::Service {
     std::lock_guard lock(mu_);
     Worker* worker = find(request->worker_id(), reply->mutable_status());
     if (worker == nullptr) return grpc::Status::OK;
-    note_progress(*worker, *request);
+    note_heartbeat(worker->live, from_request(*request), Clock::now());
     if (failure_) return report_failure(*worker, reply->mutable_status());
     reply->mutable_status()->set_ok(true);
     return grpc::Status::OK;
@@ -262,13 +238,11 @@ class Job final : public pb::Scheduler::Service {
     std::unique_lock lock(mu_);
     Worker* worker = find(request->worker_id(), reply->mutable_status());
     if (worker == nullptr) return grpc::Status::OK;
-    worker->in_get = true;
-    worker->get_key = request->key();
-    worker->get_since = Clock::now();
+    worker->live.get = StoreWait{request->key(), Clock::now()};
     bool found = cv_.wait_for(lock, milliseconds(request->timeout_ms()), [&] {
       return store_.count(request->key()) > 0 || failure_.has_value();
     });
-    worker->in_get = false;
+    worker->live.get.reset();
     if (failure_) return report_failure(*worker, reply->mutable_status());
     if (!found) {
       reply->mutable_status()->set_unavailable(true);
@@ -330,10 +304,9 @@ class Job final : public pb::Scheduler::Service {
     }
     BarrierState& barrier = barriers_[request->name()];
     int64_t generation = barrier.generation;
-    barrier.arrived.insert(worker->rank);
-    worker->barrier = request->name();
+    barrier.arrived.insert(worker->live.rank);
+    worker->live.barrier = BarrierWait{request->name(), Clock::now()};
     worker->barrier_generation = generation;
-    worker->barrier_since = Clock::now();
     if (static_cast<int>(barrier.arrived.size()) == config_.worker_num) {
       barrier.arrived.clear();
       ++barrier.generation;
@@ -342,14 +315,11 @@ class Job final : public pb::Scheduler::Service {
     bool passed = cv_.wait_for(lock, milliseconds(request->timeout_ms()), [&] {
       return barrier.generation != generation || failure_.has_value();
     });
-    worker->barrier.clear();
+    worker->live.barrier.reset();
     if (failure_) return report_failure(*worker, reply);
     if (!passed) {
-      std::vector<int> missing;
-      for (int rank = 0; rank < config_.worker_num; ++rank) {
-        if (barrier.arrived.count(rank) == 0) missing.push_back(rank);
-      }
-      barrier.arrived.erase(worker->rank);
+      const std::vector<int> missing = not_arrived(barrier);
+      barrier.arrived.erase(worker->live.rank);
       reply->set_unavailable(true);
       reply->set_error(fmt::format("barrier '{}' timed out after {} ms; ranks [{}] did not arrive",
                                    request->name(), request->timeout_ms(),
@@ -367,7 +337,7 @@ class Job final : public pb::Scheduler::Service {
     Worker* worker = find(request->worker_id(), reply);
     if (worker == nullptr) return grpc::Status::OK;
     worker->told_failure = true;  // it knows: it is the one failing
-    worker->activity = "failed: " + request->error();
+    worker->live.activity = "failed: " + request->error();
     if (failure_) {
       log_line(fmt::format("{} failed too: {}", worker->describe(), request->error()));
     } else {
@@ -386,15 +356,12 @@ class Job final : public pb::Scheduler::Service {
     std::unique_lock lock(mu_);
     Worker* worker = find(request->worker_id(), reply);
     if (worker == nullptr) return grpc::Status::OK;
-    worker->finished = true;
-    worker->finished_at = Clock::now();
-    worker->activity = "finished, waiting for the other workers";
+    worker->live.finished = true;
+    worker->live.finished_at = Clock::now();
+    worker->live.activity = "finished, waiting for the other workers";
     cv_.notify_all();
     if (request->wait_for_job()) {
-      cv_.wait(lock, [&] {
-        return failure_.has_value() || std::all_of(workers_.begin(), workers_.end(),
-                                                   [](const Worker& w) { return w.finished; });
-      });
+      cv_.wait(lock, [&] { return failure_.has_value() || all_finished(); });
       if (failure_) return report_failure(*worker, reply);
     }
     reply->set_ok(true);
@@ -411,115 +378,31 @@ class Job final : public pb::Scheduler::Service {
     return &workers_[worker_id];
   }
 
-  // A heartbeat: the worker is alive, and progressed when it finished a communication operation,
-  // opened an ActivityScope or used the CPU since the last one (NOTE [Stuck collectives]).
-  void note_progress(Worker& worker, const pb::HeartbeatRequest& request) {
-    Clock::time_point now = Clock::now();
-    const int64_t wall_us =
-        std::chrono::duration_cast<std::chrono::microseconds>(now - worker.last_seen).count();
-    const bool busy = (request.cpu_us() - worker.cpu_us) * 100 >= kBusyPercent * wall_us;
-    if (busy || request.comm_completed() != worker.comm_completed ||
-        request.activity_changes() != worker.activity_changes) {
-      worker.last_progress = now;
-    }
-    worker.last_seen = now;
-    worker.activity = request.activity();
-    worker.activity_changes = request.activity_changes();
-    worker.cpu_us = request.cpu_us();
-    worker.comm_completed = request.comm_completed();
-    worker.comm_in_flight = request.comm_in_flight();
-    worker.comm_op = request.comm_op();
-    worker.comm_peers.assign(request.comm_peers().begin(), request.comm_peers().end());
-    worker.comm_waited = milliseconds(request.comm_waited_ms());
+  bool all_finished() const {
+    return std::all_of(workers_.begin(), workers_.end(),
+                       [](const Worker& w) { return w.live.finished; });
   }
 
-  // Fails the job when a rank has waited in a communication operation or at a barrier for longer
-  // than CLEAVE_STUCK_TIMEOUT_MS for a peer that is not waiting itself and has not progressed for
-  // as long, or that has finished (NOTE [Stuck collectives]). Communication waits count as the
-  // heartbeats reported them (no extrapolation past a worker's last heartbeat: its operation may
-  // have ended since); barrier waits are the scheduler's own.
-  void check_stuck(Clock::time_point now) {
-    const milliseconds bound = config_.stuck_timeout;
-    if (bound.count() == 0) return;
-    std::vector<const Worker*> by_rank(workers_.size(), nullptr);
-    for (const Worker& w : workers_) by_rank[static_cast<size_t>(w.rank)] = &w;
-    struct Wait {
-      const Worker* waiter;
-      milliseconds waited;
-      Clock::time_point began;
-      std::string op;
-      std::vector<int> peers;  // world ranks
-    };
-    std::vector<Wait> waits;
+  // What every worker reported, by worker id, with the state of the barrier each waits at.
+  std::vector<WorkerLiveness> liveness() const {
+    std::vector<WorkerLiveness> workers;
     for (const Worker& w : workers_) {
-      if (w.finished || w.lost) continue;
-      if (w.comm_in_flight > 0 && w.comm_waited > bound) {
-        waits.push_back({&w, w.comm_waited, w.last_seen - w.comm_waited, w.comm_op, w.comm_peers});
-      }
-      if (!w.barrier.empty() && now - w.barrier_since > bound) {
-        const BarrierState& b = barriers_.at(w.barrier);
-        if (b.generation != w.barrier_generation) continue;  // passed; the waiter is waking up
-        Wait wait{&w,
-                  std::chrono::duration_cast<milliseconds>(now - w.barrier_since),
-                  w.barrier_since,
-                  fmt::format("barrier '{}'", w.barrier),
-                  {}};
-        for (int rank = 0; rank < config_.worker_num; ++rank) {
-          if (b.arrived.count(rank) == 0) wait.peers.push_back(rank);
-        }
-        waits.push_back(std::move(wait));
-      }
+      WorkerLiveness& live = workers.emplace_back(w.live);
+      if (!live.barrier) continue;
+      const BarrierState& b = barriers_.at(live.barrier->name);
+      live.barrier->passed = b.generation != w.barrier_generation;  // the waiter is waking up
+      if (!live.barrier->passed) live.barrier->missing = not_arrived(b);
     }
-    struct Culprit {
-      std::vector<int> waiters;
-      milliseconds waited{0};
-      std::string op;
-    };
-    std::map<int, Culprit> culprits;  // by rank
-    for (const Wait& wait : waits) {
-      const Worker& waiter = *wait.waiter;
-      for (int rank : wait.peers) {
-        if (rank < 0 || rank >= static_cast<int>(by_rank.size())) continue;
-        const Worker& peer = *by_rank[static_cast<size_t>(rank)];
-        if (peer.finished) {
-          // Still waiting a bound after the peer finished, in a wait begun before that.
-          const Clock::time_point seen = wait.op.rfind("barrier", 0) == 0 ? now : waiter.last_seen;
-          if (wait.began >= peer.finished_at || seen - peer.finished_at <= bound) continue;
-          fail(fmt::format(
-              "{} is stuck: it has waited {} ms in {} (CLEAVE_STUCK_TIMEOUT_MS={}) for {}, which "
-              "finished (called cleave::release or exited) {} ms earlier",
-              waiter.describe(), wait.waited.count(), wait.op, bound.count(), peer.describe(),
-              std::chrono::duration_cast<milliseconds>(seen - peer.finished_at).count()));
-          return;
-        }
-        // A peer that waits itself (every rank waiting: a slow transfer, a hang inside the
-        // library, mismatched operations) is not blamed; nor is one that computes.
-        if (peer.lost || peer.comm_in_flight > 0 || !peer.barrier.empty() || peer.in_get) {
-          continue;
-        }
-        if (peer.last_seen - peer.last_progress <= bound) continue;
-        Culprit& c = culprits[rank];
-        c.waiters.push_back(waiter.rank);
-        if (wait.waited > c.waited) c.waited = wait.waited, c.op = wait.op;
-      }
+    return workers;
+  }
+
+  // The ranks that have not arrived at `barrier` in its current generation.
+  std::vector<int> not_arrived(const BarrierState& barrier) const {
+    std::vector<int> ranks;
+    for (int rank = 0; rank < config_.worker_num; ++rank) {
+      if (barrier.arrived.count(rank) == 0) ranks.push_back(rank);
     }
-    if (culprits.empty()) {
-      check_deadlock(now);
-      return;
-    }
-    const auto& [rank, c] = *culprits.begin();
-    const Worker& stuck = *by_rank[static_cast<size_t>(rank)];
-    std::vector<int> waiters = c.waiters;
-    std::sort(waiters.begin(), waiters.end());
-    waiters.erase(std::unique(waiters.begin(), waiters.end()), waiters.end());
-    fail(fmt::format(
-        "{} is stuck: {} {} {} waited up to {} ms for it in {} (CLEAVE_STUCK_TIMEOUT_MS={}), while "
-        "it made no progress for {} ms (no communication, no CPU use) outside any collective; it "
-        "was {}",
-        stuck.describe(), waiters.size() > 1 ? "ranks" : "rank", fmt::join(waiters, ", "),
-        waiters.size() > 1 ? "have" : "has", c.waited.count(), c.op, bound.count(),
-        std::chrono::duration_cast<milliseconds>(stuck.last_seen - stuck.last_progress).count(),
-        stuck.activity));
+    return ranks;
   }
 
   // "3 of MS_WORKER_NUM=4 registered (host a: node ids 0, 1; host b: 1 without MS_NODE_ID);
@@ -528,7 +411,7 @@ class Job final : public pb::Scheduler::Service {
     std::map<std::string, std::pair<std::vector<int>, int>> by_host;
     std::set<int> taken;
     for (const Worker& w : workers_) {
-      auto& [ids, without] = by_host[w.host];
+      auto& [ids, without] = by_host[w.live.host];
       if (w.node_id.empty()) {
         ++without;
       } else {
@@ -573,75 +456,6 @@ class Job final : public pb::Scheduler::Service {
         std::chrono::duration_cast<std::chrono::seconds>(config_.topo_timeout).count());
   }
 
-  // NOTE [Deadlocks]
-  // check_stuck blames no peer that waits itself. When ranks wait only for one another -- every
-  // rank of a set D waits (in a communication operation, at a barrier or for a store key) for
-  // longer than CLEAVE_STUCK_TIMEOUT_MS, makes no progress for as long, and every rank it waits
-  // for is in D -- nothing can ever end those waits: mismatched collective orders, receives whose
-  // sends never come. The job fails then with one line per rank of D saying what it waits for
-  // (operation, group, peers, tag), instead of waiting for CLEAVE_COMM_TIMEOUT_MS. A store get
-  // waits for no rank in particular: a set holding one is a deadlock only when it holds every
-  // live rank. (A transfer so slow that its ranks use almost no CPU for longer than the bound
-  // would look the same: raise CLEAVE_STUCK_TIMEOUT_MS, or set it to 0, for such jobs.)
-  void check_deadlock(Clock::time_point now) {
-    const milliseconds bound = config_.stuck_timeout;
-    struct Waiting {
-      const Worker* worker;
-      milliseconds waited;
-      std::string what;
-      std::vector<int> peers;  // empty: any rank (a store get)
-    };
-    std::map<int, Waiting> stalled;  // D, by rank
-    int live = 0;
-    for (const Worker& w : workers_) {
-      if (w.finished || w.lost) continue;
-      ++live;
-      if (w.last_seen - w.last_progress <= bound) continue;  // it progresses
-      if (w.comm_in_flight > 0 && w.comm_waited > bound) {
-        stalled[w.rank] = {
-            &w, w.comm_waited,
-            fmt::format("in {} for world rank{} {}", w.comm_op, w.comm_peers.size() > 1 ? "s" : "",
-                        fmt::join(w.comm_peers, ", ")),
-            w.comm_peers};
-      } else if (!w.barrier.empty() && now - w.barrier_since > bound) {
-        const BarrierState& b = barriers_.at(w.barrier);
-        if (b.generation != w.barrier_generation) continue;
-        Waiting wait{&w, std::chrono::duration_cast<milliseconds>(now - w.barrier_since), "", {}};
-        for (int rank = 0; rank < config_.worker_num; ++rank) {
-          if (b.arrived.count(rank) == 0) wait.peers.push_back(rank);
-        }
-        wait.what = fmt::format("at barrier '{}' for rank{} {}", w.barrier,
-                                wait.peers.size() > 1 ? "s" : "", fmt::join(wait.peers, ", "));
-        stalled[w.rank] = std::move(wait);
-      } else if (w.in_get && now - w.get_since > bound) {
-        stalled[w.rank] = {&w,
-                           std::chrono::duration_cast<milliseconds>(now - w.get_since),
-                           fmt::format("for store key '{}' (any rank may set it)", w.get_key),
-                           {}};
-      }
-    }
-    if (stalled.empty()) return;
-    for (const auto& [rank, wait] : stalled) {
-      if (wait.peers.empty() && static_cast<int>(stalled.size()) < live) return;
-      for (int peer : wait.peers) {
-        if (stalled.count(peer) == 0) return;  // it waits for a rank that is not stalled
-      }
-    }
-    std::vector<int> ranks;
-    std::string lines;
-    for (const auto& [rank, wait] : stalled) {
-      ranks.push_back(rank);
-      lines += fmt::format("\n  {}: waiting {} ms {}", wait.worker->describe(), wait.waited.count(),
-                           wait.what);
-    }
-    fail(fmt::format(
-        "deadlock: rank{} {} {} waited longer than CLEAVE_STUCK_TIMEOUT_MS={} ms, each for ranks "
-        "that wait too, and none makes progress (mismatched collective order, or a receive "
-        "whose send never comes); what each rank waits for:{}",
-        ranks.size() > 1 ? "s" : "", fmt::join(ranks, ", "), ranks.size() > 1 ? "have" : "has",
-        bound.count(), lines));
-  }
-
   grpc::Status report_failure(Worker& worker, pb::Status* status) {
     worker.told_failure = true;
     status->set_ok(false);
@@ -666,26 +480,27 @@ class Job final : public pb::Scheduler::Service {
     std::vector<bool> taken(size, false);
     for (Worker& worker : workers_) {
       if (worker.node_id.empty()) continue;
-      worker.rank = std::stoi(worker.node_id);
-      taken[worker.rank] = true;
+      worker.live.rank = std::stoi(worker.node_id);
+      taken[worker.live.rank] = true;
     }
     std::vector<size_t> free_workers;
     for (size_t i = 0; i < workers_.size(); ++i) {
-      if (workers_[i].rank < 0) free_workers.push_back(i);
+      if (workers_[i].live.rank < 0) free_workers.push_back(i);
     }
-    std::stable_sort(free_workers.begin(), free_workers.end(),
-                     [&](size_t a, size_t b) { return workers_[a].host < workers_[b].host; });
+    std::stable_sort(free_workers.begin(), free_workers.end(), [&](size_t a, size_t b) {
+      return workers_[a].live.host < workers_[b].live.host;
+    });
     int next = 0;
     for (size_t i : free_workers) {
       while (taken[next]) ++next;
-      workers_[i].rank = next;
+      workers_[i].live.rank = next;
       taken[next] = true;
     }
     std::map<std::string, std::vector<Worker*>> by_host;
-    for (Worker& worker : workers_) by_host[worker.host].push_back(&worker);
+    for (Worker& worker : workers_) by_host[worker.live.host].push_back(&worker);
     for (auto& [host, members] : by_host) {
       std::sort(members.begin(), members.end(),
-                [](const Worker* a, const Worker* b) { return a->rank < b->rank; });
+                [](const Worker* a, const Worker* b) { return a->live.rank < b->live.rank; });
       for (size_t i = 0; i < members.size(); ++i) {
         members[i]->local_rank = static_cast<int>(i);
         members[i]->local_size = static_cast<int>(members.size());

@@ -12,27 +12,11 @@
 // with the failure, so each worker stops with one line naming the lost rank; the scheduler
 // returns 1 once every live worker has been told (or after one more heartbeat timeout).
 //
-// NOTE [Stuck collectives]
-// A rank can stay alive (heartbeating) and still hold the job: it never enters a collective its
-// peers wait in (a bug, a sleep, a deadlock on a lock), or it finished while they wait. Every
-// heartbeat therefore reports how the worker progresses: the communication operation it waits in
-// (the oldest in flight, from comm::comm_snapshot: its name, how long, and the world ranks it
-// waits for), how many operations it has finished, how many ActivityScopes it has opened, and
-// its process's CPU time. A worker *progresses* when, between two heartbeats, it finished an
-// operation, opened a scope, or used at least kBusyPercent of a core (computing). The job fails
-// with "rank P (host H, pid N) is stuck: ..." when some rank W has waited in one operation (or
-// at one of the scheduler's barriers, for the ranks that have not arrived) for more than
-// CLEAVE_STUCK_TIMEOUT_MS (default 30 s) and a peer P it waits for either
-//   - is not waiting itself (no communication operation in flight, not at a barrier, not in a
-//     store get) and has not progressed for as long, or
-//   - has finished (called release or exited).
-// A peer that computes (uses CPU) is never stuck, however long W waits: that is a slow step, and
-// only the operation's own CLEAVE_COMM_TIMEOUT_MS bounds it. A peer that is itself inside a
-// communication operation is not blamed either; when every rank involved waits for ranks that
-// wait too and none progresses, that is a deadlock (NOTE [Deadlocks] in scheduler.cc: mismatched
-// operations, a receive whose send never comes) and the job fails naming every rank's wait. So a
-// rank that does not arrive, or a deadlock, is reported within CLEAVE_STUCK_TIMEOUT_MS plus two
-// heartbeat intervals.
+// NOTE [Stuck collectives] and NOTE [Deadlocks], in cluster/liveness.h with the code that
+// applies them, say when a rank that heartbeats still fails the job: it is stuck (a peer waits
+// for it in a collective or at a barrier while it makes no progress) or it deadlocks with others.
+// The service here keeps what the workers report and asks liveness.h for a verdict on every
+// pass of its monitor (about every 100 ms).
 //
 // NOTE [What defines a job]
 // A job is the scheduler and the workers that share its CLEAVE_JOB_TOKEN (cleave-run generates

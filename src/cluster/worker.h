@@ -29,7 +29,7 @@ namespace cleave::cluster {
 [[noreturn]] void stop_process(const std::string& line);
 
 // Called by stop_process after its line and before the process ends: rank 0 of a rank table
-// waits there until the scheduler it serves has told every rank (src/cluster/init.cc).
+// waits there until the scheduler it serves has told every rank (src/cluster/join.cc).
 void set_before_stop(void (*fn)());
 
 // What this process is doing, for a failure line: the innermost ActivityScope, and the

@@ -1,5 +1,5 @@
 // RANK_TABLE_FILE jobs with CLEAVE_RANK_TABLE_PORT (NOTE [Rank-table rendezvous] in
-// src/cluster/init.cc): rank 0 serves the rendezvous, the world group forms over Gloo and the
+// src/cluster/join.cc): rank 0 serves the rendezvous, the world group forms over Gloo and the
 // collectives work; real processes on 127.0.0.1 with a rank table the test writes.
 #include <gtest/gtest.h>
 

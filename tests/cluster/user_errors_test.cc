@@ -189,7 +189,7 @@ TEST(ClusterUserErrors, AnUncaughtExceptionEndsTheJobWithItsMessage) {
 }
 
 // A deadlock: every rank waits for ranks that wait too (NOTE [Deadlocks] in
-// src/cluster/scheduler.cc). The job fails within the stuck bound (2 s here) plus heartbeats,
+// src/cluster/liveness.h). The job fails within the stuck bound (2 s here) plus heartbeats,
 // not CLEAVE_COMM_TIMEOUT_MS (60 s), naming what every rank waits for.
 // Over TCP (CLEAVE_COMM_SHM=0): the shared-memory collectives name a mismatched order at once
 // (MismatchedCollectivesOnSharedMemoryAreNamedAtOnce below).
