@@ -26,7 +26,13 @@ std::string attr_to_string(const AttrValue& value) {
   struct Visitor {
     std::string operator()(bool b) const { return b ? "true" : "false"; }
     std::string operator()(int64_t i) const { return std::to_string(i); }
-    std::string operator()(double d) const { return fmt::format("{}", d); }
+    // Always with a point or an exponent ("0.0", not "0"), so the text of a double attribute
+    // reads back as a double (ir::parse_text).
+    std::string operator()(double d) const {
+      std::string text = fmt::format("{}", d);
+      if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+      return text;
+    }
     std::string operator()(const std::string& s) const { return s; }
     std::string operator()(const std::vector<int64_t>& v) const {
       return fmt::format("({})", fmt::join(v, ", "));

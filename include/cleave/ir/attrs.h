@@ -51,7 +51,8 @@ class Attrs {
   std::vector<std::pair<std::string, AttrValue>> items_;
 };
 
-// One value in the IR dump form: true, 3, 0.5, "same", (1, 2), Float32.
+// One value in the IR dump form: true, 3, 0.5, 1.0 (a double always has a point or exponent),
+// same (a string, bare), (1, 2), Float32.
 std::string attr_to_string(const AttrValue& value);
 
 }  // namespace cleave::ir
