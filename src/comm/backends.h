@@ -27,7 +27,7 @@ std::string p2p_transport(const ProcessGroup& group);
 // Messages this rank of a gloo group has sent through shared memory (0 for other backends).
 uint64_t shm_messages_sent(const ProcessGroup& group);
 // Whether this thread is a group's communication thread, which runs the asynchronous operations
-// while their callers compute (NOTE [Waiting beside computation] in comm/shm/shm_wait.h).
+// while their callers compute (NOTE [Waiting beside computation] in comm/wait.h).
 bool on_communication_thread();
 #ifdef CLEAVE_HAVE_MPI
 std::shared_ptr<ProcessGroup> make_mpi_group(const ProcessGroupOptions& options);

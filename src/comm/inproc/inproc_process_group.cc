@@ -42,12 +42,11 @@
 //
 // NOTE [Inproc waiting]
 // Ranks are often more threads than cores (8 ranks on 2 cores), so a waiting rank polls for at
-// most kPoll, giving up its core at every poll (often to the rank it waits for), then sleeps on a
-// futex in slices of at most kSlice until its operation's deadline (start + options.timeout).
-// A rendezvous is a counter of arrivals and a *gate* word (generation | aborted | waiter bits):
-// the last rank to arrive opens the gate (the next generation) and makes the wake-up system call
-// only when a sleeper has set the waiter bit. Each rank also records how many rendezvous it has
-// reached. A rank waiting at the gate gives up when
+// most 50 us, giving up its core at every poll (often to the rank it waits for), then sleeps in
+// slices of at most 50 ms until its operation's deadline (start + options.timeout): NOTE
+// [Waiting]. A rendezvous is a counter of arrivals and a *gate* wait word (generation | aborted):
+// the last rank to arrive opens the gate (the next generation) and wakes the sleepers. Each rank
+// also records how many rendezvous it has reached. A rank waiting at the gate gives up when
 //   - the deadline passes: it names the ranks that have not arrived, or
 //   - a rank that has not arrived has *departed* (its ProcessGroup was destroyed, e.g. because its
 //     thread ended with an exception): it names that rank at once, without waiting out the
@@ -69,9 +68,7 @@
 // apart from the rounds', so asynchronous sends and receives run beside collectives.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -89,62 +86,19 @@
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
 #include "comm/backends.h"
+#include "comm/wait.h"
 
 namespace cleave::comm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = WaitClock;
 using std::chrono::milliseconds;
 
 // Inputs up to this size go through the staging buffers: one rendezvous per round instead of two
 // (an AllReduce counts size x its tensor, since every rank reduces all of it).
 constexpr size_t kStagedBytes = 64 << 10;
-constexpr std::chrono::microseconds kPoll{50};  // NOTE [Inproc waiting]
-constexpr std::chrono::milliseconds kSlice{50};
-
-// ---- waiting on a word (NOTE [Inproc waiting]) ----
-
-static_assert(std::atomic<uint32_t>::is_always_lock_free &&
-              sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
-constexpr uint32_t kWaiter = 1u << 31;  // a thread sleeps on the word
-
-void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, Clock::duration timeout) {
-  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
-  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr,
-          0);
-}
-
-void futex_wake_all(std::atomic<uint32_t>& word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr,
-          nullptr, 0);
-}
-
-// Returns once ready(value of `word`) holds. Between sleeps calls check(value), which throws to
-// end the wait (timeout, a departed peer) or returns to go on waiting.
-template <typename Ready, typename Check>
-void wait_on(std::atomic<uint32_t>& word, Clock::time_point deadline, const Ready& ready,
-             const Check& check) {
-  const Clock::time_point poll_until = Clock::now() + kPoll;
-  do {
-    for (int i = 0; i < 8; ++i) {
-      if (ready(word.load(std::memory_order_acquire))) return;
-      sched_yield();
-    }
-  } while (Clock::now() < poll_until);
-  while (true) {
-    uint32_t seen = word.load(std::memory_order_acquire);
-    if (ready(seen)) return;
-    check(seen);
-    if ((seen & kWaiter) == 0 &&
-        !word.compare_exchange_strong(seen, seen | kWaiter, std::memory_order_acq_rel)) {
-      continue;  // the word changed meanwhile
-    }
-    const Clock::duration left = deadline - Clock::now();
-    futex_wait(word, seen | kWaiter,
-               std::clamp<Clock::duration>(left, std::chrono::microseconds(100), kSlice));
-  }
-}
+// NOTE [Inproc waiting]
+constexpr WaitPolicy kWait{std::chrono::microseconds(50), std::chrono::milliseconds(50)};
 
 std::chrono::milliseconds time_left(Clock::time_point deadline) {
   return std::max(milliseconds(1),
@@ -284,7 +238,7 @@ struct Entry {
   size_t bytes = 0;
   int src = 0, dst = 0, tag = 0;
   bool is_send = false;
-  std::atomic<uint32_t> state{kPending};
+  WaitWord state;     // kPending, kDone or kFailed
   std::string error;  // set before the state becomes kFailed
   int peer() const { return is_send ? dst : src; }
   const char* what() const { return is_send ? "send" : "receive"; }
@@ -326,7 +280,7 @@ class Hub {
   void retract(Entry& entry);
 
  private:
-  // Gate bits (NOTE [Inproc waiting]): generation in the low bits, aborted, waiter.
+  // Gate bits (NOTE [Inproc waiting]): generation in the low bits, aborted.
   static constexpr uint32_t kAborted = 1u << 30;
   static constexpr uint32_t kGenerationMask = kAborted - 1;
 
@@ -345,7 +299,7 @@ class Hub {
   std::unique_ptr<RankState[]> ranks_;
 
   alignas(64) std::atomic<uint64_t> arrivals_{0};
-  alignas(64) std::atomic<uint32_t> gate_{0};
+  alignas(64) WaitWord gate_;
 
   std::mutex abort_mutex_;
   std::string abort_reason_;
@@ -379,56 +333,60 @@ void Hub::arrive(int rank, uint64_t number, Clock::time_point deadline, millisec
                  const char* verb) {
   const auto before = static_cast<uint32_t>(number - 1) & kGenerationMask;
   const auto after = static_cast<uint32_t>(number) & kGenerationMask;
-  if ((gate_.load(std::memory_order_acquire) & kAborted) != 0) throw aborted_failure(rank);
+  std::atomic<uint32_t>& gate = gate_.value;
+  if ((gate.load(std::memory_order_acquire) & kAborted) != 0) throw aborted_failure(rank);
   rank_state(rank).reached.store(number, std::memory_order_release);
   if (arrivals_.fetch_add(1, std::memory_order_acq_rel) + 1 == number * size_) {
     // The last to arrive opens the gate.
-    uint32_t seen = gate_.load(std::memory_order_relaxed);
+    uint32_t seen = gate.load(std::memory_order_relaxed);
     do {
       if ((seen & kAborted) != 0) throw aborted_failure(rank);
-    } while (!gate_.compare_exchange_weak(seen, after, std::memory_order_acq_rel,
-                                          std::memory_order_relaxed));
-    if ((seen & kWaiter) != 0) futex_wake_all(gate_);
+    } while (!gate.compare_exchange_weak(seen, after, std::memory_order_acq_rel,
+                                         std::memory_order_relaxed));
+    gate_.wake();
     return;
   }
-  wait_on(
-      gate_, deadline,
-      [&](uint32_t seen) { return (seen & (kGenerationMask | kAborted)) == after; },
-      [&](uint32_t seen) {
-        if ((seen & kAborted) != 0) throw aborted_failure(rank);
-        std::vector<int> departed, missing;
-        for (int q = 0; q < size_; ++q) {
-          if (rank_state(q).reached.load(std::memory_order_acquire) >= number) continue;
-          missing.push_back(q);
-          if (rank_state(q).departed.load(std::memory_order_acquire)) departed.push_back(q);
-        }
-        if (!departed.empty()) {
-          give_up(rank, before, std::move(departed),
-                  fmt::format("left the group (its ProcessGroup was destroyed, e.g. its thread "
-                              "ended) without calling this operation, so it can never {}",
-                              verb));
-        } else if (Clock::now() >= deadline) {
-          give_up(rank, before, std::move(missing),
-                  fmt::format("did not {} within the timeout of {} ms", verb, timeout.count()));
-        }
-      });
+  // The ranks that have not reached rendezvous `number`.
+  const auto missing = [&] {
+    std::vector<int> ranks;
+    for (int q = 0; q < size_; ++q) {
+      if (rank_state(q).reached.load(std::memory_order_acquire) < number) ranks.push_back(q);
+    }
+    return ranks;
+  };
+  const auto opened = [&] { return gate.load(std::memory_order_acquire) != before; };
+  const auto check = [&] {
+    std::vector<int> departed = missing();
+    std::erase_if(departed,
+                  [&](int q) { return !rank_state(q).departed.load(std::memory_order_acquire); });
+    if (departed.empty()) return;
+    give_up(rank, before, std::move(departed),
+            fmt::format("left the group (its ProcessGroup was destroyed, e.g. its thread ended) "
+                        "without calling this operation, so it can never {}",
+                        verb));
+  };
+  while (!wait_until(gate_, deadline, kWait, opened, check)) {
+    give_up(rank, before, missing(),
+            fmt::format("did not {} within the timeout of {} ms", verb, timeout.count()));
+  }
+  if ((gate.load(std::memory_order_acquire) & kAborted) != 0) throw aborted_failure(rank);
 }
 
 void Hub::give_up(int rank, uint32_t before, std::vector<int> missing, std::string what) {
   {
     std::lock_guard<std::mutex> lock(abort_mutex_);
-    uint32_t seen = gate_.load(std::memory_order_acquire);
+    uint32_t seen = gate_.value.load(std::memory_order_acquire);
     do {
       if ((seen & kAborted) != 0) break;               // somebody else gave up first
       if ((seen & kGenerationMask) != before) return;  // the gate opened: go on
-    } while (!gate_.compare_exchange_weak(seen, seen | kAborted, std::memory_order_acq_rel));
+    } while (!gate_.value.compare_exchange_weak(seen, seen | kAborted, std::memory_order_acq_rel));
     if (abort_reason_.empty()) {
       abort_reason_ = fmt::format("rank(s) {} {}", rank_list(missing), what);
       abort_missing_ = std::move(missing);
       aborted_by_ = rank;
     }
   }
-  futex_wake_all(gate_);
+  gate_.wake();
   throw aborted_failure(rank);
 }
 
@@ -447,22 +405,21 @@ BackendFailure Hub::aborted_failure(int rank) {
 
 void Hub::depart(int rank) {
   rank_state(rank).departed.store(true, std::memory_order_release);
-  futex_wake_all(gate_);
+  gate_.wake();
   // Wake the entries waiting for this rank, so that they notice.
   std::lock_guard<std::mutex> lock(p2p_mutex_);
   for (auto* queues : {&sends_to_, &recvs_at_}) {
     for (const auto& queue : *queues) {
       for (const auto& e : queue) {
-        if (e->peer() == rank) futex_wake_all(e->state);
+        if (e->peer() == rank) e->state.wake();
       }
     }
   }
 }
 
 void Hub::complete(Entry& entry, uint32_t state) {
-  if ((entry.state.exchange(state, std::memory_order_acq_rel) & kWaiter) != 0) {
-    futex_wake_all(entry.state);
-  }
+  entry.state.value.store(state, std::memory_order_release);
+  entry.state.wake();
 }
 
 void Hub::transfer(Entry& send, Entry& recv) {
@@ -518,37 +475,43 @@ bool Hub::withdraw(const Entry& entry) {
 
 void Hub::await(Entry& entry, Clock::time_point deadline, milliseconds timeout) {
   const int peer = entry.peer();
-  wait_on(
-      entry.state, deadline, [](uint32_t seen) { return (seen & ~kWaiter) != kPending; },
-      [&](uint32_t) {
-        const bool departed = rank_state(peer).departed.load(std::memory_order_acquire);
-        if (!departed && Clock::now() < deadline) return;
-        if (!withdraw(entry)) return;  // a peer took it: the transfer ends at once
-        const char* other = entry.is_send ? "receive" : "send";
-        if (departed) {
-          entry.error = fmt::format(
-              "rank {} left the group (its ProcessGroup was destroyed) without posting the {} "
-              "that matches this {} (tag {}, {} bytes)",
-              peer, other, entry.what(), entry.tag, entry.bytes);
-        } else {
-          entry.error = fmt::format(
-              "the {} {} rank {} with tag {} ({} bytes) found no matching {} within the timeout "
-              "of {} ms",
-              entry.what(), entry.is_send ? "to" : "from", peer, entry.tag, entry.bytes, other,
-              timeout.count());
-        }
-        // Failed, not pending: retract() then knows it is out of its queue.
-        entry.state.store(kFailed, std::memory_order_release);
-        throw BackendFailure(entry.error, peer);
-      });
-  if ((entry.state.load(std::memory_order_acquire) & ~kWaiter) == kFailed) {
+  const auto departed = [&] { return rank_state(peer).departed.load(std::memory_order_acquire); };
+  // Gives up on the entry, unless a peer took it out of its queue: its transfer ends at once.
+  const auto give_up = [&](bool peer_departed) {
+    if (!withdraw(entry)) return;
+    const char* other = entry.is_send ? "receive" : "send";
+    if (peer_departed) {
+      entry.error = fmt::format(
+          "rank {} left the group (its ProcessGroup was destroyed) without posting the {} that "
+          "matches this {} (tag {}, {} bytes)",
+          peer, other, entry.what(), entry.tag, entry.bytes);
+    } else {
+      entry.error = fmt::format(
+          "the {} {} rank {} with tag {} ({} bytes) found no matching {} within the timeout of {} "
+          "ms",
+          entry.what(), entry.is_send ? "to" : "from", peer, entry.tag, entry.bytes, other,
+          timeout.count());
+    }
+    // Failed, not pending: retract() then knows it is out of its queue.
+    entry.state.value.store(kFailed, std::memory_order_release);
+    throw BackendFailure(entry.error, peer);
+  };
+  const auto done = [&] { return entry.state.value.load(std::memory_order_acquire) != kPending; };
+  const auto check = [&] {
+    if (departed()) give_up(true);
+  };
+  if (!wait_until(entry.state, deadline, kWait, done, check)) {
+    give_up(departed());
+    while (!done()) sched_yield();  // a peer took the entry: its copy ends at once
+  }
+  if (entry.state.value.load(std::memory_order_acquire) == kFailed) {
     throw BackendFailure(entry.error, peer);
   }
 }
 
 void Hub::retract(Entry& entry) {
   if (withdraw(entry)) return;
-  while ((entry.state.load(std::memory_order_acquire) & ~kWaiter) == kPending) sched_yield();
+  while (entry.state.value.load(std::memory_order_acquire) == kPending) sched_yield();
 }
 
 // Finds (rank 0: makes) the hub of the group `options` describes (NOTE [Inproc hub]).

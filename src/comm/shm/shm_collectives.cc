@@ -22,18 +22,18 @@
 #include "cleave/core/dtype.h"
 #include "cleave/core/env.h"
 #include "cleave/core/error.h"
-#include "comm/shm/shm_wait.h"
+#include "comm/shm/shm_host.h"
+#include "comm/wait.h"
 
 namespace cleave::comm {
 
 using Clock = std::chrono::steady_clock;
 
 struct ShmCollectives::Header {
-  alignas(64) std::atomic<uint64_t> arrivals;    // barrier arrivals of all ranks, ever
-  alignas(64) std::atomic<uint32_t> generation;  // barriers completed (mod 2^32): the futex word
-  std::atomic<uint32_t> sleepers;                // ranks asleep on `generation`
-  alignas(64) std::atomic<int32_t> culprit;      // 0, or 1 + the rank a failed rank blamed
-  std::atomic<int32_t> reporter;                 // the rank that failed first
+  alignas(64) std::atomic<uint64_t> arrivals;  // barrier arrivals of all ranks, ever
+  alignas(64) WaitWord generation;             // barriers completed (mod 2^32)
+  alignas(64) std::atomic<int32_t> culprit;    // 0, or 1 + the rank a failed rank blamed
+  std::atomic<int32_t> reporter;               // the rank that failed first
   // Set by rank 0 before the others map the segment, so that every rank agrees on them.
   alignas(64) uint64_t round_bytes;  // per rank and round, <= kSlotBytes
   uint32_t oversubscribed;           // more ranks than cores on this host
@@ -80,11 +80,7 @@ std::string describe(const CallRecord& w) {
 
 constexpr size_t kHeaderBytes = 320;
 constexpr size_t kPage = 4096;
-// NOTE [Waiting in shared-memory collectives]
-using shm::kSlice;
-using shm::kYield;
 using shm::process_gone;
-using shm::read_first_line;
 // NOTE [Rounds of shared-memory collectives]
 constexpr size_t kRoundBytes = size_t{512} << 10;
 
@@ -101,21 +97,6 @@ RankWord* rank_words(void* mapping) {
 size_t slots_offset(int size) {
   const size_t control = kHeaderBytes + sizeof(RankWord) * static_cast<size_t>(size);
   return (control + kPage - 1) / kPage * kPage;
-}
-
-std::string link_target(const char* path) {
-  char buf[256] = {};
-  const ssize_t n = readlink(path, buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
-// What two processes must share to use one segment: the host (name and boot), the IPC namespace
-// (/dev/shm) and the pid namespace (the liveness check reads the peers' pids).
-std::string host_key() {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  return fmt::format("{}|{}|{}|{}", host, read_first_line("/proc/sys/kernel/random/boot_id"),
-                     link_target("/proc/self/ns/ipc"), link_target("/proc/self/ns/pid"));
 }
 
 // The cores of this host (not of this process's affinity mask: the workers of a job may be bound
@@ -229,7 +210,7 @@ std::vector<std::string> ShmCollectives::host_keys(const ProcessGroupOptions& op
                                                    Store& store) {
   if (!shm_enabled() || options.size <= 1) return {};
   auto key = [](int r) { return fmt::format("shm/host/{}", r); };
-  const std::string mine = testing_host_key.empty() ? host_key() : testing_host_key;
+  const std::string mine = testing_host_key.empty() ? shm::host_key() : testing_host_key;
   store.set(key(options.rank), to_bytes(mine));
   std::vector<std::string> keys(static_cast<size_t>(options.size));
   for (int r = 0; r < options.size; ++r) {
@@ -355,8 +336,7 @@ void ShmCollectives::abandon(int culprit) {
   if (header_->culprit.compare_exchange_strong(none, culprit + 1)) {
     header_->reporter.store(members_[rank_]);
   }
-  header_->generation.fetch_add(0);  // a full fence before the wake-up
-  shm::futex_wake_all(&header_->generation);
+  header_->generation.wake();
 }
 
 void ShmCollectives::throw_if_abandoned() const {
@@ -388,55 +368,40 @@ void ShmCollectives::wait_at_barrier() {
   words[rank_].arrived.store(k, std::memory_order_release);
   const uint64_t arrived = header_->arrivals.fetch_add(1, std::memory_order_acq_rel) + 1;
   const auto target = static_cast<uint32_t>(k);
+  std::atomic<uint32_t>& generation = header_->generation.value;
   if (arrived == k * static_cast<uint64_t>(size_)) {
-    header_->generation.store(target, std::memory_order_seq_cst);
-    if (header_->sleepers.load(std::memory_order_seq_cst) != 0) {
-      shm::futex_wake_all(&header_->generation);
-    }
+    generation.store(target, std::memory_order_release);
+    header_->generation.wake();
     return;
   }
-  auto done = [&] {
-    return static_cast<int32_t>(header_->generation.load(std::memory_order_acquire) - target) >= 0;
+  const auto done = [&] {
+    return static_cast<int32_t>(generation.load(std::memory_order_acquire) - target) >= 0;
   };
-  const Clock::time_point start = Clock::now();
-  while (Clock::now() - start < polling_) {
-    if (done()) return;
-    sched_yield();
-  }
-  // Asleep in slices, checking the failure word, the peers' processes and the deadline. A
-  // completed barrier comes first: its operation then checks the calls itself, and names the
-  // mismatch rather than the rank that found it first.
-  while (true) {
-    if (done()) return;
+  // Between slices: the failure word and the peers' processes. A completed barrier comes first:
+  // its operation then checks the calls itself, and names the mismatch rather than the rank that
+  // found it first.
+  const auto check = [&] {
     throw_if_abandoned();
     const int dead = dead_rank_behind(k);
-    if (dead >= 0) {
-      fail(members_[dead],
-           fmt::format("shared memory: rank {} (pid {}) has exited without reaching the "
-                       "collective's barrier {} that this rank waits at",
-                       members_[dead], rank_words(mapping_)[dead].pid, k));
+    if (dead < 0) return;
+    fail(members_[dead], fmt::format("shared memory: rank {} (pid {}) has exited without reaching "
+                                     "the collective's barrier {} that this rank waits at",
+                                     members_[dead], words[dead].pid, k));
+  };
+  while (!wait_until(header_->generation, deadline_, {polling_, kShmWait.slice}, done, check)) {
+    std::vector<int> missing;
+    for (int r = 0; r < size_; ++r) {
+      if (words[r].arrived.load(std::memory_order_acquire) < k) missing.push_back(members_[r]);
     }
-    const Clock::time_point now = Clock::now();
-    if (now >= deadline_) {
-      std::vector<int> missing;
-      for (int r = 0; r < size_; ++r) {
-        if (words[r].arrived.load(std::memory_order_acquire) < k) missing.push_back(members_[r]);
-      }
-      if (missing.empty()) continue;  // all arrived just now
-      fail(missing.front(),
-           fmt::format("shared memory: rank(s) {} did not arrive within the timeout of {} ms "
-                       "(they are alive but not in this collective: stopped, or calling "
-                       "collectives in another order)",
-                       fmt::join(missing, ", "), timeout_.count()));
+    if (missing.empty()) {  // all arrived just now: the last one is opening the barrier
+      sched_yield();
+      continue;
     }
-    const auto slice = std::min<Clock::duration>(kSlice, deadline_ - now);
-    const uint32_t seen = header_->generation.load(std::memory_order_seq_cst);
-    header_->sleepers.fetch_add(1, std::memory_order_seq_cst);
-    if (!done()) {
-      shm::futex_wait(&header_->generation, seen,
-                      std::chrono::duration_cast<std::chrono::nanoseconds>(slice));
-    }
-    header_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    fail(missing.front(),
+         fmt::format("shared memory: rank(s) {} did not arrive within the timeout of {} ms "
+                     "(they are alive but not in this collective: stopped, or calling "
+                     "collectives in another order)",
+                     fmt::join(missing, ", "), timeout_.count()));
   }
 }
 
@@ -452,8 +417,8 @@ void ShmCollectives::begin(Call call, const Tensor* tensor, int64_t count, int d
   check_call_ = true;
   // NOTE [Waiting beside computation]: an operation of several rounds on the communication thread
   // sleeps at once at its barriers; one of a single round polls first, as blocking calls do.
-  polling_ =
-      tensor != nullptr && tensor->nbytes() > round_bytes_ ? shm::yield_phase() : shm::kYield;
+  polling_ = tensor != nullptr && tensor->nbytes() > round_bytes_ ? poll_phase(kShmWait.poll)
+                                                                  : kShmWait.poll;
 }
 
 void ShmCollectives::check_calls() {

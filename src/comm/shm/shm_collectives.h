@@ -60,21 +60,21 @@
 // generation, calling sched_yield() between polls, for up to kYield (1 ms), and then sleeps on the
 // futex in slices of kSlice (10 ms); in an operation of several rounds on a group's communication
 // thread, beside its process's computation, it sleeps at once (NOTE [Waiting beside computation]
-// in comm/shm/shm_wait.h). It
-// never spins without yielding: even with no more ranks than cores, the kernel may run two ranks on
-// one core (other processes load the others), and a spinning rank then keeps its peer from
-// arriving. Measured on 2 cores shared with compilers, AllReduce on 2 ranks (comm_bench shm): with
-// a 50 us spin first, runs were bimodal — 0.5 us / 560 us at 4 KB / 4 MB when the ranks had a core
-// each, 106 us / 1137 us when they shared one (a 500 us spin: ~1000 us at 4 KB); yielding from the
-// first poll gave 0.9-7.3 us and 337-448 us in three runs out of three (Open MPI, which yields when
-// oversubscribed, 1.1 us / 1080 us then). With more ranks than cores yielding matters more (the
-// prototype lost ~8 ms per operation with 4 spinning ranks on 2 cores), and sleeping at once is
-// slower still (8 ranks, AllReduce 4 MB: ~6.4 ms sleeping at once, 3.3-4.9 ms yielding for 50 us to
-// 2 ms first). Between slices a sleeping rank checks that the ranks it waits for are alive (their
-// pids, this host's pid namespace being one condition for using the segment) and that no rank has
-// declared the group failed; the group's timeout bounds the whole operation. A rank that fails
-// (timeout, a dead peer) records the rank it blames in the header and wakes everybody, so the other
-// ranks fail at once with the same culprit instead of waiting for their own timeouts.
+// in comm/wait.h). It never spins without yielding: even with no more ranks than cores, the kernel
+// may run two ranks on one core (other processes load the others), and a spinning rank then keeps
+// its peer from arriving. Measured on 2 cores shared with compilers, AllReduce on 2 ranks
+// (comm_bench shm): with a 50 us spin first, runs were bimodal — 0.5 us / 560 us at 4 KB / 4 MB
+// when the ranks had a core each, 106 us / 1137 us when they shared one (a 500 us spin: ~1000 us at
+// 4 KB); yielding from the first poll gave 0.9-7.3 us and 337-448 us in three runs out of three
+// (Open MPI, which yields when oversubscribed, 1.1 us / 1080 us then). With more ranks than cores
+// yielding matters more (the prototype lost ~8 ms per operation with 4 spinning ranks on 2 cores),
+// and sleeping at once is slower still (8 ranks, AllReduce 4 MB: ~6.4 ms sleeping at once, 3.3-4.9
+// ms yielding for 50 us to 2 ms first). Between slices a sleeping rank checks that the ranks it
+// waits for are alive (their pids, this host's pid namespace being one condition for using the
+// segment) and that no rank has declared the group failed; the group's timeout bounds the whole
+// operation. A rank that fails (timeout, a dead peer) records the rank it blames in the header and
+// wakes everybody, so the other ranks fail at once with the same culprit instead of waiting for
+// their own timeouts.
 //
 // NOTE [Calls checked in shared-memory collectives]
 // Every rank writes the collective it calls (which, dtype, element count, reduce op or root) into
@@ -105,8 +105,13 @@
 
 #include "cleave/comm/process_group.h"
 #include "cleave/comm/store.h"
+#include "comm/wait.h"
 
 namespace cleave::comm {
+
+// How the shared-memory collectives and point-to-point wait (NOTE [Waiting in shared-memory
+// collectives]): poll for 1 ms, then sleep in slices of 10 ms.
+constexpr WaitPolicy kShmWait{std::chrono::microseconds(1000), std::chrono::milliseconds(10)};
 
 class ShmCollectives {
  public:

@@ -2,7 +2,6 @@
 #include "comm/shm/shm_p2p.h"
 
 #include <fmt/format.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,7 +9,8 @@
 #include <cstring>
 
 #include "cleave/core/error.h"
-#include "comm/shm/shm_wait.h"
+#include "comm/shm/shm_host.h"
+#include "comm/wait.h"
 
 namespace cleave::comm {
 
@@ -26,8 +26,7 @@ constexpr size_t kMinCapacity = size_t{16} << 10;
 constexpr size_t kMaxCapacity = size_t{1} << 20;
 
 struct alignas(kLine) Bell {
-  std::atomic<uint32_t> word;      // bumped on every change for this member: the futex word
-  std::atomic<uint32_t> sleepers;  // threads of this member asleep on it
+  WaitWord word;  // bumped on every change for this member
 };
 static_assert(sizeof(Bell) == kLine);
 
@@ -135,7 +134,7 @@ void ShmPeers::background() {
       return stopping_ || (deferred_pending_ > 0 && waiters_ == 0 && failure_.empty());
     });
     if (stopping_) return;
-    const uint32_t seen = bell.word.load(std::memory_order_seq_cst);
+    const uint32_t seen = bell.word.value.load(std::memory_order_seq_cst);
     bool moved = false;
     try {
       moved = progress();
@@ -144,11 +143,7 @@ void ShmPeers::background() {
     }
     if (moved) continue;
     lock.unlock();
-    bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    if (bell.word.load(std::memory_order_seq_cst) == seen) {
-      shm::futex_wait(&bell.word, seen, shm::kSlice);
-    }
-    bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    bell.word.sleep(seen, kShmWait.slice);
     lock.lock();
   }
 }
@@ -173,8 +168,8 @@ unsigned char* ShmPeers::ring(int src, int dst) const {
 
 void ShmPeers::ring_bell(int member) {
   Bell& bell = reinterpret_cast<Bell*>(region_)[member];
-  bell.word.fetch_add(1, std::memory_order_seq_cst);
-  if (bell.sleepers.load(std::memory_order_seq_cst) != 0) shm::futex_wake_all(&bell.word);
+  bell.word.value.fetch_add(1, std::memory_order_release);
+  bell.word.wake();
 }
 
 namespace {
@@ -375,7 +370,6 @@ void ShmPeers::fail(int culprit, const std::string& why, bool invalid_argument) 
 void ShmPeers::wait(const std::shared_ptr<Op>& op) { wait(op, Clock::now() + timeout_); }
 
 void ShmPeers::wait(const std::shared_ptr<Op>& op, std::chrono::steady_clock::time_point deadline) {
-  Bell& bell = reinterpret_cast<Bell*>(region_)[me_];
   struct Waiting {
     ShmPeers& self;
     explicit Waiting(ShmPeers& s) : self(s) {
@@ -387,65 +381,48 @@ void ShmPeers::wait(const std::shared_ptr<Op>& op, std::chrono::steady_clock::ti
       if (--self.waiters_ == 0 && self.deferred_pending_ > 0) self.wake_background_.notify_all();
     }
   } waiting(*this);
-  const auto polling = shm::yield_phase();  // NOTE [Waiting beside computation]
-  Clock::time_point yield_until = Clock::now() + polling;
-  while (true) {
-    const uint32_t seen = bell.word.load(std::memory_order_seq_cst);
-    bool moved = false;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (op->done.load(std::memory_order_acquire)) return;
-      throw_if_failed();
-      moved = progress();
-      if (op->done.load(std::memory_order_acquire)) return;
-      throw_if_failed();
+  const auto done = [&] { return op->done.load(std::memory_order_acquire); };
+  // Moves what it can; progress on any channel rings this member's bell, which restarts the
+  // polling phase (NOTE [Waiting]).
+  const auto moved_enough = [&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done()) return true;
+    throw_if_failed();
+    progress();
+    if (done()) return true;
+    throw_if_failed();
+    return false;
+  };
+  const char* what = op->is_send ? "to send" : "to receive";
+  const auto check = [&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+      segment_.throw_if_abandoned();
+    } catch (const BackendFailure& e) {
+      fail(e.peer, e.what(), false);
     }
-    const Clock::time_point now = Clock::now();
-    if (moved) {
-      yield_until = now + polling;
-      continue;
-    }
-    if (now < yield_until) {
-      sched_yield();
-      continue;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      try {
-        segment_.throw_if_abandoned();
-      } catch (const BackendFailure& e) {
-        fail(e.peer, e.what(), false);
-      }
-      const char* what = op->is_send ? "to send" : "to receive";
-      if (shm::process_gone(segment_.member_pid(op->member))) {
-        // It may have written the rest just before it exited.
-        progress();
-        if (op->done.load(std::memory_order_acquire)) return;
-        fail(op->peer,
-             fmt::format("shared memory: rank {} (pid {}) has exited while this rank waits {} "
-                         "the message with tag {} ({} bytes, {} moved)",
-                         op->peer, segment_.member_pid(op->member), what, op->tag, op->bytes,
-                         op->moved),
-             false);
-      }
-      if (now >= deadline) {
-        fail(op->peer,
-             fmt::format("shared memory: the message with tag {} ({} bytes) that this rank waits "
-                         "{} {} rank {} did not complete within the timeout of {} ms ({} bytes "
-                         "moved); the peer is alive, so it did not post the matching {} or stopped",
-                         op->tag, op->bytes, what, op->is_send ? "to" : "from", op->peer,
-                         timeout_.count(), op->moved, op->is_send ? "receive" : "send"),
-             false);
-      }
-    }
-    bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    if (bell.word.load(std::memory_order_seq_cst) == seen && !op->done.load()) {
-      shm::futex_wait(&bell.word, seen,
-                      std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::min<Clock::duration>(shm::kSlice, deadline - now)));
-    }
-    bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
-  }
+    if (!shm::process_gone(segment_.member_pid(op->member))) return;
+    // It may have written the rest just before it exited.
+    progress();
+    if (done()) return;
+    fail(
+        op->peer,
+        fmt::format("shared memory: rank {} (pid {}) has exited while this rank waits {} the "
+                    "message with tag {} ({} bytes, {} moved)",
+                    op->peer, segment_.member_pid(op->member), what, op->tag, op->bytes, op->moved),
+        false);
+  };
+  Bell& bell = reinterpret_cast<Bell*>(region_)[me_];
+  const WaitPolicy policy{poll_phase(kShmWait.poll), kShmWait.slice};
+  if (wait_until(bell.word, deadline, policy, moved_enough, check)) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  fail(op->peer,
+       fmt::format("shared memory: the message with tag {} ({} bytes) that this rank waits {} {} "
+                   "rank {} did not complete within the timeout of {} ms ({} bytes moved); the "
+                   "peer is alive, so it did not post the matching {} or stopped",
+                   op->tag, op->bytes, what, op->is_send ? "to" : "from", op->peer,
+                   timeout_.count(), op->moved, op->is_send ? "receive" : "send"),
+       false);
 }
 
 }  // namespace cleave::comm
