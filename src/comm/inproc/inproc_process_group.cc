@@ -32,13 +32,12 @@
 //   chunks from their owners, rendezvous: three rendezvous and n elements of work per rank.
 //
 // NOTE [Inproc reduction order]
-// Every element is reduced in group-rank order, rank 0's value first:
-//   ((x_0 op x_1) op x_2) op ... op x_{size-1}
-// Staged rounds compute it on every rank, direct ones on the chunk's owner, with the same loop,
-// so every rank gets bit-identical results, and equal inputs give equal results from run to run.
-// (For floating sums this is not the order of gloo's ring algorithm: the two backends may differ
-// in the last bits.) Integer sums and products wrap around (two's complement) instead of
-// overflowing. Mean is the sum scaled by 1 / size, by the ProcessGroup base class.
+// Every element is reduced in group-rank order, rank 0's value first (NOTE [Rank-order
+// reduction] in comm/rank_order_reduce.h). Staged rounds compute it on every rank, direct ones on
+// the chunk's owner, with the same function, so every rank gets bit-identical results, and equal
+// inputs give equal results from run to run. (For floating sums this is not the order of gloo's
+// ring algorithm: the two backends may differ in the last bits.) Mean is the sum scaled by
+// 1 / size, by the ProcessGroup base class.
 //
 // NOTE [Inproc waiting]
 // Ranks are often more threads than cores (8 ranks on 2 cores), so a waiting rank polls for at
@@ -86,6 +85,7 @@
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
 #include "comm/backends.h"
+#include "comm/rank_order_reduce.h"
 #include "comm/wait.h"
 
 namespace cleave::comm {
@@ -143,66 +143,6 @@ std::string describe(const Call& c) {
       return "Barrier";
   }
   return "?";
-}
-
-// ---- reductions (NOTE [Inproc reduction order]) ----
-
-template <typename T>
-T add(T a, T b) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return a || b;
-  } else if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-
-template <typename T>
-T multiply(T a, T b) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return a && b;
-  } else if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
-
-// out[i] = ((ins[0][i] op ins[1][i]) op ins[2][i]) ... for i < n, one block at a time through an
-// accumulator, so `out` may be one of the inputs.
-template <typename T, typename Op>
-void reduce_blocks(std::byte* out, const std::vector<const std::byte*>& ins, int64_t n, Op op) {
-  constexpr int64_t kBlock = 4096 / sizeof(T);
-  T acc[kBlock];
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t m = std::min(kBlock, n - b);
-    std::memcpy(acc, ins[0] + b * sizeof(T), static_cast<size_t>(m) * sizeof(T));
-    for (size_t q = 1; q < ins.size(); ++q) {
-      const T* in = reinterpret_cast<const T*>(ins[q]) + b;
-      for (int64_t i = 0; i < m; ++i) acc[i] = op(acc[i], in[i]);
-    }
-    std::memcpy(out + b * sizeof(T), acc, static_cast<size_t>(m) * sizeof(T));
-  }
-}
-
-void reduce(DType dtype, ReduceOp op, std::byte* out, const std::vector<const std::byte*>& ins,
-            int64_t n) {
-  CLEAVE_DISPATCH_ALL(dtype, [&] {
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kMean:
-        return reduce_blocks<T>(out, ins, n, [](T a, T b) { return add(a, b); });
-      case ReduceOp::kProd:
-        return reduce_blocks<T>(out, ins, n, [](T a, T b) { return multiply(a, b); });
-      case ReduceOp::kMax:
-        return reduce_blocks<T>(out, ins, n, [](T a, T b) { return a < b ? b : a; });
-      case ReduceOp::kMin:
-        return reduce_blocks<T>(out, ins, n, [](T a, T b) { return b < a ? b : a; });
-    }
-  });
 }
 
 // Elements [first, second) of n: chunk q of `size` (NOTE [Inproc rounds]).
@@ -603,13 +543,13 @@ class InprocProcessGroup final : public ProcessGroup {
     if (bytes * static_cast<size_t>(size()) <= kStagedBytes) {
       open_round(call, data, data, data, bytes);
       for (int q = 0; q < size(); ++q) ins_[static_cast<size_t>(q)] = staged(q);
-      reduce(t.dtype(), op, data, ins_, t.numel());
+      reduce_in_rank_order(t.dtype(), op, ins_, t.numel(), data);
       return;
     }
     open_round(call, data, data);
     const auto [lo, hi] = chunk(t.numel(), rank(), size());
     for (int q = 0; q < size(); ++q) ins_[static_cast<size_t>(q)] = slot(q).out + lo * element;
-    reduce(t.dtype(), op, data + lo * element, ins_, hi - lo);
+    reduce_in_rank_order(t.dtype(), op, ins_, hi - lo, data + lo * element);
     rendezvous();
     for (int q = 0; q < size(); ++q) {
       if (q == rank()) continue;
@@ -643,7 +583,7 @@ class InprocProcessGroup final : public ProcessGroup {
     for (int q = 0; q < size(); ++q) {
       ins_[static_cast<size_t>(q)] = (staged_round ? staged(q) : slot(q).in) + offset;
     }
-    reduce(output.dtype(), op, out, ins_, output.numel());
+    reduce_in_rank_order(output.dtype(), op, ins_, output.numel(), out);
     if (!staged_round) rendezvous();
   }
 

@@ -22,6 +22,7 @@
 #include "cleave/core/dtype.h"
 #include "cleave/core/env.h"
 #include "cleave/core/error.h"
+#include "comm/rank_order_reduce.h"
 #include "comm/shm/shm_host.h"
 #include "comm/wait.h"
 
@@ -91,7 +92,7 @@ size_t layout_bytes(int size) {
 }
 
 RankWord* rank_words(void* mapping) {
-  return reinterpret_cast<RankWord*>(static_cast<unsigned char*>(mapping) + kHeaderBytes);
+  return reinterpret_cast<RankWord*>(static_cast<std::byte*>(mapping) + kHeaderBytes);
 }
 
 size_t slots_offset(int size) {
@@ -145,56 +146,12 @@ void remove_orphaned_segments() {
   closedir(dir);
 }
 
-// ---- reductions in rank order (NOTE [Sum order of shared-memory collectives]) ----
-
-template <typename T>
-void combine(T* out, const T* a, const T* b, size_t n, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kMean:
-      if constexpr (std::is_same_v<T, bool>) {
-        CLEAVE_ASSERT(false, "sum of Bool tensors reached the shared-memory reduction");
-      } else {
-        for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-      }
-      return;
-    case ReduceOp::kProd:
-      if constexpr (std::is_same_v<T, bool>) {
-        CLEAVE_ASSERT(false, "product of Bool tensors reached the shared-memory reduction");
-      } else {
-        for (size_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
-      }
-      return;
-    case ReduceOp::kMax:
-      for (size_t i = 0; i < n; ++i) out[i] = std::max(a[i], b[i]);
-      return;
-    case ReduceOp::kMin:
-      for (size_t i = 0; i < n; ++i) out[i] = std::min(a[i], b[i]);
-      return;
-  }
-}
-
-// out[0..n) = ((src[0] op src[1]) op src[2]) ... , block by block so that the partial result
-// stays in L1; `also`, when not null, gets a copy of the result. `out` may be one of the sources
-// only if it is src[0] (each block is read before it is written).
-template <typename T>
-void reduce_in_rank_order(T* out, T* also, const std::vector<const T*>& src, size_t n,
-                          ReduceOp op) {
-  constexpr size_t kBlock = 4096 / sizeof(T) < 1 ? 1 : 4096 / sizeof(T);
-  for (size_t lo = 0; lo < n; lo += kBlock) {
-    const size_t len = std::min(kBlock, n - lo);
-    combine(out + lo, src[0] + lo, src[1] + lo, len, op);
-    for (size_t r = 2; r < src.size(); ++r) combine(out + lo, out + lo, src[r] + lo, len, op);
-    if (also != nullptr) std::memcpy(also + lo, out + lo, len * sizeof(T));
-  }
-}
-
 // Elements [lo, hi) of a round of `len` elements that chunk `c` of `size` covers.
 size_t chunk_lo(size_t len, int c, int size) {
   return len * static_cast<size_t>(c) / static_cast<size_t>(size);
 }
 
-void copy(void* dst, const void* src, size_t bytes) {
+void copy_bytes(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 
@@ -299,9 +256,8 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(const ProcessGroupOptions
     rank_words(shm->mapping_)[rank].pid = static_cast<int32_t>(getpid());
     shm->header_ = static_cast<Header*>(shm->mapping_);
     shm->round_bytes_ = static_cast<size_t>(shm->header_->round_bytes);
-    shm->slots_ = static_cast<unsigned char*>(shm->mapping_) + slots_offset(size);
-    if (extra_bytes > 0)
-      shm->extra_ = static_cast<unsigned char*>(shm->mapping_) + layout_bytes(size);
+    shm->slots_ = static_cast<std::byte*>(shm->mapping_) + slots_offset(size);
+    if (extra_bytes > 0) shm->extra_ = static_cast<std::byte*>(shm->mapping_) + layout_bytes(size);
   }
   store.set(key("mapped", rank), to_bytes(mapped ? "1" : "0"));
   bool all_mapped = mapped;
@@ -316,7 +272,7 @@ ShmCollectives::~ShmCollectives() {
   if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
 }
 
-unsigned char* ShmCollectives::slot(int rank, int buffer) const {
+std::byte* ShmCollectives::slot(int rank, int buffer) const {
   return slots_ + (static_cast<size_t>(rank) * 2 + static_cast<size_t>(buffer)) * kSlotBytes;
 }
 
@@ -458,33 +414,27 @@ void ShmCollectives::all_reduce(const Tensor& tensor, ReduceOp op) {
   const size_t es = dtype_size(tensor.dtype());
   const size_t n = static_cast<size_t>(tensor.numel());
   const size_t per_round = round_bytes_ / es;
-  auto* data = static_cast<unsigned char*>(tensor.raw_data());
+  auto* data = static_cast<std::byte*>(tensor.raw_data());
+  std::vector<const std::byte*> src(static_cast<size_t>(size_));  // the operands, by rank
   for (size_t off = 0; off < n; off += per_round) {
     const size_t len = std::min(per_round, n - off);
     const int b = static_cast<int>(rounds_++ & 1);
-    unsigned char* mine = slot(rank_, b);
-    unsigned char* base = data + off * es;
+    std::byte* mine = slot(rank_, b);
+    std::byte* base = data + off * es;
     const size_t lo = chunk_lo(len, rank_, size_), hi = chunk_lo(len, rank_ + 1, size_);
     // The other ranks' chunks of this rank's data (its own chunk is read in place).
-    copy(mine, base, lo * es);
-    copy(mine + hi * es, base + hi * es, (len - hi) * es);
+    copy_bytes(mine, base, lo * es);
+    copy_bytes(mine + hi * es, base + hi * es, (len - hi) * es);
     arrive_and_wait();
-    if (hi > lo) {
-      CLEAVE_DISPATCH_ALL(tensor.dtype(), [&] {
-        std::vector<const T*> src(static_cast<size_t>(size_));
-        for (int r = 0; r < size_; ++r) {
-          src[r] = reinterpret_cast<const T*>((r == rank_ ? base : slot(r, b)) + lo * es);
-        }
-        // Into the slot (for the others) and, as a copy, into this rank's tensor.
-        reduce_in_rank_order(reinterpret_cast<T*>(mine + lo * es),
-                             reinterpret_cast<T*>(base + lo * es), src, hi - lo, op);
-      });
-    }
+    for (int r = 0; r < size_; ++r) src[r] = (r == rank_ ? base : slot(r, b)) + lo * es;
+    // Into the slot (for the others) and, as a copy, into this rank's tensor.
+    reduce_in_rank_order(tensor.dtype(), op, src, static_cast<int64_t>(hi - lo), mine + lo * es,
+                         base + lo * es);
     arrive_and_wait();
     for (int c = 0; c < size_; ++c) {
       if (c == rank_) continue;
       const size_t clo = chunk_lo(len, c, size_), chi = chunk_lo(len, c + 1, size_);
-      copy(base + clo * es, slot(c, b) + clo * es, (chi - clo) * es);
+      copy_bytes(base + clo * es, slot(c, b) + clo * es, (chi - clo) * es);
     }
   }
 }
@@ -494,42 +444,38 @@ void ShmCollectives::reduce_scatter(const Tensor& output, const Tensor& input, R
   const size_t es = dtype_size(input.dtype());
   const size_t n = static_cast<size_t>(output.numel());  // per rank
   const size_t per_round = std::max<size_t>(1, round_bytes_ / es / static_cast<size_t>(size_));
-  const auto* in = static_cast<const unsigned char*>(input.raw_data());
-  auto* out = static_cast<unsigned char*>(output.raw_data());
+  const auto* in = static_cast<const std::byte*>(input.raw_data());
+  auto* out = static_cast<std::byte*>(output.raw_data());
+  std::vector<const std::byte*> src(static_cast<size_t>(size_));  // the operands, by rank
   for (size_t off = 0; off < n; off += per_round) {
     const size_t len = std::min(per_round, n - off);
     const int b = static_cast<int>(rounds_++ & 1);
-    unsigned char* mine = slot(rank_, b);
+    std::byte* mine = slot(rank_, b);
     // Region j of this rank's slot: its part of chunk j (per_round elements apart).
     for (int j = 0; j < size_; ++j) {
-      if (j != rank_) copy(mine + j * per_round * es, in + (j * n + off) * es, len * es);
+      if (j != rank_) copy_bytes(mine + j * per_round * es, in + (j * n + off) * es, len * es);
     }
     arrive_and_wait();
-    CLEAVE_DISPATCH_ALL(input.dtype(), [&] {
-      std::vector<const T*> src(static_cast<size_t>(size_));
-      for (int r = 0; r < size_; ++r) {
-        src[r] = reinterpret_cast<const T*>(r == rank_ ? in + (rank_ * n + off) * es
-                                                       : slot(r, b) + rank_ * per_round * es);
-      }
-      reduce_in_rank_order(reinterpret_cast<T*>(out + off * es), static_cast<T*>(nullptr), src, len,
-                           op);
-    });
+    for (int r = 0; r < size_; ++r) {
+      src[r] = r == rank_ ? in + (rank_ * n + off) * es : slot(r, b) + rank_ * per_round * es;
+    }
+    reduce_in_rank_order(input.dtype(), op, src, static_cast<int64_t>(len), out + off * es);
   }
 }
 
 void ShmCollectives::all_gather(const Tensor& output, const Tensor& input) {
   begin(Call::kAllGather, &input, input.numel(), 0);
   const size_t bytes = input.nbytes();
-  const auto* in = static_cast<const unsigned char*>(input.raw_data());
-  auto* out = static_cast<unsigned char*>(output.raw_data());
-  copy(out + rank_ * bytes, in, bytes);
+  const auto* in = static_cast<const std::byte*>(input.raw_data());
+  auto* out = static_cast<std::byte*>(output.raw_data());
+  copy_bytes(out + rank_ * bytes, in, bytes);
   for (size_t off = 0; off < bytes; off += round_bytes_) {
     const size_t len = std::min(round_bytes_, bytes - off);
     const int b = static_cast<int>(rounds_++ & 1);
-    copy(slot(rank_, b), in + off, len);
+    copy_bytes(slot(rank_, b), in + off, len);
     arrive_and_wait();
     for (int r = 0; r < size_; ++r) {
-      if (r != rank_) copy(out + r * bytes + off, slot(r, b), len);
+      if (r != rank_) copy_bytes(out + r * bytes + off, slot(r, b), len);
     }
   }
 }
@@ -537,13 +483,13 @@ void ShmCollectives::all_gather(const Tensor& output, const Tensor& input) {
 void ShmCollectives::broadcast(const Tensor& tensor, int root) {
   begin(Call::kBroadcast, &tensor, tensor.numel(), root);
   const size_t bytes = tensor.nbytes();
-  auto* data = static_cast<unsigned char*>(tensor.raw_data());
+  auto* data = static_cast<std::byte*>(tensor.raw_data());
   for (size_t off = 0; off < bytes; off += round_bytes_) {
     const size_t len = std::min(round_bytes_, bytes - off);
     const int b = static_cast<int>(rounds_++ & 1);
-    if (rank_ == root) copy(slot(root, b), data + off, len);
+    if (rank_ == root) copy_bytes(slot(root, b), data + off, len);
     arrive_and_wait();
-    if (rank_ != root) copy(data + off, slot(root, b), len);
+    if (rank_ != root) copy_bytes(data + off, slot(root, b), len);
   }
 }
 
@@ -553,19 +499,19 @@ void ShmCollectives::all_to_all(const Tensor& output, const Tensor& input) {
   const size_t es = dtype_size(input.dtype());
   const size_t per_round =
       std::max(es, round_bytes_ / static_cast<size_t>(size_) / es * es);  // bytes per region
-  const auto* in = static_cast<const unsigned char*>(input.raw_data());
-  auto* out = static_cast<unsigned char*>(output.raw_data());
-  copy(out + rank_ * chunk, in + rank_ * chunk, chunk);
+  const auto* in = static_cast<const std::byte*>(input.raw_data());
+  auto* out = static_cast<std::byte*>(output.raw_data());
+  copy_bytes(out + rank_ * chunk, in + rank_ * chunk, chunk);
   for (size_t off = 0; off < chunk; off += per_round) {
     const size_t len = std::min(per_round, chunk - off);
     const int b = static_cast<int>(rounds_++ & 1);
-    unsigned char* mine = slot(rank_, b);
+    std::byte* mine = slot(rank_, b);
     for (int j = 0; j < size_; ++j) {
-      if (j != rank_) copy(mine + j * per_round, in + j * chunk + off, len);
+      if (j != rank_) copy_bytes(mine + j * per_round, in + j * chunk + off, len);
     }
     arrive_and_wait();
     for (int r = 0; r < size_; ++r) {
-      if (r != rank_) copy(out + r * chunk + off, slot(r, b) + rank_ * per_round, len);
+      if (r != rank_) copy_bytes(out + r * chunk + off, slot(r, b) + rank_ * per_round, len);
     }
   }
 }

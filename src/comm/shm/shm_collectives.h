@@ -29,18 +29,14 @@
 //   Barrier         one barrier.
 //
 // NOTE [Sum order of shared-memory collectives]
-// Every element is reduced in rank order: ((x0 op x1) op x2) op ... — whatever the element's
-// position, the element count, the round size and the world size. So the result is deterministic
-// and the same on every rank, and equals a sequential reduction over ranks 0..size-1. Gloo's ring
-// AllReduce (gloo/allreduce.cc) instead accumulates each segment around the ring starting at a
-// rank that depends on the segment, so for floating point with 3 or more ranks the two differ in
-// the last bits (by design, not a bug of either); with 2 ranks they are equal bit for bit (IEEE
-// addition and multiplication commute), and for integers and max/min they are always equal. The
-// tests check the rank order and the 2-rank equality (tests/comm/shm_collectives_test.cc); that
-// 3 or more ranks differ from Gloo in the last bits follows from the ring's order and is not
-// asserted. A group over several hosts (NOTE
-// [Hierarchical collectives] in comm/gloo/gloo_process_group.cc) reduces each host's ranks in
-// rank order and then the hosts' partial results in Gloo's ring order.
+// Every element is reduced in rank order, ((x0 op x1) op x2) op ..., whatever its position, the
+// element count, the round size and the world size (NOTE [Rank-order reduction] in
+// comm/rank_order_reduce.h): deterministic, the same on every rank. Gloo's ring AllReduce instead
+// starts each segment at a rank that depends on the segment, so for floating point with 3 or more
+// ranks the two differ in the last bits (by design); with 2 ranks they are equal bit for bit, and
+// for integers and max/min always. The tests check the rank order and the 2-rank equality. A
+// group over several hosts (NOTE [Hierarchical collectives] in comm/gloo/gloo_process_group.cc)
+// reduces each host's ranks in rank order, then the hosts' partial results in Gloo's ring order.
 //
 // NOTE [Rounds of shared-memory collectives]
 // A round moves at most round_bytes per rank: 512 KB when the host has a core per rank, 1 MB (the
@@ -159,7 +155,7 @@ class ShmCollectives {
   void throw_if_abandoned() const;
   // The region reserved by create's extra_bytes (null when none), the members' group ranks, and
   // the pid of member `member` (an index into members()).
-  unsigned char* extra() const { return extra_; }
+  std::byte* extra() const { return extra_; }
   const std::vector<int>& members() const { return members_; }
   int32_t member_pid(int member) const;
 
@@ -180,7 +176,7 @@ class ShmCollectives {
   void check_calls();
   // Waits at the next barrier without checking the calls.
   void wait_at_barrier();
-  unsigned char* slot(int rank, int buffer) const;
+  std::byte* slot(int rank, int buffer) const;
   // Waits until every rank has arrived at the next barrier (the first of an operation also checks
   // the calls); throws BackendFailure (see above).
   void arrive_and_wait();
@@ -200,8 +196,8 @@ class ShmCollectives {
   void* mapping_ = nullptr;
   size_t mapping_bytes_ = 0;
   Header* header_ = nullptr;
-  unsigned char* slots_ = nullptr;
-  unsigned char* extra_ = nullptr;
+  std::byte* slots_ = nullptr;
+  std::byte* extra_ = nullptr;
   bool check_call_ = false;                         // the next barrier is the operation's first
   uint64_t calls_ = 0;                              // operations begun
   uint64_t barriers_ = 0;                           // barriers this rank has passed

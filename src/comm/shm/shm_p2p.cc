@@ -69,7 +69,7 @@ struct ShmPeers::Channel {
 
 struct ShmPeers::Op {
   Tensor keep;  // holds the buffer
-  unsigned char* data = nullptr;
+  std::byte* data = nullptr;
   uint64_t bytes = 0;
   int member = 0;  // the peer's member index
   int peer = 0;    // its group rank
@@ -84,7 +84,7 @@ struct ShmPeers::Op {
 // A message that arrived before its receive was posted.
 struct ShmPeers::Unexpected {
   int tag = 0;
-  std::vector<unsigned char> data;
+  std::vector<std::byte> data;
   uint64_t got = 0;
 };
 
@@ -162,7 +162,7 @@ ShmPeers::Channel& ShmPeers::channel(int src, int dst) const {
   return reinterpret_cast<Channel*>(region_ + channels_offset(n_))[pair_index(src, dst, n_)];
 }
 
-unsigned char* ShmPeers::ring(int src, int dst) const {
+std::byte* ShmPeers::ring(int src, int dst) const {
   return region_ + rings_offset(n_) + pair_index(src, dst, n_) * capacity_;
 }
 
@@ -174,17 +174,17 @@ void ShmPeers::ring_bell(int member) {
 
 namespace {
 // Copies between a ring of `capacity` bytes (a power of two) at stream position `pos` and `buf`.
-void ring_write(unsigned char* ring, size_t capacity, uint64_t pos, const void* buf, size_t n) {
+void ring_write(std::byte* ring, size_t capacity, uint64_t pos, const void* buf, size_t n) {
   const size_t at = pos & (capacity - 1);
   const size_t first = std::min(n, capacity - at);
   std::memcpy(ring + at, buf, first);
-  if (n > first) std::memcpy(ring, static_cast<const unsigned char*>(buf) + first, n - first);
+  if (n > first) std::memcpy(ring, static_cast<const std::byte*>(buf) + first, n - first);
 }
-void ring_read(const unsigned char* ring, size_t capacity, uint64_t pos, void* buf, size_t n) {
+void ring_read(const std::byte* ring, size_t capacity, uint64_t pos, void* buf, size_t n) {
   const size_t at = pos & (capacity - 1);
   const size_t first = std::min(n, capacity - at);
   std::memcpy(buf, ring + at, first);
-  if (n > first) std::memcpy(static_cast<unsigned char*>(buf) + first, ring, n - first);
+  if (n > first) std::memcpy(static_cast<std::byte*>(buf) + first, ring, n - first);
 }
 }  // namespace
 
@@ -203,7 +203,7 @@ bool ShmPeers::progress_send(int j) {
   Peer& p = peers_[j];
   if (p.sends.empty()) return false;
   Channel& ch = channel(me_, j);
-  unsigned char* r = ring(me_, j);
+  std::byte* r = ring(me_, j);
   uint64_t head = ch.head.load(std::memory_order_relaxed);
   const uint64_t tail = ch.tail.load(std::memory_order_acquire);
   const uint64_t start = head;
@@ -238,7 +238,7 @@ bool ShmPeers::progress_send(int j) {
 bool ShmPeers::progress_recv(int j) {
   Peer& p = peers_[j];
   Channel& ch = channel(j, me_);
-  const unsigned char* r = ring(j, me_);
+  const std::byte* r = ring(j, me_);
   uint64_t tail = ch.tail.load(std::memory_order_relaxed);
   const uint64_t head = ch.head.load(std::memory_order_acquire);
   const uint64_t start = tail;
@@ -269,7 +269,7 @@ bool ShmPeers::progress_recv(int j) {
     }
     const uint64_t n = std::min(head - tail, p.bytes - p.got);
     if (n > 0) {
-      unsigned char* dst = p.op ? p.op->data : p.heap->data.data();
+      std::byte* dst = p.op ? p.op->data : p.heap->data.data();
       ring_read(r, capacity_, tail, dst + p.got, n);
       tail += n;
       p.got += n;
@@ -307,7 +307,7 @@ std::shared_ptr<ShmPeers::Op> ShmPeers::post(const Tensor& tensor, int peer, int
                                              bool deferred) {
   auto op = std::make_shared<Op>();
   op->keep = tensor;
-  op->data = static_cast<unsigned char*>(tensor.raw_data());
+  op->data = static_cast<std::byte*>(tensor.raw_data());
   op->bytes = tensor.nbytes();
   op->member =
       static_cast<int>(std::find(members_.begin(), members_.end(), peer) - members_.begin());

@@ -116,7 +116,7 @@ class ShmPeers {
   Channel& channel(int src, int dst) const;
   // The progress thread (NOTE [Shared-memory point-to-point]).
   void background();
-  unsigned char* ring(int src, int dst) const;
+  std::byte* ring(int src, int dst) const;
 
   ShmCollectives& segment_;
   std::vector<int> members_;  // group rank of each member
@@ -124,7 +124,7 @@ class ShmPeers {
   int n_ = 0;
   size_t capacity_ = 0;
   std::chrono::milliseconds timeout_;
-  unsigned char* region_ = nullptr;
+  std::byte* region_ = nullptr;
 
   mutable std::mutex mutex_;
   std::vector<Peer> peers_;  // per member
