@@ -17,8 +17,7 @@
 // collective. For each round a rank has a *slot* (the call it made: kind, dtype, element count,
 // op, root; and its buffers' addresses) and a *staging* buffer, both double-buffered by the
 // round's parity. Every round opens with a rendezvous, after which each rank checks that all
-// slots describe the same call (a mismatch names the first rank that differs, instead of
-// corrupting memory or hanging).
+// slots describe the same call (NOTE [Calls checked across ranks] in comm/call_check.h).
 //   Staged rounds (small inputs, up to kStagedBytes): each rank copies its input into its staging
 //   buffer, rendezvous, then reads the others' staging buffers into its own output: one
 //   rendezvous per round. This is safe because a rank writes parity p's buffers again only in
@@ -85,6 +84,7 @@
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
 #include "comm/backends.h"
+#include "comm/call_check.h"
 #include "comm/rank_order_reduce.h"
 #include "comm/wait.h"
 
@@ -105,46 +105,6 @@ std::chrono::milliseconds time_left(Clock::time_point deadline) {
                   std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
 }
 
-// ---- the call a rank makes in a round, and its description in errors ----
-
-enum class Kind : uint8_t {
-  kAllReduce,
-  kAllGather,
-  kReduceScatter,
-  kBroadcast,
-  kAllToAll,
-  kBarrier
-};
-
-struct Call {
-  Kind kind = Kind::kBarrier;
-  DType dtype = DType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;  // reductions only
-  int root = 0;                  // Broadcast only
-  int64_t count = 0;             // elements: the tensor, or the part of one rank
-  bool operator==(const Call&) const = default;
-};
-
-std::string describe(const Call& c) {
-  const std::string_view dtype = dtype_name(c.dtype);
-  switch (c.kind) {
-    case Kind::kAllReduce:
-      return fmt::format("AllReduce ({} of {} {} elements)", reduce_op_name(c.op), c.count, dtype);
-    case Kind::kAllGather:
-      return fmt::format("AllGather ({} {} elements per rank)", c.count, dtype);
-    case Kind::kReduceScatter:
-      return fmt::format("ReduceScatter ({}, {} {} elements per rank)", reduce_op_name(c.op),
-                         c.count, dtype);
-    case Kind::kBroadcast:
-      return fmt::format("Broadcast ({} {} elements from root {})", c.count, dtype, c.root);
-    case Kind::kAllToAll:
-      return fmt::format("AlltoAll ({} {} elements)", c.count, dtype);
-    case Kind::kBarrier:
-      return "Barrier";
-  }
-  return "?";
-}
-
 // Elements [first, second) of n: chunk q of `size` (NOTE [Inproc rounds]).
 std::pair<int64_t, int64_t> chunk(int64_t n, int q, int size) {
   return {n * q / size, n * (q + 1) / size};
@@ -158,7 +118,7 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 // What one rank publishes for a round.
 struct Slot {
-  Call call;
+  CallRecord call;
   const std::byte* in = nullptr;
   std::byte* out = nullptr;
 };
@@ -537,7 +497,8 @@ class InprocProcessGroup final : public ProcessGroup {
 
  protected:
   void do_all_reduce(const Tensor& t, ReduceOp op) override {
-    const Call call{Kind::kAllReduce, t.dtype(), op, 0, t.numel()};
+    const CallRecord call =
+        call_record(Collective::kAllReduce, t.dtype(), t.numel(), static_cast<int>(op));
     auto* data = static_cast<std::byte*>(t.raw_data());
     const size_t bytes = t.nbytes(), element = dtype_size(t.dtype());
     if (bytes * static_cast<size_t>(size()) <= kStagedBytes) {
@@ -561,7 +522,7 @@ class InprocProcessGroup final : public ProcessGroup {
   }
 
   void do_all_gather(const Tensor& output, const Tensor& input) override {
-    const Call call{Kind::kAllGather, input.dtype(), ReduceOp::kSum, 0, input.numel()};
+    const CallRecord call = call_record(Collective::kAllGather, input.dtype(), input.numel());
     const auto* in = static_cast<const std::byte*>(input.raw_data());
     auto* out = static_cast<std::byte*>(output.raw_data());
     const size_t bytes = input.nbytes();
@@ -574,7 +535,8 @@ class InprocProcessGroup final : public ProcessGroup {
   }
 
   void do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
-    const Call call{Kind::kReduceScatter, input.dtype(), op, 0, output.numel()};
+    const CallRecord call = call_record(Collective::kReduceScatter, input.dtype(), output.numel(),
+                                        static_cast<int>(op));
     const auto* in = static_cast<const std::byte*>(input.raw_data());
     auto* out = static_cast<std::byte*>(output.raw_data());
     const size_t offset = output.nbytes() * static_cast<size_t>(rank());
@@ -588,7 +550,7 @@ class InprocProcessGroup final : public ProcessGroup {
   }
 
   void do_broadcast(const Tensor& t, int root) override {
-    const Call call{Kind::kBroadcast, t.dtype(), ReduceOp::kSum, root, t.numel()};
+    const CallRecord call = call_record(Collective::kBroadcast, t.dtype(), t.numel(), root);
     auto* data = static_cast<std::byte*>(t.raw_data());
     const size_t bytes = t.nbytes();
     const bool staged_round = bytes <= kStagedBytes;
@@ -602,7 +564,7 @@ class InprocProcessGroup final : public ProcessGroup {
   }
 
   void do_all_to_all(const Tensor& output, const Tensor& input) override {
-    const Call call{Kind::kAllToAll, input.dtype(), ReduceOp::kSum, 0, input.numel()};
+    const CallRecord call = call_record(Collective::kAllToAll, input.dtype(), input.numel());
     const auto* in = static_cast<const std::byte*>(input.raw_data());
     auto* out = static_cast<std::byte*>(output.raw_data());
     const size_t part = input.nbytes() / static_cast<size_t>(size());
@@ -615,7 +577,7 @@ class InprocProcessGroup final : public ProcessGroup {
     if (!staged_round) rendezvous();
   }
 
-  void do_barrier() override { open_round(Call{}, nullptr, nullptr); }
+  void do_barrier() override { open_round(CallRecord{}, nullptr, nullptr); }
 
   void do_exchange(const std::vector<PeerBuffer>& sends,
                    const std::vector<PeerBuffer>& recvs) override {
@@ -644,7 +606,7 @@ class InprocProcessGroup final : public ProcessGroup {
   // Opens a round (NOTE [Inproc rounds]): publishes this rank's call and buffers, copies
   // `staged_bytes` from `stage` (when not null) into its staging buffer, passes the round's first
   // rendezvous and checks that every rank made the same call.
-  void open_round(const Call& call, const std::byte* in, std::byte* out,
+  void open_round(const CallRecord& call, const std::byte* in, std::byte* out,
                   const std::byte* stage = nullptr, size_t staged_bytes = 0) {
     deadline_ = Clock::now() + options().timeout;
     parity_ = static_cast<int>(round_++ & 1);
@@ -656,14 +618,11 @@ class InprocProcessGroup final : public ProcessGroup {
       if (staged_bytes > 0) std::memcpy(staging.data(), stage, staged_bytes);
     }
     rendezvous();
-    for (int q = 0; q < size(); ++q) {
-      if (slot(q).call == call) continue;
-      throw BackendFailure(
-          fmt::format("rank {} called {} where this rank called {}; every rank must issue the "
-                      "group's collectives in the same order, with the same element counts, "
-                      "dtypes, ops and roots",
-                      q, describe(slot(q).call), describe(call)),
-          q);
+    // NOTE [Calls checked across ranks]
+    const int q =
+        first_mismatch(call, size(), [&](int r) -> const CallRecord& { return slot(r).call; });
+    if (q >= 0) {
+      throw BackendFailure(mismatch_message(q, slot(q).call, call, CallWording::kInproc), q);
     }
   }
 

@@ -22,6 +22,7 @@
 #include "cleave/core/dtype.h"
 #include "cleave/core/env.h"
 #include "cleave/core/error.h"
+#include "comm/call_check.h"
 #include "comm/rank_order_reduce.h"
 #include "comm/shm/shm_host.h"
 #include "comm/wait.h"
@@ -42,42 +43,15 @@ struct ShmCollectives::Header {
 
 namespace {
 
-// A collective a rank calls (NOTE [Calls checked in shared-memory collectives]).
-struct CallRecord {
-  int32_t call;    // ShmCollectives::Call
-  int32_t dtype;   // DType
-  int32_t detail;  // ReduceOp, or the root of a Broadcast
-  int64_t count;   // elements
-};
-
 // Per rank, after the header: the barriers it has reached, its pid, and its last two calls (call
 // i in calls[i % 2]: a rank writes a record again only two operations later, after the barrier of
 // the operation between, which no rank passes before it has finished checking the record).
 struct alignas(64) RankWord {
   std::atomic<uint64_t> arrived;
   int32_t pid;
-  CallRecord calls[2];
+  CallRecord calls[2];  // NOTE [Calls checked across ranks]
 };
 static_assert(sizeof(RankWord) == 64);
-
-const char* call_name(int32_t call) {
-  static const char* const names[] = {"AllReduce", "AllGather", "ReduceScatter",
-                                      "Broadcast", "AlltoAll",  "Barrier"};
-  return call >= 0 && call < 6 ? names[call] : "?";
-}
-
-std::string describe(const CallRecord& w) {
-  const std::string name = call_name(w.call);
-  if (name == "Barrier") return name;
-  std::string what = name;
-  if (name == "AllReduce" || name == "ReduceScatter") {
-    what += fmt::format("({})", reduce_op_name(static_cast<ReduceOp>(w.detail)));
-  } else if (name == "Broadcast") {
-    what += fmt::format(" from root {}", w.detail);
-  }
-  return fmt::format("{} of {} elements of {}", what, w.count,
-                     dtype_name(static_cast<DType>(w.dtype)));
-}
 
 constexpr size_t kHeaderBytes = 320;
 constexpr size_t kPage = 4096;
@@ -363,13 +337,10 @@ void ShmCollectives::wait_at_barrier() {
 
 // ---- the collectives ----
 
-void ShmCollectives::begin(Call call, const Tensor* tensor, int64_t count, int detail) {
+void ShmCollectives::begin(Collective call, const Tensor* tensor, int64_t count, int detail) {
   deadline_ = Clock::now() + timeout_;
-  CallRecord& mine = rank_words(mapping_)[rank_].calls[++calls_ & 1];
-  mine.call = static_cast<int32_t>(call);
-  mine.dtype = tensor != nullptr ? static_cast<int32_t>(tensor->dtype()) : 0;
-  mine.count = count;
-  mine.detail = detail;
+  rank_words(mapping_)[rank_].calls[++calls_ & 1] =
+      call_record(call, tensor != nullptr ? tensor->dtype() : DType{}, count, detail);
   check_call_ = true;
   // NOTE [Waiting beside computation]: an operation of several rounds on the communication thread
   // sleeps at once at its barriers; one of a single round polls first, as blocking calls do.
@@ -380,20 +351,15 @@ void ShmCollectives::begin(Call call, const Tensor* tensor, int64_t count, int d
 void ShmCollectives::check_calls() {
   const RankWord* words = rank_words(mapping_);
   const CallRecord& mine = words[rank_].calls[calls_ & 1];
-  for (int r = 0; r < size_; ++r) {
-    const CallRecord& w = words[r].calls[calls_ & 1];
-    if (w.call != mine.call || w.dtype != mine.dtype || w.count != mine.count ||
-        w.detail != mine.detail) {
-      // Every rank is alive and sees the same words, so each fails here at once with this
-      // message; an invalid-argument error, so no process waits for a lost-peer verdict (NOTE
-      // [Failure hook] in comm/progress.h).
-      abandon(members_[r]);
-      CLEAVE_FAIL(
-          "shared memory: rank {} called {} while this rank called {}; every rank of a group "
-          "must call the same collectives, with the same sizes, in the same order",
-          members_[r], describe(w), describe(mine));
-    }
-  }
+  const int r = first_mismatch(
+      mine, size_, [&](int q) -> const CallRecord& { return words[q].calls[calls_ & 1]; });
+  if (r < 0) return;
+  // Every rank is alive and sees the same records, so each fails here at once with this message;
+  // an invalid-argument error, so no process waits for a lost-peer verdict (NOTE [Failure hook]
+  // in comm/progress.h).
+  abandon(members_[r]);
+  throw Error(ErrorKind::kInvalidArgument, mismatch_message(members_[r], words[r].calls[calls_ & 1],
+                                                            mine, CallWording::kSharedMemory));
 }
 
 void ShmCollectives::arrive_and_wait() {
@@ -405,12 +371,12 @@ void ShmCollectives::arrive_and_wait() {
 }
 
 void ShmCollectives::barrier() {
-  begin(Call::kBarrier, nullptr, 0, 0);
+  begin(Collective::kBarrier, nullptr, 0, 0);
   arrive_and_wait();
 }
 
 void ShmCollectives::all_reduce(const Tensor& tensor, ReduceOp op) {
-  begin(Call::kAllReduce, &tensor, tensor.numel(), static_cast<int>(op));
+  begin(Collective::kAllReduce, &tensor, tensor.numel(), static_cast<int>(op));
   const size_t es = dtype_size(tensor.dtype());
   const size_t n = static_cast<size_t>(tensor.numel());
   const size_t per_round = round_bytes_ / es;
@@ -440,7 +406,7 @@ void ShmCollectives::all_reduce(const Tensor& tensor, ReduceOp op) {
 }
 
 void ShmCollectives::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
-  begin(Call::kReduceScatter, &output, output.numel(), static_cast<int>(op));
+  begin(Collective::kReduceScatter, &output, output.numel(), static_cast<int>(op));
   const size_t es = dtype_size(input.dtype());
   const size_t n = static_cast<size_t>(output.numel());  // per rank
   const size_t per_round = std::max<size_t>(1, round_bytes_ / es / static_cast<size_t>(size_));
@@ -464,7 +430,7 @@ void ShmCollectives::reduce_scatter(const Tensor& output, const Tensor& input, R
 }
 
 void ShmCollectives::all_gather(const Tensor& output, const Tensor& input) {
-  begin(Call::kAllGather, &input, input.numel(), 0);
+  begin(Collective::kAllGather, &input, input.numel(), 0);
   const size_t bytes = input.nbytes();
   const auto* in = static_cast<const std::byte*>(input.raw_data());
   auto* out = static_cast<std::byte*>(output.raw_data());
@@ -481,7 +447,7 @@ void ShmCollectives::all_gather(const Tensor& output, const Tensor& input) {
 }
 
 void ShmCollectives::broadcast(const Tensor& tensor, int root) {
-  begin(Call::kBroadcast, &tensor, tensor.numel(), root);
+  begin(Collective::kBroadcast, &tensor, tensor.numel(), root);
   const size_t bytes = tensor.nbytes();
   auto* data = static_cast<std::byte*>(tensor.raw_data());
   for (size_t off = 0; off < bytes; off += round_bytes_) {
@@ -494,7 +460,7 @@ void ShmCollectives::broadcast(const Tensor& tensor, int root) {
 }
 
 void ShmCollectives::all_to_all(const Tensor& output, const Tensor& input) {
-  begin(Call::kAllToAll, &input, input.numel(), 0);
+  begin(Collective::kAllToAll, &input, input.numel(), 0);
   const size_t chunk = input.nbytes() / static_cast<size_t>(size_);  // bytes per rank
   const size_t es = dtype_size(input.dtype());
   const size_t per_round =

@@ -73,16 +73,15 @@
 // their own timeouts.
 //
 // NOTE [Calls checked in shared-memory collectives]
-// Every rank writes the collective it calls (which, dtype, element count, reduce op or root) into
-// its word of the header before the operation's first barrier and compares all ranks' words after
-// it. A group whose ranks call different collectives, or the same one with different sizes, would
-// otherwise pair up the wrong rounds and return garbage or wait until the timeout; here every rank
-// fails at once with "rank 1 called AllReduce(sum) of 1000 elements of Float32 while this rank
-// called AllReduce(sum) of 10 elements of Float32". The error is ErrorKind::kInvalidArgument, the
-// program's mistake rather than a lost peer, so no process waits for the scheduler's verdict on a
-// lost rank (NOTE [Failure hook] in cleave/comm/progress.h): a job under cleave-run ends about a
-// second after the calls. (Over TCP, Gloo detects some of these cases by the size of the messages
-// and hangs on others, which the scheduler's deadlock detection then names.)
+// Each rank writes the CallRecord of the collective it calls (NOTE [Calls checked across ranks] in
+// comm/call_check.h) into its word of the header before the operation's first barrier, and
+// compares all ranks' records after it: "rank 1 called AllReduce(sum) of 1000 elements of Float32
+// while this rank called AllReduce(sum) of 10 elements of Float32". The error is
+// ErrorKind::kInvalidArgument, the program's mistake rather than a lost peer, so no process waits
+// for the scheduler's verdict on a lost rank (NOTE [Failure hook] in cleave/comm/progress.h): a
+// job under cleave-run ends about a second after the calls. (Over TCP, Gloo detects some of these
+// cases by the size of the messages and hangs on others, which the scheduler's deadlock detection
+// then names.)
 //
 // NOTE [No shared memory left behind]
 // Rank 0 creates the segment, every rank maps it and says so through the store, and rank 0 unlinks
@@ -101,6 +100,7 @@
 
 #include "cleave/comm/process_group.h"
 #include "cleave/comm/store.h"
+#include "comm/call_check.h"
 #include "comm/wait.h"
 
 namespace cleave::comm {
@@ -161,17 +161,9 @@ class ShmCollectives {
 
  private:
   struct Header;
-  enum class Call : int32_t {
-    kAllReduce,
-    kAllGather,
-    kReduceScatter,
-    kBroadcast,
-    kAllToAll,
-    kBarrier
-  };
   ShmCollectives() = default;
   // Starts an operation: its deadline, and the call the other ranks check at its first barrier.
-  void begin(Call call, const Tensor* tensor, int64_t count, int detail);
+  void begin(Collective call, const Tensor* tensor, int64_t count, int detail);
   // Throws BackendFailure naming the first rank whose call differs from this rank's.
   void check_calls();
   // Waits at the next barrier without checking the calls.
