@@ -4,6 +4,8 @@
 #include "comm/inproc/inproc_rendezvous.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <atomic>
 #include <thread>
@@ -72,6 +74,54 @@ TEST(InprocRendezvous, ARankThatDepartedIsNamedAtOnceAndALateOneFailsAtOnce) {
   const std::string late = failure_of(
       [&] { rendezvous.arrive(2, 1, WaitClock::now() + seconds(30), seconds(30), "arrive"); });
   EXPECT_NE(late.find("this rank came too late"), std::string::npos) << late;
+}
+
+// A thread held inside a signal handler until `held` is cleared: paused wherever it was.
+std::atomic<bool> held{false};
+void hold(int) {
+  while (held.load()) {
+    timespec ts{0, 1'000'000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+// Regression: rank 0 waits at rendezvous 1; before it sees the gate open, rank 1 passes it and
+// gives up at rendezvous 2 on rank 2, which has left. Rank 0 passed rendezvous 1 and must return
+// from it (its next arrive fails), not fail with rendezvous 2's error (the group creation of
+// Timeouts.ARankThatDoesNotJoinACollectiveFailsTheOthers/inproc failed so under load).
+TEST(InprocRendezvous, ARankThatPassedIsNotFailedByTheNextRendezvousGivingUp) {
+  InprocRendezvous rendezvous(3);
+  const auto deadline = [] { return WaitClock::now() + seconds(30); };
+  struct sigaction action {};
+  action.sa_handler = hold;
+  struct sigaction previous {};
+  ASSERT_EQ(sigaction(SIGUSR2, &action, &previous), 0);
+  std::atomic<bool> rank0_passed{false};
+  std::string rank0_failure, rank0_next;
+  std::thread rank0([&] {
+    rank0_failure = failure_of([&] { rendezvous.arrive(0, 1, deadline(), seconds(30), "join"); });
+    rank0_passed = rank0_failure.empty();
+    rank0_next = failure_of([&] { rendezvous.arrive(0, 2, deadline(), seconds(30), "arrive"); });
+  });
+  std::this_thread::sleep_for(milliseconds(50));  // rank 0 waits at the gate
+  held = true;
+  pthread_kill(rank0.native_handle(), SIGUSR2);
+  std::this_thread::sleep_for(milliseconds(10));  // and is held in the handler
+  std::thread rank2([&] {
+    rendezvous.arrive(2, 1, deadline(), seconds(30), "join");
+    rendezvous.depart(2);
+  });
+  rendezvous.arrive(1, 1, deadline(), seconds(30), "join");
+  rank2.join();
+  EXPECT_NE(failure_of([&] {
+              rendezvous.arrive(1, 2, deadline(), seconds(30), "arrive");
+            }).find("rank(s) 2 left the group"),
+            std::string::npos);
+  held = false;
+  rank0.join();
+  sigaction(SIGUSR2, &previous, nullptr);
+  EXPECT_TRUE(rank0_passed) << rank0_failure;
+  EXPECT_NE(rank0_next.find("rank(s) 2 left the group"), std::string::npos) << rank0_next;
 }
 
 }  // namespace

@@ -61,7 +61,11 @@ void InprocRendezvous::arrive(int rank, uint64_t number, WaitClock::time_point d
     give_up(rank, before, missing(),
             fmt::format("did not {} within the timeout of {} ms", verb, timeout.count()));
   }
-  if ((gate.load(std::memory_order_acquire) & kAborted) != 0) throw aborted_failure(rank);
+  // Aborted while it showed this rendezvous. (Opened, then aborted by ranks already waiting at
+  // the next one, this rendezvous is passed: the next arrive() fails.)
+  if ((gate.load(std::memory_order_acquire) & kGenerationMask) == before) {
+    throw aborted_failure(rank);
+  }
 }
 
 void InprocRendezvous::give_up(int rank, uint32_t before, std::vector<int> missing,
