@@ -252,7 +252,7 @@ class GlooProcessGroup final : public ProcessGroup {
         options(), store, members, ShmPeers::region_bytes(static_cast<int>(members.size())));
     if (leaders.size() == 1) {
       shm_ = std::move(local);
-      if (shm_) peers_ = std::make_unique<ShmPeers>(*shm_, rank(), options().timeout);
+      if (shm_) peers_ = std::make_unique<ShmPeers>(shm_->segment(), rank(), options().timeout);
       return;
     }
     const bool shared = static_cast<int>(leaders.size()) < size();
@@ -265,7 +265,7 @@ class GlooProcessGroup final : public ProcessGroup {
     }
     if (!shared || !all_ok) return;  // TCP for everything
     local_ = std::move(local);
-    if (local_) peers_ = std::make_unique<ShmPeers>(*local_, rank(), options().timeout);
+    if (local_) peers_ = std::make_unique<ShmPeers>(local_->segment(), rank(), options().timeout);
     hierarchical_ = true;
     members_ = members;
     leader_ranks_ = leaders;
@@ -300,7 +300,7 @@ class GlooProcessGroup final : public ProcessGroup {
     try {
       step();
     } catch (...) {
-      if (local_) local_->abandon(rank());
+      if (local_) local_->segment().abandon(rank());
       throw;
     }
   }

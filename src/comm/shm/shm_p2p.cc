@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "cleave/core/error.h"
+#include "comm/shm/shm_barrier.h"
 #include "comm/shm/shm_host.h"
 #include "comm/wait.h"
 
@@ -106,7 +107,7 @@ size_t ShmPeers::region_bytes(int members) {
   return rings_offset(members) + pairs(members) * capacity_for(members);
 }
 
-ShmPeers::ShmPeers(ShmCollectives& segment, int group_rank, std::chrono::milliseconds timeout)
+ShmPeers::ShmPeers(ShmSegment& segment, int group_rank, std::chrono::milliseconds timeout)
     : segment_(segment), members_(segment.members()), timeout_(timeout) {
   n_ = static_cast<int>(members_.size());
   me_ =
