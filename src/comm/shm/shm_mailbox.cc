@@ -1,7 +1,6 @@
 // Shared-memory mailboxes (NOTE [Shared-memory mailboxes] in cleave/comm/shm_mailbox.h).
 #include "cleave/comm/shm_mailbox.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -13,6 +12,8 @@
 
 #include "cleave/comm/progress.h"
 #include "cleave/core/error.h"
+#include "comm/shm/shm_host.h"
+#include "comm/shm/shm_mapping.h"
 #include "comm/wait.h"
 
 namespace cleave::comm {
@@ -28,7 +29,7 @@ constexpr std::chrono::milliseconds kSlice{50};
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-WaitWord& state_of(unsigned char* slot) { return *reinterpret_cast<WaitWord*>(slot); }
+WaitWord& state_of(std::byte* slot) { return *reinterpret_cast<WaitWord*>(slot); }
 
 // Sets the state to `value` and wakes the other side if it sleeps on the word.
 void flip(WaitWord& word, uint32_t value) {
@@ -77,11 +78,9 @@ std::unique_ptr<ShmMailboxes> ShmMailboxes::create(ProcessGroup& group,
                                                    std::chrono::microseconds spin) {
   CLEAVE_CHECK_ARG(spin.count() >= 0, "ShmMailboxes: spin is {} us; expected >= 0", spin.count());
   const int rank = group.rank();
-  // Same host: every rank's host name hashes alike.
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
+  // Same host: every rank's host key (comm/shm/shm_host.h) hashes alike.
   Tensor mine = Tensor::full({1}, 0.0, DType::kInt64);
-  mine.data<int64_t>()[0] = static_cast<int64_t>(std::hash<std::string>{}(host) >> 1);
+  mine.data<int64_t>()[0] = static_cast<int64_t>(std::hash<std::string>{}(shm::host_key()) >> 1);
   Tensor lo = mine.clone(), hi = mine.clone();
   group.all_reduce(lo, ReduceOp::kMin);
   group.all_reduce(hi, ReduceOp::kMax);
@@ -118,26 +117,20 @@ std::unique_ptr<ShmMailboxes> ShmMailboxes::create(ProcessGroup& group,
   boxes->spin_ = spin;
   boxes->slot_index_.assign(static_cast<size_t>(max_tag + 1), -1);
 
-  auto map_segment = [&](int owner, bool create) -> unsigned char* {
+  auto map_segment = [&](int owner, bool create) -> std::byte* {
     const size_t size = std::max<size_t>(inbox_size[owner], kAlign);
     const std::string name = segment_name(job_id, owner);
-    const int fd = shm_open(name.c_str(), create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
-    if (fd < 0) return nullptr;
-    if (create && ftruncate(fd, static_cast<off_t>(size)) != 0) {
-      close(fd);
-      return nullptr;
-    }
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return nullptr;
-    boxes->mappings_.emplace_back(p, size);
-    return static_cast<unsigned char*>(p);
+    std::unique_ptr<shm::Mapping> mapping =
+        create ? shm::Mapping::create(name, size) : shm::Mapping::open(name, size);
+    if (mapping == nullptr) return nullptr;
+    boxes->mappings_.push_back(std::move(mapping));
+    return boxes->mappings_.back()->data();
   };
 
-  unsigned char* inbox = map_segment(rank, true);  // zero-filled: every slot starts empty
+  std::byte* inbox = map_segment(rank, true);  // zero-filled: every slot starts empty
   const bool created = all_agree(group, inbox != nullptr);
   bool mapped = created;
-  std::vector<unsigned char*> peers(static_cast<size_t>(group.size()), nullptr);
+  std::vector<std::byte*> peers(static_cast<size_t>(group.size()), nullptr);
   if (created) {
     for (const MailboxEdge& edge : edges) {
       if (edge.src != rank || peers[edge.dst] != nullptr) continue;
@@ -166,9 +159,7 @@ std::unique_ptr<ShmMailboxes> ShmMailboxes::create(ProcessGroup& group,
   return boxes;
 }
 
-ShmMailboxes::~ShmMailboxes() {
-  for (const auto& [p, size] : mappings_) munmap(p, size);
-}
+ShmMailboxes::~ShmMailboxes() = default;
 
 bool ShmMailboxes::has(int tag) const {
   return tag >= 0 && tag < static_cast<int>(slot_index_.size()) && slot_index_[tag] >= 0;
