@@ -3,13 +3,13 @@
 //
 // NOTE [MPI timeouts]
 // OpenMPI runs its nonblocking collectives (MPI_Iallreduce, ...) through libnbc, whose algorithms
-// are far slower than the tuned ones behind the blocking calls (AllReduce 0.42-0.82x at >= 4 MB,
-// 8 us against 1.2 us at 4 KB: bench/README.md). So collectives call the blocking functions, and a
-// watchdog thread enforces the group's timeout: a blocking collective cannot be cancelled, so
-// when one has run longer than options().timeout the watchdog prints one line naming the
-// operation, the group and this rank, and ends the whole MPI job with MPI_Abort (every rank exits
-// non-zero). Point-to-point operations stay nonblocking and polled: a receive can be withdrawn, so
-// their timeout throws cleave::Error (the group is then broken) and the process goes on.
+// are far slower than the tuned ones behind the blocking calls (bench/README.md, 'comm', the MPI
+// rows). So collectives call the blocking functions, and a watchdog thread enforces the group's
+// timeout: a blocking collective cannot be cancelled, so when one has run longer than
+// options().timeout the watchdog prints one line naming the operation, the group and this rank,
+// and ends the whole MPI job with MPI_Abort (every rank exits non-zero). Point-to-point operations
+// stay nonblocking and polled: a receive can be withdrawn, so their timeout throws cleave::Error
+// (the group is then broken) and the process goes on.
 //
 // NOTE [MPI initialisation]
 // MPI is initialised once per process, on the first MPI group, with MPI_THREAD_MULTIPLE (the
