@@ -7,8 +7,47 @@
 #include <string>
 
 #include "cleave/comm/process_group.h"
+#include "cleave/core/dtype.h"
 
 namespace cleave::comm {
+
+// A library's names for cleave's dtypes and reduce ops (the MPI and NCCL backends fill one each).
+// Bool travels as an unsigned byte; kMean reduces as a sum (ProcessGroup scales the result).
+template <typename Type, typename Op>
+struct LibraryNames {
+  Type float32, float64, int32, int64, boolean;
+  Op sum, prod, max, min;
+
+  Type type(DType dtype) const {
+    switch (dtype) {
+      case DType::kFloat32:
+        return float32;
+      case DType::kFloat64:
+        return float64;
+      case DType::kInt32:
+        return int32;
+      case DType::kInt64:
+        return int64;
+      case DType::kBool:
+        return boolean;
+    }
+    return boolean;
+  }
+  Op op(ReduceOp op) const {
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kMean:
+        return sum;
+      case ReduceOp::kProd:
+        return prod;
+      case ReduceOp::kMax:
+        return max;
+      case ReduceOp::kMin:
+        return min;
+    }
+    return sum;
+  }
+};
 
 std::shared_ptr<ProcessGroup> make_gloo_group(const ProcessGroupOptions& options);
 // Ranks as threads of this process (src/comm/inproc).

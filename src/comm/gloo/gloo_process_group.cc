@@ -164,6 +164,18 @@ class GlooProcessGroup final : public ProcessGroup {
  protected:
   uint32_t next_tag() { return tag_++ & 0xffffff; }
 
+  // Points the options of a collective with an input and an output (AllGather, AlltoAll) at
+  // their buffers, with the next tag and the group's timeout.
+  template <typename Options>
+  void set_input_output(Options& opts, const Tensor& out, const Tensor& in) {
+    CLEAVE_DISPATCH_ALL(in.dtype(), [&] {
+      opts.setInput(in.data<T>(), in.numel());
+      opts.setOutput(out.data<T>(), out.numel());
+    });
+    opts.setTag(next_tag());
+    opts.setTimeout(options().timeout);
+  }
+
   void do_all_reduce(const Tensor& t, ReduceOp op) override {
     if (shm_) return shm_->all_reduce(t, op);
     if (hierarchical_) return hierarchical_all_reduce(t, op);
@@ -178,12 +190,7 @@ class GlooProcessGroup final : public ProcessGroup {
   void do_all_gather(const Tensor& out, const Tensor& in) override {
     if (shm_) return shm_->all_gather(out, in);
     gloo::AllgatherOptions opts(context_);
-    CLEAVE_DISPATCH_ALL(in.dtype(), [&] {
-      opts.setInput(in.data<T>(), in.numel());
-      opts.setOutput(out.data<T>(), out.numel());
-    });
-    opts.setTag(next_tag());
-    opts.setTimeout(options().timeout);
+    set_input_output(opts, out, in);
     gloo::allgather(opts);
   }
 
@@ -210,12 +217,7 @@ class GlooProcessGroup final : public ProcessGroup {
   void do_all_to_all(const Tensor& out, const Tensor& in) override {
     if (shm_) return shm_->all_to_all(out, in);
     gloo::AlltoallOptions opts(context_);
-    CLEAVE_DISPATCH_ALL(in.dtype(), [&] {
-      opts.setInput(in.data<T>(), in.numel());
-      opts.setOutput(out.data<T>(), out.numel());
-    });
-    opts.setTag(next_tag());
-    opts.setTimeout(options().timeout);
+    set_input_output(opts, out, in);
     gloo::alltoall(opts);
   }
 

@@ -64,36 +64,23 @@ void check_mpi(int code, const char* call, int peer = -1) {
   if (code != MPI_SUCCESS) throw BackendFailure(fmt::format("{}: {}", call, mpi_error(code)), peer);
 }
 
-MPI_Datatype mpi_type(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return MPI_FLOAT;
-    case DType::kFloat64:
-      return MPI_DOUBLE;
-    case DType::kInt32:
-      return MPI_INT32_T;
-    case DType::kInt64:
-      return MPI_INT64_T;
-    case DType::kBool:
-      return MPI_UINT8_T;
-  }
-  return MPI_BYTE;
+// MPI's names are not constants (Open MPI's are addresses of globals): made on first use.
+const LibraryNames<MPI_Datatype, MPI_Op>& mpi_names() {
+  static const LibraryNames<MPI_Datatype, MPI_Op> names{
+      .float32 = MPI_FLOAT,
+      .float64 = MPI_DOUBLE,
+      .int32 = MPI_INT32_T,
+      .int64 = MPI_INT64_T,
+      .boolean = MPI_UINT8_T,
+      .sum = MPI_SUM,
+      .prod = MPI_PROD,
+      .max = MPI_MAX,
+      .min = MPI_MIN,
+  };
+  return names;
 }
-
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kMean:
-      return MPI_SUM;
-    case ReduceOp::kProd:
-      return MPI_PROD;
-    case ReduceOp::kMax:
-      return MPI_MAX;
-    case ReduceOp::kMin:
-      return MPI_MIN;
-  }
-  return MPI_SUM;
-}
+MPI_Datatype mpi_type(DType dtype) { return mpi_names().type(dtype); }
+MPI_Op mpi_op(ReduceOp op) { return mpi_names().op(op); }
 
 // NOTE [MPI timeouts]: the operations running in blocking MPI calls and the thread that aborts
 // the job when one passes its deadline. Registering costs one uncontended lock on entry and exit.
