@@ -16,7 +16,9 @@
 //   3. returns true once ready() holds, false once `deadline` passes with ready() false.
 // The word is read before ready() is tested and the kernel sleeps only while it still holds that
 // value, so no change is missed; a wake() that races check() costs at most one slice.
-// Each caller's poll and slice are its own (NOTE [Waiting in shared-memory collectives], ...).
+// Each caller keeps its poll and slice: inproc 50 us / 50 ms (NOTE [Inproc waiting]), shared
+// memory 1 ms / 10 ms (NOTE [Waiting in shared-memory collectives]), the mailboxes their spin /
+// 50 ms (NOTE [Waiting for a message]).
 #pragma once
 
 #include <sched.h>
