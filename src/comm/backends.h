@@ -7,8 +7,47 @@
 #include <string>
 
 #include "cleave/comm/process_group.h"
+#include "cleave/core/dtype.h"
 
 namespace cleave::comm {
+
+// A library's names for cleave's dtypes and reduce ops (the MPI and NCCL backends fill one each).
+// Bool travels as an unsigned byte; kMean reduces as a sum (ProcessGroup scales the result).
+template <typename Type, typename Op>
+struct LibraryNames {
+  Type float32, float64, int32, int64, boolean;
+  Op sum, prod, max, min;
+
+  Type type(DType dtype) const {
+    switch (dtype) {
+      case DType::kFloat32:
+        return float32;
+      case DType::kFloat64:
+        return float64;
+      case DType::kInt32:
+        return int32;
+      case DType::kInt64:
+        return int64;
+      case DType::kBool:
+        return boolean;
+    }
+    return boolean;
+  }
+  Op op(ReduceOp op) const {
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kMean:
+        return sum;
+      case ReduceOp::kProd:
+        return prod;
+      case ReduceOp::kMax:
+        return max;
+      case ReduceOp::kMin:
+        return min;
+    }
+    return sum;
+  }
+};
 
 std::shared_ptr<ProcessGroup> make_gloo_group(const ProcessGroupOptions& options);
 // Ranks as threads of this process (src/comm/inproc).
@@ -27,7 +66,7 @@ std::string p2p_transport(const ProcessGroup& group);
 // Messages this rank of a gloo group has sent through shared memory (0 for other backends).
 uint64_t shm_messages_sent(const ProcessGroup& group);
 // Whether this thread is a group's communication thread, which runs the asynchronous operations
-// while their callers compute (NOTE [Waiting beside computation] in comm/shm/shm_wait.h).
+// while their callers compute (NOTE [Waiting beside computation] in comm/wait.h).
 bool on_communication_thread();
 #ifdef CLEAVE_HAVE_MPI
 std::shared_ptr<ProcessGroup> make_mpi_group(const ProcessGroupOptions& options);

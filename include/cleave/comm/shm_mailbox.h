@@ -2,45 +2,49 @@
 // whose tags and sizes are known in advance (the cut edges of a placed graph).
 //
 // NOTE [Shared-memory mailboxes]
-// A message through Gloo's TCP transport costs a socket write, an epoll wake-up of the
-// receiver's Gloo thread, a read and a condition-variable wake-up of the receiving thread: on a
-// small machine shared by many processes that is ~100-200 us and most of a pipeline stage's time
-// (measured: 75% of the hub rank's CPU time was kernel TCP/epoll/scheduling). Here every rank
-// owns an inbox: one POSIX shared-memory segment with a fixed slot per incoming edge (tag) — a
-// state word and room for the message. A send copies into the slot and flips its state word; a
-// receive waits on the state word (a short spin, then futex waits), copies out and flips it back.
-// One copy each way, one futex wake, no thread in between. Each edge carries one message per step,
-// so a slot is free again once the receiver has read the previous step's message: a sender waits
-// only when it runs a full step ahead of its receiver, which cannot deadlock (the receiver's step
-// needs nothing from the sender's next step). Segments are unlinked as soon as every peer has
-// mapped them, so nothing is left in /dev/shm even when a process is killed.
+// A message through Gloo's TCP transport costs a socket write, an epoll wake-up of the receiver's
+// Gloo thread, a read and a condition-variable wake-up of the receiving thread: on a small machine
+// most of a pipeline stage's time. Here every rank owns an inbox: one POSIX shared-memory segment
+// with a fixed slot per incoming edge (tag) — a state word and room for the message. A send copies
+// into the slot and flips its state word; a receive waits on the state word, copies out and flips
+// it back. One copy each way, one futex wake, no thread in between. Each edge carries one message
+// per step, so a slot is free again once the receiver has read the previous step's message: a
+// sender waits only when it runs a full step ahead of its receiver, which cannot deadlock (the
+// receiver's step needs nothing from the sender's next step). Segments are unlinked as soon as
+// every peer has mapped them, so nothing is left in /dev/shm even when a process is killed.
+// Measurements: bench/README.md, 'shm'.
+//
+// NOTE [Mailboxes and point-to-point rings]
+// A gloo group's own point-to-point on one host (NOTE [Shared-memory point-to-point] in
+// src/comm/shm/shm_p2p.h) streams messages of any tag and size through byte rings and matches
+// them MPI-style, so a message has no fixed address; NOTE [Messages in place] needs one, and a
+// placed graph knows every edge's tag and size in advance, so each edge gets a preallocated slot
+// and nothing is matched. The two stay apart and share their pieces: the wait policy (NOTE
+// [Waiting] in src/comm/wait.h), the creation and mapping of segments (src/comm/shm/shm_mapping.h)
+// and the same-host test (src/comm/shm/shm_host.h).
 //
 // NOTE [Waiting for a message]
 // A receiver whose message has not arrived (or a sender whose slot is still held) polls the state
 // word for up to a `spin` (2000 us by default, CLEAVE_RPC_SPIN_US), calling sched_yield() between
-// polls, and only then sleeps on a futex. On a machine with fewer cores than busy ranks (the seed
-// runs 5 busy workers on 2 cores) a sleeping receiver costs a futex wake on the sender's side and
-// a wake-up on its own — cross-CPU interrupts, and in a VM exits to the hypervisor — that took
-// ~9% of all CPU time (perf, placed LeNet, M = 4); the yielding poll mostly catches the message
-// without either, and gives the core to any rank that has work meanwhile (a pure spin would keep
-// it from them). Measured on 2 cores (bench/run.sh place, A/B runs): a 200 us poll gave +5-15%
-// samples/s at M = 4 and +30% at M = 8 over none; 20 us without yielding was slower than none.
-// Once the workers are bound to cores (NOTE [Placed workers on few cores] in
-// cleave/runtime/core_binding.h) a yield only hands the core to the workers sharing it, and a
-// longer poll wins again: 2000 us instead of 200 gave another ~4% at M = 4 and ~6% at M = 8
-// (1000-5000 us alike). An edge whose waits have lately averaged more than twice the spin (a
-// rank idle for most of the step) sleeps at once.
+// polls, and only then sleeps (NOTE [Waiting] in src/comm/wait.h). On a machine with fewer cores
+// than busy ranks a sleeping receiver costs a futex wake on the sender's side and a wake-up on its
+// own (cross-CPU interrupts, and in a VM exits to the hypervisor); the yielding poll mostly catches
+// the message without either, and gives the core to any rank that has work meanwhile (a pure spin
+// would keep it from them). Once the workers are bound to cores (NOTE [Placed workers on few
+// cores] in cleave/runtime/core_binding.h) a yield only hands the core to the workers sharing it,
+// and a long poll wins. An edge whose waits have lately averaged more than twice the spin (a rank
+// idle for most of the step) sleeps at once. Measurements: bench/README.md, 'shm'.
 //
 // NOTE [Messages in place]
-// Copies are most of a crossing's cost for large activations (a 600 KB convolution output costs
-// ~100 us per copy on a small machine), so the executor of a placed graph avoids both (see
-// NOTE [Zero-copy cut edges] in cleave/runtime/executor.h): a sender's op writes its output
-// straight into message(tag) after claim(tag) and send() then only publishes it; a receiver's
-// consumers read message(tag) where it lies and the receiver release()s it after its last reader.
-// The slot protocol is unchanged — the state word goes empty -> full (publish) -> empty (release),
-// and only the sender writes the message, only while the slot is empty — so the deadlock argument
-// above still holds: a sender waits only for the release of the previous step's message, which
-// needs nothing from the sender's current step.
+// Copies are most of a crossing's cost for large activations, so the executor of a placed graph
+// avoids both (see NOTE [Zero-copy cut edges] in cleave/runtime/executor.h): a sender's op writes
+// its output straight into message(tag) after claim(tag) and send() then only publishes it; a
+// receiver's consumers read message(tag) where it lies and the receiver release()s it after its
+// last reader. The slot protocol is unchanged — the state word goes empty -> full (publish) ->
+// empty (release), and only the sender writes the message, only while the slot is empty — so the
+// deadlock argument above still holds: a sender waits only for the release of the previous step's
+// message, which needs nothing from the sender's current step. Measurements: bench/README.md,
+// 'shm'.
 #pragma once
 
 #include <chrono>
@@ -52,6 +56,10 @@
 #include "cleave/comm/process_group.h"
 
 namespace cleave::comm {
+
+namespace shm {
+class Mapping;
+}  // namespace shm
 
 struct MailboxEdge {
   int src = 0;  // group ranks
@@ -107,7 +115,7 @@ class ShmMailboxes {
     int tag = -1;
     bool outgoing = false;
     size_t bytes = 0;
-    unsigned char* base = nullptr;      // the slot: state word, then the message
+    std::byte* base = nullptr;          // the slot: state word, then the message
     mutable float typical_wait_us = 0;  // running average of this rank's waits on the slot
   };
   ShmMailboxes() = default;
@@ -121,7 +129,7 @@ class ShmMailboxes {
   int rank_ = 0;
   std::chrono::milliseconds timeout_{0};
   std::chrono::microseconds spin_{0};
-  std::vector<std::pair<void*, size_t>> mappings_;
+  std::vector<std::unique_ptr<shm::Mapping>> mappings_;
   std::vector<int> slot_index_;  // tag -> index into slots_, -1 when absent
   std::vector<Slot> slots_;
 };

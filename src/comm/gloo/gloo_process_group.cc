@@ -164,6 +164,18 @@ class GlooProcessGroup final : public ProcessGroup {
  protected:
   uint32_t next_tag() { return tag_++ & 0xffffff; }
 
+  // Points the options of a collective with an input and an output (AllGather, AlltoAll) at
+  // their buffers, with the next tag and the group's timeout.
+  template <typename Options>
+  void set_input_output(Options& opts, const Tensor& out, const Tensor& in) {
+    CLEAVE_DISPATCH_ALL(in.dtype(), [&] {
+      opts.setInput(in.data<T>(), in.numel());
+      opts.setOutput(out.data<T>(), out.numel());
+    });
+    opts.setTag(next_tag());
+    opts.setTimeout(options().timeout);
+  }
+
   void do_all_reduce(const Tensor& t, ReduceOp op) override {
     if (shm_) return shm_->all_reduce(t, op);
     if (hierarchical_) return hierarchical_all_reduce(t, op);
@@ -178,12 +190,7 @@ class GlooProcessGroup final : public ProcessGroup {
   void do_all_gather(const Tensor& out, const Tensor& in) override {
     if (shm_) return shm_->all_gather(out, in);
     gloo::AllgatherOptions opts(context_);
-    CLEAVE_DISPATCH_ALL(in.dtype(), [&] {
-      opts.setInput(in.data<T>(), in.numel());
-      opts.setOutput(out.data<T>(), out.numel());
-    });
-    opts.setTag(next_tag());
-    opts.setTimeout(options().timeout);
+    set_input_output(opts, out, in);
     gloo::allgather(opts);
   }
 
@@ -210,12 +217,7 @@ class GlooProcessGroup final : public ProcessGroup {
   void do_all_to_all(const Tensor& out, const Tensor& in) override {
     if (shm_) return shm_->all_to_all(out, in);
     gloo::AlltoallOptions opts(context_);
-    CLEAVE_DISPATCH_ALL(in.dtype(), [&] {
-      opts.setInput(in.data<T>(), in.numel());
-      opts.setOutput(out.data<T>(), out.numel());
-    });
-    opts.setTag(next_tag());
-    opts.setTimeout(options().timeout);
+    set_input_output(opts, out, in);
     gloo::alltoall(opts);
   }
 
@@ -252,7 +254,7 @@ class GlooProcessGroup final : public ProcessGroup {
         options(), store, members, ShmPeers::region_bytes(static_cast<int>(members.size())));
     if (leaders.size() == 1) {
       shm_ = std::move(local);
-      if (shm_) peers_ = std::make_unique<ShmPeers>(*shm_, rank(), options().timeout);
+      if (shm_) peers_ = std::make_unique<ShmPeers>(shm_->segment(), rank(), options().timeout);
       return;
     }
     const bool shared = static_cast<int>(leaders.size()) < size();
@@ -265,7 +267,7 @@ class GlooProcessGroup final : public ProcessGroup {
     }
     if (!shared || !all_ok) return;  // TCP for everything
     local_ = std::move(local);
-    if (local_) peers_ = std::make_unique<ShmPeers>(*local_, rank(), options().timeout);
+    if (local_) peers_ = std::make_unique<ShmPeers>(local_->segment(), rank(), options().timeout);
     hierarchical_ = true;
     members_ = members;
     leader_ranks_ = leaders;
@@ -300,7 +302,7 @@ class GlooProcessGroup final : public ProcessGroup {
     try {
       step();
     } catch (...) {
-      if (local_) local_->abandon(rank());
+      if (local_) local_->segment().abandon(rank());
       throw;
     }
   }

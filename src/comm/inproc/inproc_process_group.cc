@@ -1,24 +1,15 @@
 // The inproc backend: the ranks of a group are threads of this process, and a collective is
-// memory copies and reductions through one object the ranks share, the group's hub. For tests
-// that run ranks as threads and for simulating many ranks in one process; not for processes.
-//
-// NOTE [Inproc hub]
-// Rank 0 makes the group's hub, enters it in a process-wide table under a fresh id and publishes
-// "<pid> <id>" in the group's store namespace under "inproc/hub/<generation>"; the other ranks
-// read it (bounded by the timeout) and look the hub up in the table. <generation> numbers the
-// creations of a group of this name over this store (the counter "inproc/joined" over the size),
-// so a group made again over the same store never finds an earlier one's hub. Every rank then
-// passes the hub's first rendezvous: create_process_group returns once all ranks have joined.
-// A sub-group rendezvouses the same way in its prefix view of the parent's store, and worlds over
-// different stores never meet.
+// memory copies and reductions through one object the ranks share, the group's hub
+// (comm/inproc/inproc_hub.h). For tests that run ranks as threads and for simulating many ranks
+// in one process; not for processes. This file holds the group and its collectives; the
+// rendezvous (inproc_rendezvous.h) and point-to-point (inproc_p2p.h) are the hub's.
 //
 // NOTE [Inproc rounds]
 // A *rendezvous* is a barrier of all ranks at the hub (NOTE [Inproc waiting]); a *round* is one
 // collective. For each round a rank has a *slot* (the call it made: kind, dtype, element count,
 // op, root; and its buffers' addresses) and a *staging* buffer, both double-buffered by the
 // round's parity. Every round opens with a rendezvous, after which each rank checks that all
-// slots describe the same call (a mismatch names the first rank that differs, instead of
-// corrupting memory or hanging).
+// slots describe the same call (NOTE [Calls checked across ranks] in comm/call_check.h).
 //   Staged rounds (small inputs, up to kStagedBytes): each rank copies its input into its staging
 //   buffer, rendezvous, then reads the others' staging buffers into its own output: one
 //   rendezvous per round. This is safe because a rank writes parity p's buffers again only in
@@ -32,579 +23,36 @@
 //   chunks from their owners, rendezvous: three rendezvous and n elements of work per rank.
 //
 // NOTE [Inproc reduction order]
-// Every element is reduced in group-rank order, rank 0's value first:
-//   ((x_0 op x_1) op x_2) op ... op x_{size-1}
-// Staged rounds compute it on every rank, direct ones on the chunk's owner, with the same loop,
-// so every rank gets bit-identical results, and equal inputs give equal results from run to run.
-// (For floating sums this is not the order of gloo's ring algorithm: the two backends may differ
-// in the last bits.) Integer sums and products wrap around (two's complement) instead of
-// overflowing. Mean is the sum scaled by 1 / size, by the ProcessGroup base class.
-//
-// NOTE [Inproc waiting]
-// Ranks are often more threads than cores (8 ranks on 2 cores), so a waiting rank polls for at
-// most kPoll, giving up its core at every poll (often to the rank it waits for), then sleeps on a
-// futex in slices of at most kSlice until its operation's deadline (start + options.timeout).
-// A rendezvous is a counter of arrivals and a *gate* word (generation | aborted | waiter bits):
-// the last rank to arrive opens the gate (the next generation) and makes the wake-up system call
-// only when a sleeper has set the waiter bit. Each rank also records how many rendezvous it has
-// reached. A rank waiting at the gate gives up when
-//   - the deadline passes: it names the ranks that have not arrived, or
-//   - a rank that has not arrived has *departed* (its ProcessGroup was destroyed, e.g. because its
-//     thread ended with an exception): it names that rank at once, without waiting out the
-//     timeout (the departed rank can never arrive).
-// Giving up *aborts* the gate with a compare-and-swap that fails if the gate opened meanwhile (then
-// the round goes on). The other waiters wake and fail with the same message, and a rank that
-// arrives later fails at once, so no rank ever reads the buffers of a rank that has left.
-//
-// NOTE [Inproc point-to-point]
-// A posted send or receive is an *entry* (source, destination, tag, buffer, state word). Posting
-// looks for the first waiting entry of the other kind with the same source, destination and tag,
-// under the hub's point-to-point mutex: if there is one, it is taken out of its queue and the
-// poster copies the bytes from the send's buffer into the receive's and completes both; else the
-// new entry waits in its queue for the peer's post. So messages with equal tags match in posting
-// order, and a send completes once its receive is posted (as with gloo). A waiting entry gives up
-// at the deadline or when its peer has departed, taking itself out of its queue; an entry already
-// taken out by a peer is being copied and completes at once. Entries hold their tensors, so a
-// Work dropped without wait() never leaves a dangling buffer in a queue. Point-to-point state is
-// apart from the rounds', so asynchronous sends and receives run beside collectives.
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <linux/futex.h>
-#include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <atomic>
-#include <climits>
-#include <cstddef>
+// Every element is reduced in group-rank order, rank 0's value first (NOTE [Rank-order
+// reduction] in comm/rank_order_reduce.h). Staged rounds compute it on every rank, direct ones on
+// the chunk's owner, with the same function, so every rank gets bit-identical results, and equal
+// inputs give equal results from run to run. (For floating sums this is not the order of gloo's
+// ring algorithm: the two backends may differ in the last bits.) Mean is the sum scaled by
+// 1 / size, by the ProcessGroup base class.
 #include <cstring>
-#include <ctime>
-#include <mutex>
-#include <sstream>
-#include <type_traits>
-#include <unordered_map>
 
 #include "cleave/comm/process_group.h"
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
 #include "comm/backends.h"
+#include "comm/call_check.h"
+#include "comm/inproc/inproc_hub.h"
+#include "comm/rank_order_reduce.h"
 
 namespace cleave::comm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
+using Clock = WaitClock;
+using Entry = InprocPointToPoint::Entry;
 
 // Inputs up to this size go through the staging buffers: one rendezvous per round instead of two
 // (an AllReduce counts size x its tensor, since every rank reduces all of it).
 constexpr size_t kStagedBytes = 64 << 10;
-constexpr std::chrono::microseconds kPoll{50};  // NOTE [Inproc waiting]
-constexpr std::chrono::milliseconds kSlice{50};
-
-// ---- waiting on a word (NOTE [Inproc waiting]) ----
-
-static_assert(std::atomic<uint32_t>::is_always_lock_free &&
-              sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
-constexpr uint32_t kWaiter = 1u << 31;  // a thread sleeps on the word
-
-void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, Clock::duration timeout) {
-  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
-  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr,
-          0);
-}
-
-void futex_wake_all(std::atomic<uint32_t>& word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr,
-          nullptr, 0);
-}
-
-// Returns once ready(value of `word`) holds. Between sleeps calls check(value), which throws to
-// end the wait (timeout, a departed peer) or returns to go on waiting.
-template <typename Ready, typename Check>
-void wait_on(std::atomic<uint32_t>& word, Clock::time_point deadline, const Ready& ready,
-             const Check& check) {
-  const Clock::time_point poll_until = Clock::now() + kPoll;
-  do {
-    for (int i = 0; i < 8; ++i) {
-      if (ready(word.load(std::memory_order_acquire))) return;
-      sched_yield();
-    }
-  } while (Clock::now() < poll_until);
-  while (true) {
-    uint32_t seen = word.load(std::memory_order_acquire);
-    if (ready(seen)) return;
-    check(seen);
-    if ((seen & kWaiter) == 0 &&
-        !word.compare_exchange_strong(seen, seen | kWaiter, std::memory_order_acq_rel)) {
-      continue;  // the word changed meanwhile
-    }
-    const Clock::duration left = deadline - Clock::now();
-    futex_wait(word, seen | kWaiter,
-               std::clamp<Clock::duration>(left, std::chrono::microseconds(100), kSlice));
-  }
-}
-
-std::chrono::milliseconds time_left(Clock::time_point deadline) {
-  return std::max(milliseconds(1),
-                  std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
-}
-
-// ---- the call a rank makes in a round, and its description in errors ----
-
-enum class Kind : uint8_t {
-  kAllReduce,
-  kAllGather,
-  kReduceScatter,
-  kBroadcast,
-  kAllToAll,
-  kBarrier
-};
-
-struct Call {
-  Kind kind = Kind::kBarrier;
-  DType dtype = DType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;  // reductions only
-  int root = 0;                  // Broadcast only
-  int64_t count = 0;             // elements: the tensor, or the part of one rank
-  bool operator==(const Call&) const = default;
-};
-
-std::string describe(const Call& c) {
-  const std::string_view dtype = dtype_name(c.dtype);
-  switch (c.kind) {
-    case Kind::kAllReduce:
-      return fmt::format("AllReduce ({} of {} {} elements)", reduce_op_name(c.op), c.count, dtype);
-    case Kind::kAllGather:
-      return fmt::format("AllGather ({} {} elements per rank)", c.count, dtype);
-    case Kind::kReduceScatter:
-      return fmt::format("ReduceScatter ({}, {} {} elements per rank)", reduce_op_name(c.op),
-                         c.count, dtype);
-    case Kind::kBroadcast:
-      return fmt::format("Broadcast ({} {} elements from root {})", c.count, dtype, c.root);
-    case Kind::kAllToAll:
-      return fmt::format("AlltoAll ({} {} elements)", c.count, dtype);
-    case Kind::kBarrier:
-      return "Barrier";
-  }
-  return "?";
-}
-
-// ---- reductions (NOTE [Inproc reduction order]) ----
-
-template <typename T>
-T add(T a, T b) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return a || b;
-  } else if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-
-template <typename T>
-T multiply(T a, T b) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return a && b;
-  } else if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
-
-// out[i] = ((ins[0][i] op ins[1][i]) op ins[2][i]) ... for i < n, one block at a time through an
-// accumulator, so `out` may be one of the inputs.
-template <typename T, typename Op>
-void reduce_blocks(std::byte* out, const std::vector<const std::byte*>& ins, int64_t n, Op op) {
-  constexpr int64_t kBlock = 4096 / sizeof(T);
-  T acc[kBlock];
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t m = std::min(kBlock, n - b);
-    std::memcpy(acc, ins[0] + b * sizeof(T), static_cast<size_t>(m) * sizeof(T));
-    for (size_t q = 1; q < ins.size(); ++q) {
-      const T* in = reinterpret_cast<const T*>(ins[q]) + b;
-      for (int64_t i = 0; i < m; ++i) acc[i] = op(acc[i], in[i]);
-    }
-    std::memcpy(out + b * sizeof(T), acc, static_cast<size_t>(m) * sizeof(T));
-  }
-}
-
-void reduce(DType dtype, ReduceOp op, std::byte* out, const std::vector<const std::byte*>& ins,
-            int64_t n) {
-  CLEAVE_DISPATCH_ALL(dtype, [&] {
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kMean:
-        return reduce_blocks<T>(out, ins, n, [](T a, T b) { return add(a, b); });
-      case ReduceOp::kProd:
-        return reduce_blocks<T>(out, ins, n, [](T a, T b) { return multiply(a, b); });
-      case ReduceOp::kMax:
-        return reduce_blocks<T>(out, ins, n, [](T a, T b) { return a < b ? b : a; });
-      case ReduceOp::kMin:
-        return reduce_blocks<T>(out, ins, n, [](T a, T b) { return b < a ? b : a; });
-    }
-  });
-}
 
 // Elements [first, second) of n: chunk q of `size` (NOTE [Inproc rounds]).
 std::pair<int64_t, int64_t> chunk(int64_t n, int q, int size) {
   return {n * q / size, n * (q + 1) / size};
 }
-
-std::string rank_list(const std::vector<int>& ranks) {
-  return fmt::format("{}", fmt::join(ranks, ", "));
-}
-
-// ---- the hub ----
-
-// What one rank publishes for a round.
-struct Slot {
-  Call call;
-  const std::byte* in = nullptr;
-  std::byte* out = nullptr;
-};
-
-struct alignas(64) RankState {
-  std::atomic<uint64_t> reached{0};  // rendezvous this rank has arrived at
-  std::atomic<bool> departed{false};
-  Slot slot[2];                       // by round parity
-  std::vector<std::byte> staging[2];  // by round parity; only grows
-};
-
-// A posted send or receive (NOTE [Inproc point-to-point]).
-constexpr uint32_t kPending = 0, kDone = 1, kFailed = 2;
-struct Entry {
-  Tensor tensor;  // keeps the buffer alive while the entry is posted
-  std::byte* data = nullptr;
-  size_t bytes = 0;
-  int src = 0, dst = 0, tag = 0;
-  bool is_send = false;
-  std::atomic<uint32_t> state{kPending};
-  std::string error;  // set before the state becomes kFailed
-  int peer() const { return is_send ? dst : src; }
-  const char* what() const { return is_send ? "send" : "receive"; }
-};
-
-class Hub {
- public:
-  Hub(int size, std::string group)
-      : size_(size),
-        group_(std::move(group)),
-        ranks_(std::make_unique<RankState[]>(static_cast<size_t>(size))),
-        sends_to_(static_cast<size_t>(size)),
-        recvs_at_(static_cast<size_t>(size)) {}
-  ~Hub();
-  Hub(const Hub&) = delete;
-  Hub& operator=(const Hub&) = delete;
-
-  int size() const { return size_; }
-  uint64_t id() const { return id_; }
-  void set_id(uint64_t id) { id_ = id; }
-  RankState& rank_state(int rank) { return ranks_[static_cast<size_t>(rank)]; }
-
-  // Rendezvous number `number` (1, 2, ... on every rank) of `rank`: returns once every rank has
-  // arrived; throws BackendFailure naming the missing ranks when one has departed or `deadline`
-  // passes, or when another rank gave up on the hub earlier. `verb` says what the missing ranks
-  // did not do ("join", "arrive").
-  void arrive(int rank, uint64_t number, Clock::time_point deadline, milliseconds timeout,
-              const char* verb);
-
-  // `rank`'s ProcessGroup is gone: it arrives nowhere any more and posts nothing.
-  void depart(int rank);
-
-  // Point-to-point (NOTE [Inproc point-to-point]). post() matches `entry` or queues it; await()
-  // returns once it is done, throwing BackendFailure (naming the peer) when it failed, its peer
-  // departed or `deadline` passed. retract() takes a failed exchange's entry out of its queue, or
-  // waits for its transfer to finish when a peer took it already.
-  void post(const std::shared_ptr<Entry>& entry);
-  void await(Entry& entry, Clock::time_point deadline, milliseconds timeout);
-  void retract(Entry& entry);
-
- private:
-  // Gate bits (NOTE [Inproc waiting]): generation in the low bits, aborted, waiter.
-  static constexpr uint32_t kAborted = 1u << 30;
-  static constexpr uint32_t kGenerationMask = kAborted - 1;
-
-  // Aborts the gate while it still shows generation `before` and throws; returns when the gate
-  // opened meanwhile.
-  void give_up(int rank, uint32_t before, std::vector<int> missing, std::string what);
-  BackendFailure aborted_failure(int rank);
-  // Takes `entry` out of its queue; false when a peer took it out already.
-  bool withdraw(const Entry& entry);
-  static void complete(Entry& entry, uint32_t state);
-  static void transfer(Entry& send, Entry& recv);
-
-  const int size_;
-  const std::string group_;
-  uint64_t id_ = 0;
-  std::unique_ptr<RankState[]> ranks_;
-
-  alignas(64) std::atomic<uint64_t> arrivals_{0};
-  alignas(64) std::atomic<uint32_t> gate_{0};
-
-  std::mutex abort_mutex_;
-  std::string abort_reason_;
-  std::vector<int> abort_missing_;
-  int aborted_by_ = -1;
-
-  std::mutex p2p_mutex_;
-  // Waiting entries, by destination rank, in posting order.
-  std::vector<std::vector<std::shared_ptr<Entry>>> sends_to_, recvs_at_;
-};
-
-// The process-wide table of hubs (NOTE [Inproc hub]); never destroyed, so that a hub may go
-// during static destruction.
-struct HubTable {
-  std::mutex mutex;
-  std::unordered_map<uint64_t, std::weak_ptr<Hub>> hubs;
-  uint64_t next_id = 1;
-};
-HubTable& hub_table() {
-  static auto* table = new HubTable;
-  return *table;
-}
-
-Hub::~Hub() {
-  HubTable& table = hub_table();
-  std::lock_guard<std::mutex> lock(table.mutex);
-  table.hubs.erase(id_);
-}
-
-void Hub::arrive(int rank, uint64_t number, Clock::time_point deadline, milliseconds timeout,
-                 const char* verb) {
-  const auto before = static_cast<uint32_t>(number - 1) & kGenerationMask;
-  const auto after = static_cast<uint32_t>(number) & kGenerationMask;
-  if ((gate_.load(std::memory_order_acquire) & kAborted) != 0) throw aborted_failure(rank);
-  rank_state(rank).reached.store(number, std::memory_order_release);
-  if (arrivals_.fetch_add(1, std::memory_order_acq_rel) + 1 == number * size_) {
-    // The last to arrive opens the gate.
-    uint32_t seen = gate_.load(std::memory_order_relaxed);
-    do {
-      if ((seen & kAborted) != 0) throw aborted_failure(rank);
-    } while (!gate_.compare_exchange_weak(seen, after, std::memory_order_acq_rel,
-                                          std::memory_order_relaxed));
-    if ((seen & kWaiter) != 0) futex_wake_all(gate_);
-    return;
-  }
-  wait_on(
-      gate_, deadline,
-      [&](uint32_t seen) { return (seen & (kGenerationMask | kAborted)) == after; },
-      [&](uint32_t seen) {
-        if ((seen & kAborted) != 0) throw aborted_failure(rank);
-        std::vector<int> departed, missing;
-        for (int q = 0; q < size_; ++q) {
-          if (rank_state(q).reached.load(std::memory_order_acquire) >= number) continue;
-          missing.push_back(q);
-          if (rank_state(q).departed.load(std::memory_order_acquire)) departed.push_back(q);
-        }
-        if (!departed.empty()) {
-          give_up(rank, before, std::move(departed),
-                  fmt::format("left the group (its ProcessGroup was destroyed, e.g. its thread "
-                              "ended) without calling this operation, so it can never {}",
-                              verb));
-        } else if (Clock::now() >= deadline) {
-          give_up(rank, before, std::move(missing),
-                  fmt::format("did not {} within the timeout of {} ms", verb, timeout.count()));
-        }
-      });
-}
-
-void Hub::give_up(int rank, uint32_t before, std::vector<int> missing, std::string what) {
-  {
-    std::lock_guard<std::mutex> lock(abort_mutex_);
-    uint32_t seen = gate_.load(std::memory_order_acquire);
-    do {
-      if ((seen & kAborted) != 0) break;               // somebody else gave up first
-      if ((seen & kGenerationMask) != before) return;  // the gate opened: go on
-    } while (!gate_.compare_exchange_weak(seen, seen | kAborted, std::memory_order_acq_rel));
-    if (abort_reason_.empty()) {
-      abort_reason_ = fmt::format("rank(s) {} {}", rank_list(missing), what);
-      abort_missing_ = std::move(missing);
-      aborted_by_ = rank;
-    }
-  }
-  futex_wake_all(gate_);
-  throw aborted_failure(rank);
-}
-
-BackendFailure Hub::aborted_failure(int rank) {
-  std::lock_guard<std::mutex> lock(abort_mutex_);
-  const bool late =
-      std::find(abort_missing_.begin(), abort_missing_.end(), rank) != abort_missing_.end();
-  if (late) {
-    return BackendFailure(fmt::format("this rank came too late: rank {} gave up waiting for it "
-                                      "earlier ({})",
-                                      aborted_by_, abort_reason_),
-                          aborted_by_);
-  }
-  return BackendFailure(abort_reason_, abort_missing_.size() == 1 ? abort_missing_[0] : -1);
-}
-
-void Hub::depart(int rank) {
-  rank_state(rank).departed.store(true, std::memory_order_release);
-  futex_wake_all(gate_);
-  // Wake the entries waiting for this rank, so that they notice.
-  std::lock_guard<std::mutex> lock(p2p_mutex_);
-  for (auto* queues : {&sends_to_, &recvs_at_}) {
-    for (const auto& queue : *queues) {
-      for (const auto& e : queue) {
-        if (e->peer() == rank) futex_wake_all(e->state);
-      }
-    }
-  }
-}
-
-void Hub::complete(Entry& entry, uint32_t state) {
-  if ((entry.state.exchange(state, std::memory_order_acq_rel) & kWaiter) != 0) {
-    futex_wake_all(entry.state);
-  }
-}
-
-void Hub::transfer(Entry& send, Entry& recv) {
-  if (send.bytes != recv.bytes) {
-    send.error = fmt::format(
-        "this send (tag {}) has {} bytes but the matching receive on rank {} expects {} bytes; a "
-        "send and its receive must have the same size",
-        send.tag, send.bytes, recv.dst, recv.bytes);
-    recv.error = fmt::format(
-        "the matching send from rank {} (tag {}) has {} bytes but this receive expects {} bytes; "
-        "a send and its receive must have the same size",
-        send.src, recv.tag, send.bytes, recv.bytes);
-    complete(send, kFailed);
-    complete(recv, kFailed);
-    return;
-  }
-  if (send.bytes > 0) std::memcpy(recv.data, send.data, send.bytes);
-  complete(send, kDone);
-  complete(recv, kDone);
-}
-
-void Hub::post(const std::shared_ptr<Entry>& entry) {
-  std::shared_ptr<Entry> match;
-  {
-    std::lock_guard<std::mutex> lock(p2p_mutex_);
-    auto& others = (entry->is_send ? recvs_at_ : sends_to_)[static_cast<size_t>(entry->dst)];
-    const auto it = std::find_if(others.begin(), others.end(), [&](const auto& e) {
-      return e->src == entry->src && e->tag == entry->tag;
-    });
-    if (it == others.end()) {
-      (entry->is_send ? sends_to_ : recvs_at_)[static_cast<size_t>(entry->dst)].push_back(entry);
-      return;
-    }
-    match = *it;
-    others.erase(it);
-  }
-  if (entry->is_send) {
-    transfer(*entry, *match);
-  } else {
-    transfer(*match, *entry);
-  }
-}
-
-bool Hub::withdraw(const Entry& entry) {
-  std::lock_guard<std::mutex> lock(p2p_mutex_);
-  auto& queue = (entry.is_send ? sends_to_ : recvs_at_)[static_cast<size_t>(entry.dst)];
-  const auto it =
-      std::find_if(queue.begin(), queue.end(), [&](const auto& e) { return e.get() == &entry; });
-  if (it == queue.end()) return false;
-  queue.erase(it);
-  return true;
-}
-
-void Hub::await(Entry& entry, Clock::time_point deadline, milliseconds timeout) {
-  const int peer = entry.peer();
-  wait_on(
-      entry.state, deadline, [](uint32_t seen) { return (seen & ~kWaiter) != kPending; },
-      [&](uint32_t) {
-        const bool departed = rank_state(peer).departed.load(std::memory_order_acquire);
-        if (!departed && Clock::now() < deadline) return;
-        if (!withdraw(entry)) return;  // a peer took it: the transfer ends at once
-        const char* other = entry.is_send ? "receive" : "send";
-        if (departed) {
-          entry.error = fmt::format(
-              "rank {} left the group (its ProcessGroup was destroyed) without posting the {} "
-              "that matches this {} (tag {}, {} bytes)",
-              peer, other, entry.what(), entry.tag, entry.bytes);
-        } else {
-          entry.error = fmt::format(
-              "the {} {} rank {} with tag {} ({} bytes) found no matching {} within the timeout "
-              "of {} ms",
-              entry.what(), entry.is_send ? "to" : "from", peer, entry.tag, entry.bytes, other,
-              timeout.count());
-        }
-        // Failed, not pending: retract() then knows it is out of its queue.
-        entry.state.store(kFailed, std::memory_order_release);
-        throw BackendFailure(entry.error, peer);
-      });
-  if ((entry.state.load(std::memory_order_acquire) & ~kWaiter) == kFailed) {
-    throw BackendFailure(entry.error, peer);
-  }
-}
-
-void Hub::retract(Entry& entry) {
-  if (withdraw(entry)) return;
-  while ((entry.state.load(std::memory_order_acquire) & ~kWaiter) == kPending) sched_yield();
-}
-
-// Finds (rank 0: makes) the hub of the group `options` describes (NOTE [Inproc hub]).
-std::shared_ptr<Hub> find_hub(const ProcessGroupOptions& options, Clock::time_point deadline) {
-  const std::shared_ptr<Store> store = make_prefix_store(options.name, options.store);
-  const int64_t generation = (store->add("inproc/joined", 1) - 1) / options.size;
-  const std::string key = fmt::format("inproc/hub/{}", generation);
-  HubTable& table = hub_table();
-  if (options.rank == 0) {
-    auto hub = std::make_shared<Hub>(options.size, options.name);
-    {
-      std::lock_guard<std::mutex> lock(table.mutex);
-      hub->set_id(table.next_id++);
-      table.hubs[hub->id()] = hub;
-    }
-    const std::string text = fmt::format("{} {}", getpid(), hub->id());
-    store->set(key, std::vector<uint8_t>(text.begin(), text.end()));
-    return hub;
-  }
-  std::vector<uint8_t> value;
-  try {
-    value = store->get(key, time_left(deadline));
-  } catch (const std::exception&) {
-    CLEAVE_UNAVAILABLE(
-        "create_process_group('{}', inproc): rank {} of {}: rank(s) 0 did not join within the "
-        "timeout of {} ms (rank 0 makes the group's hub and publishes it in the store under "
-        "'{}/{}'); check that every rank of the group was started and creates the group",
-        options.name, options.rank, options.size, options.timeout.count(), options.name, key);
-  }
-  std::istringstream text(std::string(value.begin(), value.end()));
-  long pid = 0;
-  uint64_t id = 0;
-  text >> pid >> id;
-  CLEAVE_CHECK_ARG(!text.fail() && pid == getpid(),
-                   "create_process_group('{}', inproc): rank 0 published its hub as '{}' in the "
-                   "store; expected '<pid> <id>' from this process ({}). The inproc backend "
-                   "connects ranks that are threads of one process; for processes use gloo or mpi",
-                   options.name, text.str(), getpid());
-  std::shared_ptr<Hub> hub;
-  {
-    std::lock_guard<std::mutex> lock(table.mutex);
-    const auto it = table.hubs.find(id);
-    if (it != table.hubs.end()) hub = it->second.lock();
-  }
-  CLEAVE_CHECK_ARG(hub != nullptr,
-                   "create_process_group('{}', inproc): rank {}: the hub rank 0 published (id {}) "
-                   "is gone: rank 0 gave up or destroyed the group before this rank joined",
-                   options.name, options.rank, id);
-  CLEAVE_CHECK_ARG(hub->size() == options.size,
-                   "create_process_group('{}', inproc): rank 0 made the group with {} ranks but "
-                   "rank {} was given size {}; every rank must pass the same size",
-                   options.name, hub->size(), options.rank, options.size);
-  return hub;
-}
-
-// ---- the group ----
 
 class InprocProcessGroup final : public ProcessGroup {
  public:
@@ -615,10 +63,10 @@ class InprocProcessGroup final : public ProcessGroup {
                      "(comm::make_memory_store() for ranks as threads)",
                      options.name);
     const Clock::time_point deadline = Clock::now() + options.timeout;
-    hub_ = find_hub(options, deadline);
+    hub_ = find_inproc_hub(options, deadline);
     ins_.resize(static_cast<size_t>(options.size));
     try {
-      hub_->arrive(options.rank, ++rendezvous_, deadline, options.timeout, "join");
+      hub_->rendezvous().arrive(options.rank, ++rendezvous_, deadline, options.timeout, "join");
     } catch (const BackendFailure& e) {
       CLEAVE_UNAVAILABLE(
           "create_process_group('{}', inproc): rank {} of {}: {}; check that every rank of the "
@@ -634,19 +82,20 @@ class InprocProcessGroup final : public ProcessGroup {
 
  protected:
   void do_all_reduce(const Tensor& t, ReduceOp op) override {
-    const Call call{Kind::kAllReduce, t.dtype(), op, 0, t.numel()};
+    const CallRecord call =
+        call_record(Collective::kAllReduce, t.dtype(), t.numel(), static_cast<int>(op));
     auto* data = static_cast<std::byte*>(t.raw_data());
     const size_t bytes = t.nbytes(), element = dtype_size(t.dtype());
     if (bytes * static_cast<size_t>(size()) <= kStagedBytes) {
       open_round(call, data, data, data, bytes);
       for (int q = 0; q < size(); ++q) ins_[static_cast<size_t>(q)] = staged(q);
-      reduce(t.dtype(), op, data, ins_, t.numel());
+      reduce_in_rank_order(t.dtype(), op, ins_, t.numel(), data);
       return;
     }
     open_round(call, data, data);
     const auto [lo, hi] = chunk(t.numel(), rank(), size());
     for (int q = 0; q < size(); ++q) ins_[static_cast<size_t>(q)] = slot(q).out + lo * element;
-    reduce(t.dtype(), op, data + lo * element, ins_, hi - lo);
+    reduce_in_rank_order(t.dtype(), op, ins_, hi - lo, data + lo * element);
     rendezvous();
     for (int q = 0; q < size(); ++q) {
       if (q == rank()) continue;
@@ -658,7 +107,7 @@ class InprocProcessGroup final : public ProcessGroup {
   }
 
   void do_all_gather(const Tensor& output, const Tensor& input) override {
-    const Call call{Kind::kAllGather, input.dtype(), ReduceOp::kSum, 0, input.numel()};
+    const CallRecord call = call_record(Collective::kAllGather, input.dtype(), input.numel());
     const auto* in = static_cast<const std::byte*>(input.raw_data());
     auto* out = static_cast<std::byte*>(output.raw_data());
     const size_t bytes = input.nbytes();
@@ -671,7 +120,8 @@ class InprocProcessGroup final : public ProcessGroup {
   }
 
   void do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
-    const Call call{Kind::kReduceScatter, input.dtype(), op, 0, output.numel()};
+    const CallRecord call = call_record(Collective::kReduceScatter, input.dtype(), output.numel(),
+                                        static_cast<int>(op));
     const auto* in = static_cast<const std::byte*>(input.raw_data());
     auto* out = static_cast<std::byte*>(output.raw_data());
     const size_t offset = output.nbytes() * static_cast<size_t>(rank());
@@ -680,12 +130,12 @@ class InprocProcessGroup final : public ProcessGroup {
     for (int q = 0; q < size(); ++q) {
       ins_[static_cast<size_t>(q)] = (staged_round ? staged(q) : slot(q).in) + offset;
     }
-    reduce(output.dtype(), op, out, ins_, output.numel());
+    reduce_in_rank_order(output.dtype(), op, ins_, output.numel(), out);
     if (!staged_round) rendezvous();
   }
 
   void do_broadcast(const Tensor& t, int root) override {
-    const Call call{Kind::kBroadcast, t.dtype(), ReduceOp::kSum, root, t.numel()};
+    const CallRecord call = call_record(Collective::kBroadcast, t.dtype(), t.numel(), root);
     auto* data = static_cast<std::byte*>(t.raw_data());
     const size_t bytes = t.nbytes();
     const bool staged_round = bytes <= kStagedBytes;
@@ -699,7 +149,7 @@ class InprocProcessGroup final : public ProcessGroup {
   }
 
   void do_all_to_all(const Tensor& output, const Tensor& input) override {
-    const Call call{Kind::kAllToAll, input.dtype(), ReduceOp::kSum, 0, input.numel()};
+    const CallRecord call = call_record(Collective::kAllToAll, input.dtype(), input.numel());
     const auto* in = static_cast<const std::byte*>(input.raw_data());
     auto* out = static_cast<std::byte*>(output.raw_data());
     const size_t part = input.nbytes() / static_cast<size_t>(size());
@@ -712,7 +162,7 @@ class InprocProcessGroup final : public ProcessGroup {
     if (!staged_round) rendezvous();
   }
 
-  void do_barrier() override { open_round(Call{}, nullptr, nullptr); }
+  void do_barrier() override { open_round(CallRecord{}, nullptr, nullptr); }
 
   void do_exchange(const std::vector<PeerBuffer>& sends,
                    const std::vector<PeerBuffer>& recvs) override {
@@ -722,10 +172,10 @@ class InprocProcessGroup final : public ProcessGroup {
     for (const PeerBuffer& s : sends) posted.push_back(post(s.tensor, s.peer, s.tag, true));
     for (const PeerBuffer& r : recvs) posted.push_back(post(r.tensor, r.peer, r.tag, false));
     try {
-      for (const auto& entry : posted) hub_->await(*entry, deadline, options().timeout);
+      for (const auto& entry : posted) hub_->p2p().await(*entry, deadline, options().timeout);
     } catch (...) {
       // No entry may outlive the call in a queue: the caller's buffers are its own again.
-      for (const auto& entry : posted) hub_->retract(*entry);
+      for (const auto& entry : posted) hub_->p2p().retract(*entry);
       throw;
     }
   }
@@ -733,7 +183,7 @@ class InprocProcessGroup final : public ProcessGroup {
   std::function<void()> do_post(const Tensor& tensor, int peer, int tag, bool is_send) override {
     std::shared_ptr<Entry> entry = post(tensor, peer, tag, is_send);
     return [hub = hub_, entry, timeout = options().timeout] {
-      hub->await(*entry, Clock::now() + timeout, timeout);
+      hub->p2p().await(*entry, Clock::now() + timeout, timeout);
     };
   }
 
@@ -741,48 +191,38 @@ class InprocProcessGroup final : public ProcessGroup {
   // Opens a round (NOTE [Inproc rounds]): publishes this rank's call and buffers, copies
   // `staged_bytes` from `stage` (when not null) into its staging buffer, passes the round's first
   // rendezvous and checks that every rank made the same call.
-  void open_round(const Call& call, const std::byte* in, std::byte* out,
+  void open_round(const CallRecord& call, const std::byte* in, std::byte* out,
                   const std::byte* stage = nullptr, size_t staged_bytes = 0) {
     deadline_ = Clock::now() + options().timeout;
     parity_ = static_cast<int>(round_++ & 1);
-    RankState& mine = hub_->rank_state(rank());
-    mine.slot[parity_] = Slot{call, in, out};
+    InprocRoundState& mine = hub_->round_state(rank());
+    mine.slot[parity_] = InprocSlot{call, in, out};
     if (stage != nullptr) {
       std::vector<std::byte>& staging = mine.staging[parity_];
       if (staging.size() < staged_bytes) staging.resize(staged_bytes);
       if (staged_bytes > 0) std::memcpy(staging.data(), stage, staged_bytes);
     }
     rendezvous();
-    for (int q = 0; q < size(); ++q) {
-      if (slot(q).call == call) continue;
-      throw BackendFailure(
-          fmt::format("rank {} called {} where this rank called {}; every rank must issue the "
-                      "group's collectives in the same order, with the same element counts, "
-                      "dtypes, ops and roots",
-                      q, describe(slot(q).call), describe(call)),
-          q);
+    // NOTE [Calls checked across ranks]
+    const int q =
+        first_mismatch(call, size(), [&](int r) -> const CallRecord& { return slot(r).call; });
+    if (q >= 0) {
+      throw BackendFailure(mismatch_message(q, slot(q).call, call, CallWording::kInproc), q);
     }
   }
 
-  void rendezvous() { hub_->arrive(rank(), ++rendezvous_, deadline_, options().timeout, "arrive"); }
-
-  const Slot& slot(int q) const { return hub_->rank_state(q).slot[parity_]; }
-  const std::byte* staged(int q) const { return hub_->rank_state(q).staging[parity_].data(); }
-
-  std::shared_ptr<Entry> post(const Tensor& tensor, int peer, int tag, bool is_send) {
-    auto entry = std::make_shared<Entry>();
-    entry->tensor = tensor;
-    entry->data = static_cast<std::byte*>(tensor.raw_data());
-    entry->bytes = tensor.nbytes();
-    entry->src = is_send ? rank() : peer;
-    entry->dst = is_send ? peer : rank();
-    entry->tag = tag;
-    entry->is_send = is_send;
-    hub_->post(entry);
-    return entry;
+  void rendezvous() {
+    hub_->rendezvous().arrive(rank(), ++rendezvous_, deadline_, options().timeout, "arrive");
   }
 
-  std::shared_ptr<Hub> hub_;
+  const InprocSlot& slot(int q) const { return hub_->round_state(q).slot[parity_]; }
+  const std::byte* staged(int q) const { return hub_->round_state(q).staging[parity_].data(); }
+
+  std::shared_ptr<Entry> post(const Tensor& tensor, int peer, int tag, bool is_send) {
+    return hub_->p2p().post(tensor, rank(), peer, tag, is_send);
+  }
+
+  std::shared_ptr<InprocHub> hub_;
   // Round state: touched only by the operation running (ProcessGroup runs one at a time).
   uint64_t round_ = 0;       // rounds opened
   uint64_t rendezvous_ = 0;  // rendezvous passed, the join included

@@ -3,13 +3,13 @@
 //
 // NOTE [MPI timeouts]
 // OpenMPI runs its nonblocking collectives (MPI_Iallreduce, ...) through libnbc, whose algorithms
-// are far slower than the tuned ones behind the blocking calls (AllReduce 0.42-0.82x at >= 4 MB,
-// 8 us against 1.2 us at 4 KB: bench/README.md). So collectives call the blocking functions, and a
-// watchdog thread enforces the group's timeout: a blocking collective cannot be cancelled, so
-// when one has run longer than options().timeout the watchdog prints one line naming the
-// operation, the group and this rank, and ends the whole MPI job with MPI_Abort (every rank exits
-// non-zero). Point-to-point operations stay nonblocking and polled: a receive can be withdrawn, so
-// their timeout throws cleave::Error (the group is then broken) and the process goes on.
+// are far slower than the tuned ones behind the blocking calls (bench/README.md, 'comm', the MPI
+// rows). So collectives call the blocking functions, and a watchdog thread enforces the group's
+// timeout: a blocking collective cannot be cancelled, so when one has run longer than
+// options().timeout the watchdog prints one line naming the operation, the group and this rank,
+// and ends the whole MPI job with MPI_Abort (every rank exits non-zero). Point-to-point operations
+// stay nonblocking and polled: a receive can be withdrawn, so their timeout throws cleave::Error
+// (the group is then broken) and the process goes on.
 //
 // NOTE [MPI initialisation]
 // MPI is initialised once per process, on the first MPI group, with MPI_THREAD_MULTIPLE (the
@@ -64,36 +64,23 @@ void check_mpi(int code, const char* call, int peer = -1) {
   if (code != MPI_SUCCESS) throw BackendFailure(fmt::format("{}: {}", call, mpi_error(code)), peer);
 }
 
-MPI_Datatype mpi_type(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return MPI_FLOAT;
-    case DType::kFloat64:
-      return MPI_DOUBLE;
-    case DType::kInt32:
-      return MPI_INT32_T;
-    case DType::kInt64:
-      return MPI_INT64_T;
-    case DType::kBool:
-      return MPI_UINT8_T;
-  }
-  return MPI_BYTE;
+// MPI's names are not constants (Open MPI's are addresses of globals): made on first use.
+const LibraryNames<MPI_Datatype, MPI_Op>& mpi_names() {
+  static const LibraryNames<MPI_Datatype, MPI_Op> names{
+      .float32 = MPI_FLOAT,
+      .float64 = MPI_DOUBLE,
+      .int32 = MPI_INT32_T,
+      .int64 = MPI_INT64_T,
+      .boolean = MPI_UINT8_T,
+      .sum = MPI_SUM,
+      .prod = MPI_PROD,
+      .max = MPI_MAX,
+      .min = MPI_MIN,
+  };
+  return names;
 }
-
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kMean:
-      return MPI_SUM;
-    case ReduceOp::kProd:
-      return MPI_PROD;
-    case ReduceOp::kMax:
-      return MPI_MAX;
-    case ReduceOp::kMin:
-      return MPI_MIN;
-  }
-  return MPI_SUM;
-}
+MPI_Datatype mpi_type(DType dtype) { return mpi_names().type(dtype); }
+MPI_Op mpi_op(ReduceOp op) { return mpi_names().op(op); }
 
 // NOTE [MPI timeouts]: the operations running in blocking MPI calls and the thread that aborts
 // the job when one passes its deadline. Registering costs one uncontended lock on entry and exit.

@@ -37,36 +37,19 @@ void check_nccl(ncclResult_t rc, const char* call, int peer = -1) {
   }
 }
 
-ncclDataType_t nccl_type(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return ncclFloat32;
-    case DType::kFloat64:
-      return ncclFloat64;
-    case DType::kInt32:
-      return ncclInt32;
-    case DType::kInt64:
-      return ncclInt64;
-    case DType::kBool:
-      return ncclUint8;
-  }
-  return ncclUint8;
-}
-
-ncclRedOp_t nccl_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kMean:
-      return ncclSum;
-    case ReduceOp::kProd:
-      return ncclProd;
-    case ReduceOp::kMax:
-      return ncclMax;
-    case ReduceOp::kMin:
-      return ncclMin;
-  }
-  return ncclSum;
-}
+constexpr LibraryNames<ncclDataType_t, ncclRedOp_t> kNcclNames{
+    .float32 = ncclFloat32,
+    .float64 = ncclFloat64,
+    .int32 = ncclInt32,
+    .int64 = ncclInt64,
+    .boolean = ncclUint8,
+    .sum = ncclSum,
+    .prod = ncclProd,
+    .max = ncclMax,
+    .min = ncclMin,
+};
+ncclDataType_t nccl_type(DType dtype) { return kNcclNames.type(dtype); }
+ncclRedOp_t nccl_op(ReduceOp op) { return kNcclNames.op(op); }
 
 void check_gpu(const Tensor& t, const ProcessGroup& g) {
   CLEAVE_CHECK_ARG(t.device().type == DeviceType::kCUDA,

@@ -1,239 +1,47 @@
 // Shared-memory collectives (NOTE [Shared-memory collectives] in comm/shm/shm_collectives.h).
 #include "comm/shm/shm_collectives.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <sched.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <climits>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <random>
-#include <string_view>
 
 #include "cleave/core/dtype.h"
 #include "cleave/core/env.h"
 #include "cleave/core/error.h"
-#include "comm/shm/shm_wait.h"
+#include "comm/rank_order_reduce.h"
+#include "comm/shm/shm_host.h"
 
 namespace cleave::comm {
-
-using Clock = std::chrono::steady_clock;
-
-struct ShmCollectives::Header {
-  alignas(64) std::atomic<uint64_t> arrivals;    // barrier arrivals of all ranks, ever
-  alignas(64) std::atomic<uint32_t> generation;  // barriers completed (mod 2^32): the futex word
-  std::atomic<uint32_t> sleepers;                // ranks asleep on `generation`
-  alignas(64) std::atomic<int32_t> culprit;      // 0, or 1 + the rank a failed rank blamed
-  std::atomic<int32_t> reporter;                 // the rank that failed first
-  // Set by rank 0 before the others map the segment, so that every rank agrees on them.
-  alignas(64) uint64_t round_bytes;  // per rank and round, <= kSlotBytes
-  uint32_t oversubscribed;           // more ranks than cores on this host
-};
-
 namespace {
 
-// A collective a rank calls (NOTE [Calls checked in shared-memory collectives]).
-struct CallRecord {
-  int32_t call;    // ShmCollectives::Call
-  int32_t dtype;   // DType
-  int32_t detail;  // ReduceOp, or the root of a Broadcast
-  int64_t count;   // elements
-};
-
-// Per rank, after the header: the barriers it has reached, its pid, and its last two calls (call
-// i in calls[i % 2]: a rank writes a record again only two operations later, after the barrier of
-// the operation between, which no rank passes before it has finished checking the record).
-struct alignas(64) RankWord {
-  std::atomic<uint64_t> arrived;
-  int32_t pid;
-  CallRecord calls[2];
-};
-static_assert(sizeof(RankWord) == 64);
-
-const char* call_name(int32_t call) {
-  static const char* const names[] = {"AllReduce", "AllGather", "ReduceScatter",
-                                      "Broadcast", "AlltoAll",  "Barrier"};
-  return call >= 0 && call < 6 ? names[call] : "?";
-}
-
-std::string describe(const CallRecord& w) {
-  const std::string name = call_name(w.call);
-  if (name == "Barrier") return name;
-  std::string what = name;
-  if (name == "AllReduce" || name == "ReduceScatter") {
-    what += fmt::format("({})", reduce_op_name(static_cast<ReduceOp>(w.detail)));
-  } else if (name == "Broadcast") {
-    what += fmt::format(" from root {}", w.detail);
-  }
-  return fmt::format("{} of {} elements of {}", what, w.count,
-                     dtype_name(static_cast<DType>(w.dtype)));
-}
-
-constexpr size_t kHeaderBytes = 320;
-constexpr size_t kPage = 4096;
-// NOTE [Waiting in shared-memory collectives]
-using shm::kSlice;
-using shm::kYield;
-using shm::process_gone;
-using shm::read_first_line;
-// NOTE [Rounds of shared-memory collectives]
-constexpr size_t kRoundBytes = size_t{512} << 10;
-
-size_t layout_bytes(int size) {
-  const size_t control = kHeaderBytes + sizeof(RankWord) * static_cast<size_t>(size);
-  return (control + kPage - 1) / kPage * kPage +
-         static_cast<size_t>(size) * 2 * ShmCollectives::kSlotBytes;
-}
-
-RankWord* rank_words(void* mapping) {
-  return reinterpret_cast<RankWord*>(static_cast<unsigned char*>(mapping) + kHeaderBytes);
-}
-
-size_t slots_offset(int size) {
-  const size_t control = kHeaderBytes + sizeof(RankWord) * static_cast<size_t>(size);
-  return (control + kPage - 1) / kPage * kPage;
-}
-
-std::string link_target(const char* path) {
-  char buf[256] = {};
-  const ssize_t n = readlink(path, buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
-// What two processes must share to use one segment: the host (name and boot), the IPC namespace
-// (/dev/shm) and the pid namespace (the liveness check reads the peers' pids).
-std::string host_key() {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  return fmt::format("{}|{}|{}|{}", host, read_first_line("/proc/sys/kernel/random/boot_id"),
-                     link_target("/proc/self/ns/ipc"), link_target("/proc/self/ns/pid"));
-}
-
-// The cores of this host (not of this process's affinity mask: the workers of a job may be bound
-// to one core each, and then each has a core of its own).
-int online_cores() {
-  return static_cast<int>(std::clamp(sysconf(_SC_NPROCESSORS_ONLN), 1L, 4096L));
-}
-
-// Bytes per rank and round (NOTE [Rounds of shared-memory collectives]); CLEAVE_COMM_SHM_ROUND_KB
-// overrides it (for measurements).
-size_t round_bytes(bool oversubscribed) {
-  size_t bytes = oversubscribed ? ShmCollectives::kSlotBytes : kRoundBytes;
-  if (env::is_set("CLEAVE_COMM_SHM_ROUND_KB")) {
-    bytes =
-        static_cast<size_t>(env::integer("CLEAVE_COMM_SHM_ROUND_KB", 4,
-                                         static_cast<int64_t>(ShmCollectives::kSlotBytes >> 10)))
-        << 10;
-  }
-  return bytes / 64 * 64;
-}
-
-bool shm_enabled() { return env::flag("CLEAVE_COMM_SHM"); }
-
-std::string to_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
-std::vector<uint8_t> to_bytes(const std::string& s) {
-  return std::vector<uint8_t>(s.begin(), s.end());
-}
-
-// A creator killed between making its segment and every rank mapping it (SIGKILL, or its job
-// stopped with SIGTERM at that moment) cannot unlink the name. The name ends with the creator's
-// pid, so the next creator on this host removes the names whose creator is gone. (Where /dev/shm
-// is shared across pid namespaces, a live creator elsewhere may look gone: unlinking its name
-// leaves its ranks' mappings intact, and a rank that had not opened it yet makes that group fall
-// back to TCP, as any failure to map does.)
-void remove_orphaned_segments() {
-  DIR* dir = opendir("/dev/shm");
-  if (dir == nullptr) return;
-  constexpr std::string_view kPrefix = "cleave-coll-";
-  while (const dirent* entry = readdir(dir)) {
-    const std::string_view name = entry->d_name;
-    if (name.substr(0, kPrefix.size()) != kPrefix) continue;
-    const size_t dash = name.rfind('-');
-    const int32_t pid = static_cast<int32_t>(std::atol(std::string(name.substr(dash + 1)).c_str()));
-    if (process_gone(pid)) shm_unlink(("/" + std::string(name)).c_str());
-  }
-  closedir(dir);
-}
-
-// ---- reductions in rank order (NOTE [Sum order of shared-memory collectives]) ----
-
-template <typename T>
-void combine(T* out, const T* a, const T* b, size_t n, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kMean:
-      if constexpr (std::is_same_v<T, bool>) {
-        CLEAVE_ASSERT(false, "sum of Bool tensors reached the shared-memory reduction");
-      } else {
-        for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-      }
-      return;
-    case ReduceOp::kProd:
-      if constexpr (std::is_same_v<T, bool>) {
-        CLEAVE_ASSERT(false, "product of Bool tensors reached the shared-memory reduction");
-      } else {
-        for (size_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
-      }
-      return;
-    case ReduceOp::kMax:
-      for (size_t i = 0; i < n; ++i) out[i] = std::max(a[i], b[i]);
-      return;
-    case ReduceOp::kMin:
-      for (size_t i = 0; i < n; ++i) out[i] = std::min(a[i], b[i]);
-      return;
-  }
-}
-
-// out[0..n) = ((src[0] op src[1]) op src[2]) ... , block by block so that the partial result
-// stays in L1; `also`, when not null, gets a copy of the result. `out` may be one of the sources
-// only if it is src[0] (each block is read before it is written).
-template <typename T>
-void reduce_in_rank_order(T* out, T* also, const std::vector<const T*>& src, size_t n,
-                          ReduceOp op) {
-  constexpr size_t kBlock = 4096 / sizeof(T) < 1 ? 1 : 4096 / sizeof(T);
-  for (size_t lo = 0; lo < n; lo += kBlock) {
-    const size_t len = std::min(kBlock, n - lo);
-    combine(out + lo, src[0] + lo, src[1] + lo, len, op);
-    for (size_t r = 2; r < src.size(); ++r) combine(out + lo, out + lo, src[r] + lo, len, op);
-    if (also != nullptr) std::memcpy(also + lo, out + lo, len * sizeof(T));
-  }
-}
+thread_local std::string testing_host_key;  // set_host_key_for_testing
 
 // Elements [lo, hi) of a round of `len` elements that chunk `c` of `size` covers.
 size_t chunk_lo(size_t len, int c, int size) {
   return len * static_cast<size_t>(c) / static_cast<size_t>(size);
 }
 
-void copy(void* dst, const void* src, size_t bytes) {
+void copy_bytes(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 
 }  // namespace
 
-// ---- creation (NOTE [No shared memory left behind]) ----
-
-namespace {
-thread_local std::string testing_host_key;  // set_host_key_for_testing
-}  // namespace
-
 std::vector<std::string> ShmCollectives::host_keys(const ProcessGroupOptions& options,
                                                    Store& store) {
-  if (!shm_enabled() || options.size <= 1) return {};
+  if (!env::flag("CLEAVE_COMM_SHM") || options.size <= 1) return {};
   auto key = [](int r) { return fmt::format("shm/host/{}", r); };
-  const std::string mine = testing_host_key.empty() ? host_key() : testing_host_key;
-  store.set(key(options.rank), to_bytes(mine));
+  const std::string mine = testing_host_key.empty() ? shm::host_key() : testing_host_key;
+  store.set(key(options.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
   std::vector<std::string> keys(static_cast<size_t>(options.size));
   for (int r = 0; r < options.size; ++r) {
-    keys[r] = r == options.rank ? mine : to_string(store.get(key(r), options.timeout));
+    if (r == options.rank) {
+      keys[r] = mine;
+    } else {
+      const std::vector<uint8_t> theirs = store.get(key(r), options.timeout);
+      keys[r] = std::string(theirs.begin(), theirs.end());
+    }
   }
   return keys;
 }
@@ -246,237 +54,47 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(const ProcessGroupOptions
                                                        Store& store,
                                                        const std::vector<int>& members,
                                                        size_t extra_bytes) {
-  static_assert(sizeof(Header) <= kHeaderBytes);
-  const int size = static_cast<int>(members.size());
-  const int rank =
-      static_cast<int>(std::find(members.begin(), members.end(), options.rank) - members.begin());
-  CLEAVE_ASSERT(rank < size, "ShmCollectives::create: this rank is not a member");
-  if (size <= 1 || size > kMaxRanks) return nullptr;
-  const auto timeout = options.timeout;
-  // Keys of this host's members (named by their first member: one namespace per host).
-  auto key = [&](const char* what, int r) {
-    return fmt::format("shm/{}/{}/{}", members[0], what, r);
-  };
-
-  auto shm = std::unique_ptr<ShmCollectives>(new ShmCollectives());
-  shm->name_ = options.name;
-  shm->members_ = members;
-  shm->rank_ = rank;
-  shm->size_ = size;
-  shm->timeout_ = timeout;
-  const size_t bytes = layout_bytes(size) + (extra_bytes + kPage - 1) / kPage * kPage;
-
-  std::string segment;
-  auto map = [&](int fd) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return false;
-    shm->mapping_ = p;
-    shm->mapping_bytes_ = bytes;
-    return true;
-  };
-  if (rank == 0) {
-    remove_orphaned_segments();
-    std::random_device random;
-    segment = fmt::format("/cleave-coll-{:08x}{:08x}-{}", random(), random(), getpid());
-    const int fd = shm_open(segment.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    bool ok = fd >= 0;
-    // Reserve the memory now: a full /dev/shm must fail here, not as a SIGBUS later.
-    if (ok && posix_fallocate(fd, 0, static_cast<off_t>(bytes)) != 0) {
-      close(fd);
-      ok = false;
-    }
-    if (ok) ok = map(fd);
-    if (ok) {
-      auto* header = static_cast<Header*>(shm->mapping_);
-      header->oversubscribed = size > online_cores() ? 1 : 0;
-      header->round_bytes = round_bytes(header->oversubscribed != 0);
-    }
-    if (!ok) {
-      if (fd >= 0) shm_unlink(segment.c_str());
-      segment.clear();
-    }
-    store.set(key("segment", 0), to_bytes(segment));
-  } else {
-    segment = to_string(store.get(key("segment", 0), timeout));
-  }
-  // From here on rank 0 unlinks the segment whatever happens.
-  struct Unlink {
-    const std::string& name;
-    bool owner;
-    ~Unlink() {
-      if (owner && !name.empty()) shm_unlink(name.c_str());
-    }
-  } unlink_at_exit{segment, rank == 0};
-  if (segment.empty()) return nullptr;
-  if (rank != 0) {
-    const int fd = shm_open(segment.c_str(), O_RDWR, 0600);
-    if (fd >= 0) map(fd);
-  }
-  const bool mapped = shm->mapping_ != nullptr;
-  if (mapped) {
-    rank_words(shm->mapping_)[rank].pid = static_cast<int32_t>(getpid());
-    shm->header_ = static_cast<Header*>(shm->mapping_);
-    shm->round_bytes_ = static_cast<size_t>(shm->header_->round_bytes);
-    shm->slots_ = static_cast<unsigned char*>(shm->mapping_) + slots_offset(size);
-    if (extra_bytes > 0)
-      shm->extra_ = static_cast<unsigned char*>(shm->mapping_) + layout_bytes(size);
-  }
-  store.set(key("mapped", rank), to_bytes(mapped ? "1" : "0"));
-  bool all_mapped = mapped;
-  for (int r = 0; r < size; ++r) {
-    if (r != rank && to_string(store.get(key("mapped", r), timeout)) != "1") all_mapped = false;
-  }
-  if (!all_mapped) return nullptr;  // the destructor unmaps
-  return shm;
+  std::unique_ptr<ShmSegment> segment = ShmSegment::create(options, store, members, extra_bytes);
+  if (segment == nullptr) return nullptr;
+  return std::unique_ptr<ShmCollectives>(new ShmCollectives(std::move(segment)));
 }
 
-ShmCollectives::~ShmCollectives() {
-  if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
-}
+ShmCollectives::ShmCollectives(std::unique_ptr<ShmSegment> segment)
+    : segment_(std::move(segment)),
+      barrier_(*segment_),
+      rank_(segment_->member()),
+      size_(segment_->size()),
+      round_bytes_(segment_->round_bytes()) {}
 
-unsigned char* ShmCollectives::slot(int rank, int buffer) const {
-  return slots_ + (static_cast<size_t>(rank) * 2 + static_cast<size_t>(buffer)) * kSlotBytes;
-}
-
-// ---- barrier and failure (NOTE [Waiting in shared-memory collectives]) ----
-
-int ShmCollectives::dead_rank_behind(uint64_t k) const {
-  const RankWord* words = rank_words(mapping_);
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_ || words[r].arrived.load(std::memory_order_acquire) >= k) continue;
-    if (process_gone(words[r].pid)) return r;
-  }
-  return -1;
-}
-
-void ShmCollectives::abandon(int culprit) {
-  int32_t none = 0;
-  if (header_->culprit.compare_exchange_strong(none, culprit + 1)) {
-    header_->reporter.store(members_[rank_]);
-  }
-  header_->generation.fetch_add(0);  // a full fence before the wake-up
-  shm::futex_wake_all(&header_->generation);
-}
-
-void ShmCollectives::throw_if_abandoned() const {
-  const int32_t culprit = header_->culprit.load(std::memory_order_acquire);
-  if (culprit == 0) return;
-  const int reporter = header_->reporter.load();
-  // A rank that blames itself failed outside this segment (a leader's TCP step).
-  throw BackendFailure(
-      reporter == culprit - 1
-          ? fmt::format("shared memory: rank {} gave up on the operation (its error names the "
-                        "cause)",
-                        reporter)
-          : fmt::format("shared memory: rank {} gave up on the operation, blaming rank {} "
-                        "(its error names the cause)",
-                        reporter, culprit - 1),
-      culprit - 1);
-}
-
-int32_t ShmCollectives::member_pid(int member) const { return rank_words(mapping_)[member].pid; }
-
-void ShmCollectives::fail(int culprit, const std::string& why) {
-  abandon(culprit);
-  throw BackendFailure(why, culprit);
-}
-
-void ShmCollectives::wait_at_barrier() {
-  const uint64_t k = ++barriers_;
-  RankWord* words = rank_words(mapping_);
-  words[rank_].arrived.store(k, std::memory_order_release);
-  const uint64_t arrived = header_->arrivals.fetch_add(1, std::memory_order_acq_rel) + 1;
-  const auto target = static_cast<uint32_t>(k);
-  if (arrived == k * static_cast<uint64_t>(size_)) {
-    header_->generation.store(target, std::memory_order_seq_cst);
-    if (header_->sleepers.load(std::memory_order_seq_cst) != 0) {
-      shm::futex_wake_all(&header_->generation);
-    }
-    return;
-  }
-  auto done = [&] {
-    return static_cast<int32_t>(header_->generation.load(std::memory_order_acquire) - target) >= 0;
-  };
-  const Clock::time_point start = Clock::now();
-  while (Clock::now() - start < polling_) {
-    if (done()) return;
-    sched_yield();
-  }
-  // Asleep in slices, checking the failure word, the peers' processes and the deadline. A
-  // completed barrier comes first: its operation then checks the calls itself, and names the
-  // mismatch rather than the rank that found it first.
-  while (true) {
-    if (done()) return;
-    throw_if_abandoned();
-    const int dead = dead_rank_behind(k);
-    if (dead >= 0) {
-      fail(members_[dead],
-           fmt::format("shared memory: rank {} (pid {}) has exited without reaching the "
-                       "collective's barrier {} that this rank waits at",
-                       members_[dead], rank_words(mapping_)[dead].pid, k));
-    }
-    const Clock::time_point now = Clock::now();
-    if (now >= deadline_) {
-      std::vector<int> missing;
-      for (int r = 0; r < size_; ++r) {
-        if (words[r].arrived.load(std::memory_order_acquire) < k) missing.push_back(members_[r]);
-      }
-      if (missing.empty()) continue;  // all arrived just now
-      fail(missing.front(),
-           fmt::format("shared memory: rank(s) {} did not arrive within the timeout of {} ms "
-                       "(they are alive but not in this collective: stopped, or calling "
-                       "collectives in another order)",
-                       fmt::join(missing, ", "), timeout_.count()));
-    }
-    const auto slice = std::min<Clock::duration>(kSlice, deadline_ - now);
-    const uint32_t seen = header_->generation.load(std::memory_order_seq_cst);
-    header_->sleepers.fetch_add(1, std::memory_order_seq_cst);
-    if (!done()) {
-      shm::futex_wait(&header_->generation, seen,
-                      std::chrono::duration_cast<std::chrono::nanoseconds>(slice));
-    }
-    header_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-  }
-}
-
-// ---- the collectives ----
-
-void ShmCollectives::begin(Call call, const Tensor* tensor, int64_t count, int detail) {
-  deadline_ = Clock::now() + timeout_;
-  CallRecord& mine = rank_words(mapping_)[rank_].calls[++calls_ & 1];
-  mine.call = static_cast<int32_t>(call);
-  mine.dtype = tensor != nullptr ? static_cast<int32_t>(tensor->dtype()) : 0;
-  mine.count = count;
-  mine.detail = detail;
+void ShmCollectives::begin(Collective call, const Tensor* tensor, int64_t count, int detail) {
+  deadline_ = WaitClock::now() + segment_->timeout();
+  segment_->word(rank_).calls[++calls_ & 1] =
+      call_record(call, tensor != nullptr ? tensor->dtype() : DType{}, count, detail);
   check_call_ = true;
   // NOTE [Waiting beside computation]: an operation of several rounds on the communication thread
   // sleeps at once at its barriers; one of a single round polls first, as blocking calls do.
-  polling_ =
-      tensor != nullptr && tensor->nbytes() > round_bytes_ ? shm::yield_phase() : shm::kYield;
+  polling_ = tensor != nullptr && tensor->nbytes() > round_bytes_ ? poll_phase(kShmWait.poll)
+                                                                  : kShmWait.poll;
 }
 
 void ShmCollectives::check_calls() {
-  const RankWord* words = rank_words(mapping_);
-  const CallRecord& mine = words[rank_].calls[calls_ & 1];
-  for (int r = 0; r < size_; ++r) {
-    const CallRecord& w = words[r].calls[calls_ & 1];
-    if (w.call != mine.call || w.dtype != mine.dtype || w.count != mine.count ||
-        w.detail != mine.detail) {
-      // Every rank is alive and sees the same words, so each fails here at once with this
-      // message; an invalid-argument error, so no process waits for a lost-peer verdict (NOTE
-      // [Failure hook] in comm/progress.h).
-      abandon(members_[r]);
-      CLEAVE_FAIL(
-          "shared memory: rank {} called {} while this rank called {}; every rank of a group "
-          "must call the same collectives, with the same sizes, in the same order",
-          members_[r], describe(w), describe(mine));
-    }
-  }
+  const CallRecord& mine = segment_->word(rank_).calls[calls_ & 1];
+  const auto record_of = [&](int m) -> const CallRecord& {
+    return segment_->word(m).calls[calls_ & 1];
+  };
+  const int m = first_mismatch(mine, size_, record_of);
+  if (m < 0) return;
+  // Every rank is alive and sees the same records, so each fails here at once with this message;
+  // an invalid-argument error, so no process waits for a lost-peer verdict (NOTE [Failure hook]
+  // in comm/progress.h).
+  const int culprit = segment_->members()[m];
+  segment_->abandon(culprit);
+  throw Error(ErrorKind::kInvalidArgument,
+              mismatch_message(culprit, record_of(m), mine, CallWording::kSharedMemory));
 }
 
 void ShmCollectives::arrive_and_wait() {
-  wait_at_barrier();
+  barrier_.arrive_and_wait(deadline_, polling_);
   if (check_call_) {
     check_call_ = false;
     check_calls();
@@ -484,123 +102,121 @@ void ShmCollectives::arrive_and_wait() {
 }
 
 void ShmCollectives::barrier() {
-  begin(Call::kBarrier, nullptr, 0, 0);
+  begin(Collective::kBarrier, nullptr, 0, 0);
   arrive_and_wait();
 }
 
+// The round's elements are split into `size` chunks (chunk c: elements [c * len / size, (c + 1) *
+// len / size)); every rank copies the chunks of the others into its slot; barrier; rank c reduces
+// chunk c over ranks 0, 1, 2, ... in that order (its own operand read in place) and writes the
+// result into its slot's chunk c and its tensor; barrier; every rank copies the other chunks'
+// results into its tensor. A reduce-scatter, then an all-gather.
 void ShmCollectives::all_reduce(const Tensor& tensor, ReduceOp op) {
-  begin(Call::kAllReduce, &tensor, tensor.numel(), static_cast<int>(op));
+  begin(Collective::kAllReduce, &tensor, tensor.numel(), static_cast<int>(op));
   const size_t es = dtype_size(tensor.dtype());
   const size_t n = static_cast<size_t>(tensor.numel());
   const size_t per_round = round_bytes_ / es;
-  auto* data = static_cast<unsigned char*>(tensor.raw_data());
+  auto* data = static_cast<std::byte*>(tensor.raw_data());
+  std::vector<const std::byte*> src(static_cast<size_t>(size_));  // the operands, by rank
   for (size_t off = 0; off < n; off += per_round) {
     const size_t len = std::min(per_round, n - off);
     const int b = static_cast<int>(rounds_++ & 1);
-    unsigned char* mine = slot(rank_, b);
-    unsigned char* base = data + off * es;
+    std::byte* mine = slot(rank_, b);
+    std::byte* base = data + off * es;
     const size_t lo = chunk_lo(len, rank_, size_), hi = chunk_lo(len, rank_ + 1, size_);
     // The other ranks' chunks of this rank's data (its own chunk is read in place).
-    copy(mine, base, lo * es);
-    copy(mine + hi * es, base + hi * es, (len - hi) * es);
+    copy_bytes(mine, base, lo * es);
+    copy_bytes(mine + hi * es, base + hi * es, (len - hi) * es);
     arrive_and_wait();
-    if (hi > lo) {
-      CLEAVE_DISPATCH_ALL(tensor.dtype(), [&] {
-        std::vector<const T*> src(static_cast<size_t>(size_));
-        for (int r = 0; r < size_; ++r) {
-          src[r] = reinterpret_cast<const T*>((r == rank_ ? base : slot(r, b)) + lo * es);
-        }
-        // Into the slot (for the others) and, as a copy, into this rank's tensor.
-        reduce_in_rank_order(reinterpret_cast<T*>(mine + lo * es),
-                             reinterpret_cast<T*>(base + lo * es), src, hi - lo, op);
-      });
-    }
+    for (int r = 0; r < size_; ++r) src[r] = (r == rank_ ? base : slot(r, b)) + lo * es;
+    // Into the slot (for the others) and, as a copy, into this rank's tensor.
+    reduce_in_rank_order(tensor.dtype(), op, src, static_cast<int64_t>(hi - lo), mine + lo * es,
+                         base + lo * es);
     arrive_and_wait();
     for (int c = 0; c < size_; ++c) {
       if (c == rank_) continue;
       const size_t clo = chunk_lo(len, c, size_), chi = chunk_lo(len, c + 1, size_);
-      copy(base + clo * es, slot(c, b) + clo * es, (chi - clo) * es);
+      copy_bytes(base + clo * es, slot(c, b) + clo * es, (chi - clo) * es);
     }
   }
 }
 
+// Every rank copies, for each other rank j, its part of chunk j into region j of its slot;
+// barrier; each rank reduces its own chunk in rank order.
 void ShmCollectives::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
-  begin(Call::kReduceScatter, &output, output.numel(), static_cast<int>(op));
+  begin(Collective::kReduceScatter, &output, output.numel(), static_cast<int>(op));
   const size_t es = dtype_size(input.dtype());
   const size_t n = static_cast<size_t>(output.numel());  // per rank
   const size_t per_round = std::max<size_t>(1, round_bytes_ / es / static_cast<size_t>(size_));
-  const auto* in = static_cast<const unsigned char*>(input.raw_data());
-  auto* out = static_cast<unsigned char*>(output.raw_data());
+  const auto* in = static_cast<const std::byte*>(input.raw_data());
+  auto* out = static_cast<std::byte*>(output.raw_data());
+  std::vector<const std::byte*> src(static_cast<size_t>(size_));  // the operands, by rank
   for (size_t off = 0; off < n; off += per_round) {
     const size_t len = std::min(per_round, n - off);
     const int b = static_cast<int>(rounds_++ & 1);
-    unsigned char* mine = slot(rank_, b);
+    std::byte* mine = slot(rank_, b);
     // Region j of this rank's slot: its part of chunk j (per_round elements apart).
     for (int j = 0; j < size_; ++j) {
-      if (j != rank_) copy(mine + j * per_round * es, in + (j * n + off) * es, len * es);
+      if (j != rank_) copy_bytes(mine + j * per_round * es, in + (j * n + off) * es, len * es);
     }
     arrive_and_wait();
-    CLEAVE_DISPATCH_ALL(input.dtype(), [&] {
-      std::vector<const T*> src(static_cast<size_t>(size_));
-      for (int r = 0; r < size_; ++r) {
-        src[r] = reinterpret_cast<const T*>(r == rank_ ? in + (rank_ * n + off) * es
-                                                       : slot(r, b) + rank_ * per_round * es);
-      }
-      reduce_in_rank_order(reinterpret_cast<T*>(out + off * es), static_cast<T*>(nullptr), src, len,
-                           op);
-    });
+    for (int r = 0; r < size_; ++r) {
+      src[r] = r == rank_ ? in + (rank_ * n + off) * es : slot(r, b) + rank_ * per_round * es;
+    }
+    reduce_in_rank_order(input.dtype(), op, src, static_cast<int64_t>(len), out + off * es);
   }
 }
 
+// AllGather, Broadcast and AlltoAll: the owner copies in, barrier, the readers copy out.
 void ShmCollectives::all_gather(const Tensor& output, const Tensor& input) {
-  begin(Call::kAllGather, &input, input.numel(), 0);
+  begin(Collective::kAllGather, &input, input.numel(), 0);
   const size_t bytes = input.nbytes();
-  const auto* in = static_cast<const unsigned char*>(input.raw_data());
-  auto* out = static_cast<unsigned char*>(output.raw_data());
-  copy(out + rank_ * bytes, in, bytes);
+  const auto* in = static_cast<const std::byte*>(input.raw_data());
+  auto* out = static_cast<std::byte*>(output.raw_data());
+  copy_bytes(out + rank_ * bytes, in, bytes);
   for (size_t off = 0; off < bytes; off += round_bytes_) {
     const size_t len = std::min(round_bytes_, bytes - off);
     const int b = static_cast<int>(rounds_++ & 1);
-    copy(slot(rank_, b), in + off, len);
+    copy_bytes(slot(rank_, b), in + off, len);
     arrive_and_wait();
     for (int r = 0; r < size_; ++r) {
-      if (r != rank_) copy(out + r * bytes + off, slot(r, b), len);
+      if (r != rank_) copy_bytes(out + r * bytes + off, slot(r, b), len);
     }
   }
 }
 
 void ShmCollectives::broadcast(const Tensor& tensor, int root) {
-  begin(Call::kBroadcast, &tensor, tensor.numel(), root);
+  begin(Collective::kBroadcast, &tensor, tensor.numel(), root);
   const size_t bytes = tensor.nbytes();
-  auto* data = static_cast<unsigned char*>(tensor.raw_data());
+  auto* data = static_cast<std::byte*>(tensor.raw_data());
   for (size_t off = 0; off < bytes; off += round_bytes_) {
     const size_t len = std::min(round_bytes_, bytes - off);
     const int b = static_cast<int>(rounds_++ & 1);
-    if (rank_ == root) copy(slot(root, b), data + off, len);
+    if (rank_ == root) copy_bytes(slot(root, b), data + off, len);
     arrive_and_wait();
-    if (rank_ != root) copy(data + off, slot(root, b), len);
+    if (rank_ != root) copy_bytes(data + off, slot(root, b), len);
   }
 }
 
 void ShmCollectives::all_to_all(const Tensor& output, const Tensor& input) {
-  begin(Call::kAllToAll, &input, input.numel(), 0);
+  begin(Collective::kAllToAll, &input, input.numel(), 0);
   const size_t chunk = input.nbytes() / static_cast<size_t>(size_);  // bytes per rank
   const size_t es = dtype_size(input.dtype());
   const size_t per_round =
       std::max(es, round_bytes_ / static_cast<size_t>(size_) / es * es);  // bytes per region
-  const auto* in = static_cast<const unsigned char*>(input.raw_data());
-  auto* out = static_cast<unsigned char*>(output.raw_data());
-  copy(out + rank_ * chunk, in + rank_ * chunk, chunk);
+  const auto* in = static_cast<const std::byte*>(input.raw_data());
+  auto* out = static_cast<std::byte*>(output.raw_data());
+  copy_bytes(out + rank_ * chunk, in + rank_ * chunk, chunk);
   for (size_t off = 0; off < chunk; off += per_round) {
     const size_t len = std::min(per_round, chunk - off);
     const int b = static_cast<int>(rounds_++ & 1);
-    unsigned char* mine = slot(rank_, b);
+    std::byte* mine = slot(rank_, b);
     for (int j = 0; j < size_; ++j) {
-      if (j != rank_) copy(mine + j * per_round, in + j * chunk + off, len);
+      if (j != rank_) copy_bytes(mine + j * per_round, in + j * chunk + off, len);
     }
     arrive_and_wait();
     for (int r = 0; r < size_; ++r) {
-      if (r != rank_) copy(out + r * chunk + off, slot(r, b) + rank_ * per_round, len);
+      if (r != rank_) copy_bytes(out + r * chunk + off, slot(r, b) + rank_ * per_round, len);
     }
   }
 }

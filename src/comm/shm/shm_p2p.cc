@@ -2,7 +2,6 @@
 #include "comm/shm/shm_p2p.h"
 
 #include <fmt/format.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,7 +9,9 @@
 #include <cstring>
 
 #include "cleave/core/error.h"
-#include "comm/shm/shm_wait.h"
+#include "comm/shm/shm_barrier.h"
+#include "comm/shm/shm_host.h"
+#include "comm/wait.h"
 
 namespace cleave::comm {
 
@@ -26,8 +27,7 @@ constexpr size_t kMinCapacity = size_t{16} << 10;
 constexpr size_t kMaxCapacity = size_t{1} << 20;
 
 struct alignas(kLine) Bell {
-  std::atomic<uint32_t> word;      // bumped on every change for this member: the futex word
-  std::atomic<uint32_t> sleepers;  // threads of this member asleep on it
+  WaitWord word;  // bumped on every change for this member
 };
 static_assert(sizeof(Bell) == kLine);
 
@@ -70,7 +70,7 @@ struct ShmPeers::Channel {
 
 struct ShmPeers::Op {
   Tensor keep;  // holds the buffer
-  unsigned char* data = nullptr;
+  std::byte* data = nullptr;
   uint64_t bytes = 0;
   int member = 0;  // the peer's member index
   int peer = 0;    // its group rank
@@ -85,7 +85,7 @@ struct ShmPeers::Op {
 // A message that arrived before its receive was posted.
 struct ShmPeers::Unexpected {
   int tag = 0;
-  std::vector<unsigned char> data;
+  std::vector<std::byte> data;
   uint64_t got = 0;
 };
 
@@ -107,7 +107,7 @@ size_t ShmPeers::region_bytes(int members) {
   return rings_offset(members) + pairs(members) * capacity_for(members);
 }
 
-ShmPeers::ShmPeers(ShmCollectives& segment, int group_rank, std::chrono::milliseconds timeout)
+ShmPeers::ShmPeers(ShmSegment& segment, int group_rank, std::chrono::milliseconds timeout)
     : segment_(segment), members_(segment.members()), timeout_(timeout) {
   n_ = static_cast<int>(members_.size());
   me_ =
@@ -135,7 +135,7 @@ void ShmPeers::background() {
       return stopping_ || (deferred_pending_ > 0 && waiters_ == 0 && failure_.empty());
     });
     if (stopping_) return;
-    const uint32_t seen = bell.word.load(std::memory_order_seq_cst);
+    const uint32_t seen = bell.word.value.load(std::memory_order_seq_cst);
     bool moved = false;
     try {
       moved = progress();
@@ -144,11 +144,7 @@ void ShmPeers::background() {
     }
     if (moved) continue;
     lock.unlock();
-    bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    if (bell.word.load(std::memory_order_seq_cst) == seen) {
-      shm::futex_wait(&bell.word, seen, shm::kSlice);
-    }
-    bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    bell.word.sleep(seen, kShmWait.slice);
     lock.lock();
   }
 }
@@ -167,29 +163,29 @@ ShmPeers::Channel& ShmPeers::channel(int src, int dst) const {
   return reinterpret_cast<Channel*>(region_ + channels_offset(n_))[pair_index(src, dst, n_)];
 }
 
-unsigned char* ShmPeers::ring(int src, int dst) const {
+std::byte* ShmPeers::ring(int src, int dst) const {
   return region_ + rings_offset(n_) + pair_index(src, dst, n_) * capacity_;
 }
 
 void ShmPeers::ring_bell(int member) {
   Bell& bell = reinterpret_cast<Bell*>(region_)[member];
-  bell.word.fetch_add(1, std::memory_order_seq_cst);
-  if (bell.sleepers.load(std::memory_order_seq_cst) != 0) shm::futex_wake_all(&bell.word);
+  bell.word.value.fetch_add(1, std::memory_order_release);
+  bell.word.wake();
 }
 
 namespace {
 // Copies between a ring of `capacity` bytes (a power of two) at stream position `pos` and `buf`.
-void ring_write(unsigned char* ring, size_t capacity, uint64_t pos, const void* buf, size_t n) {
+void ring_write(std::byte* ring, size_t capacity, uint64_t pos, const void* buf, size_t n) {
   const size_t at = pos & (capacity - 1);
   const size_t first = std::min(n, capacity - at);
   std::memcpy(ring + at, buf, first);
-  if (n > first) std::memcpy(ring, static_cast<const unsigned char*>(buf) + first, n - first);
+  if (n > first) std::memcpy(ring, static_cast<const std::byte*>(buf) + first, n - first);
 }
-void ring_read(const unsigned char* ring, size_t capacity, uint64_t pos, void* buf, size_t n) {
+void ring_read(const std::byte* ring, size_t capacity, uint64_t pos, void* buf, size_t n) {
   const size_t at = pos & (capacity - 1);
   const size_t first = std::min(n, capacity - at);
   std::memcpy(buf, ring + at, first);
-  if (n > first) std::memcpy(static_cast<unsigned char*>(buf) + first, ring, n - first);
+  if (n > first) std::memcpy(static_cast<std::byte*>(buf) + first, ring, n - first);
 }
 }  // namespace
 
@@ -208,7 +204,7 @@ bool ShmPeers::progress_send(int j) {
   Peer& p = peers_[j];
   if (p.sends.empty()) return false;
   Channel& ch = channel(me_, j);
-  unsigned char* r = ring(me_, j);
+  std::byte* r = ring(me_, j);
   uint64_t head = ch.head.load(std::memory_order_relaxed);
   const uint64_t tail = ch.tail.load(std::memory_order_acquire);
   const uint64_t start = head;
@@ -243,7 +239,7 @@ bool ShmPeers::progress_send(int j) {
 bool ShmPeers::progress_recv(int j) {
   Peer& p = peers_[j];
   Channel& ch = channel(j, me_);
-  const unsigned char* r = ring(j, me_);
+  const std::byte* r = ring(j, me_);
   uint64_t tail = ch.tail.load(std::memory_order_relaxed);
   const uint64_t head = ch.head.load(std::memory_order_acquire);
   const uint64_t start = tail;
@@ -274,7 +270,7 @@ bool ShmPeers::progress_recv(int j) {
     }
     const uint64_t n = std::min(head - tail, p.bytes - p.got);
     if (n > 0) {
-      unsigned char* dst = p.op ? p.op->data : p.heap->data.data();
+      std::byte* dst = p.op ? p.op->data : p.heap->data.data();
       ring_read(r, capacity_, tail, dst + p.got, n);
       tail += n;
       p.got += n;
@@ -312,7 +308,7 @@ std::shared_ptr<ShmPeers::Op> ShmPeers::post(const Tensor& tensor, int peer, int
                                              bool deferred) {
   auto op = std::make_shared<Op>();
   op->keep = tensor;
-  op->data = static_cast<unsigned char*>(tensor.raw_data());
+  op->data = static_cast<std::byte*>(tensor.raw_data());
   op->bytes = tensor.nbytes();
   op->member =
       static_cast<int>(std::find(members_.begin(), members_.end(), peer) - members_.begin());
@@ -375,7 +371,6 @@ void ShmPeers::fail(int culprit, const std::string& why, bool invalid_argument) 
 void ShmPeers::wait(const std::shared_ptr<Op>& op) { wait(op, Clock::now() + timeout_); }
 
 void ShmPeers::wait(const std::shared_ptr<Op>& op, std::chrono::steady_clock::time_point deadline) {
-  Bell& bell = reinterpret_cast<Bell*>(region_)[me_];
   struct Waiting {
     ShmPeers& self;
     explicit Waiting(ShmPeers& s) : self(s) {
@@ -387,65 +382,48 @@ void ShmPeers::wait(const std::shared_ptr<Op>& op, std::chrono::steady_clock::ti
       if (--self.waiters_ == 0 && self.deferred_pending_ > 0) self.wake_background_.notify_all();
     }
   } waiting(*this);
-  const auto polling = shm::yield_phase();  // NOTE [Waiting beside computation]
-  Clock::time_point yield_until = Clock::now() + polling;
-  while (true) {
-    const uint32_t seen = bell.word.load(std::memory_order_seq_cst);
-    bool moved = false;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (op->done.load(std::memory_order_acquire)) return;
-      throw_if_failed();
-      moved = progress();
-      if (op->done.load(std::memory_order_acquire)) return;
-      throw_if_failed();
+  const auto done = [&] { return op->done.load(std::memory_order_acquire); };
+  // Moves what it can; progress on any channel rings this member's bell, which restarts the
+  // polling phase (NOTE [Waiting]).
+  const auto moved_enough = [&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done()) return true;
+    throw_if_failed();
+    progress();
+    if (done()) return true;
+    throw_if_failed();
+    return false;
+  };
+  const char* what = op->is_send ? "to send" : "to receive";
+  const auto check = [&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+      segment_.throw_if_abandoned();
+    } catch (const BackendFailure& e) {
+      fail(e.peer, e.what(), false);
     }
-    const Clock::time_point now = Clock::now();
-    if (moved) {
-      yield_until = now + polling;
-      continue;
-    }
-    if (now < yield_until) {
-      sched_yield();
-      continue;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      try {
-        segment_.throw_if_abandoned();
-      } catch (const BackendFailure& e) {
-        fail(e.peer, e.what(), false);
-      }
-      const char* what = op->is_send ? "to send" : "to receive";
-      if (shm::process_gone(segment_.member_pid(op->member))) {
-        // It may have written the rest just before it exited.
-        progress();
-        if (op->done.load(std::memory_order_acquire)) return;
-        fail(op->peer,
-             fmt::format("shared memory: rank {} (pid {}) has exited while this rank waits {} "
-                         "the message with tag {} ({} bytes, {} moved)",
-                         op->peer, segment_.member_pid(op->member), what, op->tag, op->bytes,
-                         op->moved),
-             false);
-      }
-      if (now >= deadline) {
-        fail(op->peer,
-             fmt::format("shared memory: the message with tag {} ({} bytes) that this rank waits "
-                         "{} {} rank {} did not complete within the timeout of {} ms ({} bytes "
-                         "moved); the peer is alive, so it did not post the matching {} or stopped",
-                         op->tag, op->bytes, what, op->is_send ? "to" : "from", op->peer,
-                         timeout_.count(), op->moved, op->is_send ? "receive" : "send"),
-             false);
-      }
-    }
-    bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    if (bell.word.load(std::memory_order_seq_cst) == seen && !op->done.load()) {
-      shm::futex_wait(&bell.word, seen,
-                      std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::min<Clock::duration>(shm::kSlice, deadline - now)));
-    }
-    bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
-  }
+    if (!shm::process_gone(segment_.member_pid(op->member))) return;
+    // It may have written the rest just before it exited.
+    progress();
+    if (done()) return;
+    fail(
+        op->peer,
+        fmt::format("shared memory: rank {} (pid {}) has exited while this rank waits {} the "
+                    "message with tag {} ({} bytes, {} moved)",
+                    op->peer, segment_.member_pid(op->member), what, op->tag, op->bytes, op->moved),
+        false);
+  };
+  Bell& bell = reinterpret_cast<Bell*>(region_)[me_];
+  const WaitPolicy policy{poll_phase(kShmWait.poll), kShmWait.slice};
+  if (wait_until(bell.word, deadline, policy, moved_enough, check)) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  fail(op->peer,
+       fmt::format("shared memory: the message with tag {} ({} bytes) that this rank waits {} {} "
+                   "rank {} did not complete within the timeout of {} ms ({} bytes moved); the "
+                   "peer is alive, so it did not post the matching {} or stopped",
+                   op->tag, op->bytes, what, op->is_send ? "to" : "from", op->peer,
+                   timeout_.count(), op->moved, op->is_send ? "receive" : "send"),
+       false);
 }
 
 }  // namespace cleave::comm

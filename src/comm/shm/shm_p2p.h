@@ -3,53 +3,41 @@
 // (NOTE [Shared-memory point-to-point]).
 //
 // NOTE [Shared-memory point-to-point]
-// Gloo's TCP pairs cost socket calls and wake-ups per message even on one host (a 4 KB ping-pong
-// of 2 ranks: ~50 us one way, against ~3 us through this; bench/README.md "comm"). The members of a
-// gloo group on this host (all ranks, or this host's members of a group over several hosts) share
-// the collectives' segment (NOTE [Shared-memory collectives]); it also holds, after the
-// collectives' slots, this region:
+// The members of a gloo group on this host (all ranks, or this host's members of a group over
+// several hosts) share the collectives' segment (comm/shm/shm_segment.h); its extra region holds
+//   bells     one wait word per member ("its doorbell"), bumped by whoever changes a channel the
+//             member reads or writes;
+//   channels  one per ordered pair (src, dst) of members: a byte ring of `capacity` bytes (a power
+//             of two: 16 MB over the n(n-1) channels, 16 KB to 1 MB each) with two monotonic
+//             counters, head (bytes written, only by src) and tail (bytes read, only by dst).
+// A message is a 16-byte frame {tag, byte count} and its payload, streamed through the ring in
+// pieces as space frees, so a message of any size fits any ring. A sender writes its messages to
+// one peer in posting order; the receiver matches each frame to the first posted receive from that
+// peer with that tag, or streams it into a heap buffer ("unexpected") that the next such receive
+// takes. So equal tags match in posting order, other tags in any order (as MPI and Gloo allow),
+// and a reader never stalls a ring. Why these are not the placed graphs' mailboxes: NOTE
+// [Mailboxes and point-to-point rings] in cleave/comm/shm_mailbox.h. Measurements:
+// bench/README.md, 'shm'.
 //
-//   bells     one futex word per member ("its doorbell"), bumped by whoever changes a channel
-//             the member reads or writes;
-//   channels  one per ordered pair (src, dst) of members: a byte ring of `capacity` bytes (a
-//             power of two: 16 MB over the n(n-1) channels, between 16 KB and 1 MB each) with two
-//             monotonic counters, head (bytes written, only by src) and tail (bytes read, only by
-//             dst). Free space is capacity - (head - tail).
+// NOTE [Progress of shared-memory point-to-point]
+// Every posted send and receive of the group in this process is registered with the group's
+// ShmPeers. A thread waiting for one of them drives progress for all of them (under one mutex): it
+// writes what fits into the outgoing rings and reads what has arrived from every peer, so two
+// ranks that each send the other 64 MB at once never deadlock on full rings. Posting writes what
+// fits at once. isend / irecv, whose Work may be awaited much later (a pipeline stage posts its
+// send, then all-reduces, then waits), would then stall a peer while the sender is in a collective
+// that needs that peer: so while such an operation is pending and no thread of the group waits, a
+// progress thread of the group drives it (asleep on the doorbell, without polling). Blocking and
+// exchange traffic never wakes that thread.
 //
-// A message is a frame {tag, byte count} of 16 bytes followed by its payload, streamed through
-// the ring in pieces as space frees, so a message of any size (0 bytes to gigabytes) fits any
-// ring. A sender writes its messages to one peer in posting order, one at a time; the receiver
-// reads the frames in order and matches each to the first posted receive from that peer with
-// that tag. When none is posted yet, it streams the message into a heap buffer ("unexpected"),
-// which the next receive with that tag takes (moving to the receive's own buffer if the message is
-// still arriving). So messages of one tag match in posting order, and messages of different tags
-// may be received in any order (as MPI and Gloo allow), and a reader never stalls a ring: a
-// sender's progress never depends on the order in which its peer posts its receives.
-//
-// Progress. Every posted send and receive of the group in this process is registered with the
-// group's ShmPeers (exchange, the threads of exchange_async, isend / irecv). A thread waiting for
-// one of them drives progress for all of them (under one mutex): it writes what fits into the
-// outgoing rings and reads what has arrived from every peer. Two ranks that each send the other
-// 64 MB at once therefore never deadlock on full rings: each one's waiter drains its incoming
-// ring while its outgoing one is full. Posting writes what fits at once, so small sends are out
-// before anyone waits.
-//
-// isend / irecv, whose Work may be awaited much later (a pipeline stage posts its send, then
-// all-reduces, then waits), would then stall a peer waiting for the message while the sender is
-// in a collective that needs that peer: so while such an operation is pending and no thread of
-// the group waits, a progress thread of the group drives it (asleep on the doorbell, without the
-// polling phase). Blocking and exchange traffic, awaited at once, never wakes that thread.
-//
-// Waiting follows NOTE [Waiting in shared-memory collectives]: poll with sched_yield() for 1 ms
-// after the last progress, then sleep on this member's doorbell in 10 ms slices. Between slices
-// the waiter checks the segment's failure word (a member that gave up, on a collective or a
-// message), whether the peer of its transfer has exited (its pid: "rank 1 (pid 123) has exited
-// while this rank waits to receive the message with tag 3 (...)") and the group's timeout
-// (counted from the start of the wait, or of the exchange); on any of them it records the failure
-// in the segment and wakes every member, so the others fail at once naming the same rank. A receive
-// whose buffer size differs from the matched message's fails as the program's mistake
-// (kInvalidArgument) naming the tag, both sizes and the peer; the message is never truncated or
-// padded.
+// NOTE [Failures of shared-memory point-to-point]
+// A wait follows kShmWait (NOTE [Waiting in shared-memory collectives]), its polling phase
+// starting again after every progress. Between slices the waiter checks the segment's failure
+// word, whether the peer of its transfer has exited (its pid) and the group's timeout (from the
+// start of the wait, or of the exchange); on any of them it records the failure in the segment and
+// wakes every member, so the others fail at once naming the same rank. A receive whose buffer size
+// differs from the matched message's fails as the program's mistake (kInvalidArgument) naming the
+// tag, both sizes and the peer; the message is never truncated or padded.
 #pragma once
 
 #include <chrono>
@@ -64,17 +52,17 @@
 #include <vector>
 
 #include "cleave/core/tensor.h"
-#include "comm/shm/shm_collectives.h"
+#include "comm/shm/shm_segment.h"
 
 namespace cleave::comm {
 
 class ShmPeers {
  public:
-  // Bytes of the region for `members` members (ShmCollectives::create's extra_bytes).
+  // Bytes of the region for `members` members (ShmSegment::create's extra_bytes).
   static size_t region_bytes(int members);
   // Over the region of `segment` (created with region_bytes(segment.members().size()) extra
   // bytes); `group_rank` is this rank. `segment` must outlive this.
-  ShmPeers(ShmCollectives& segment, int group_rank, std::chrono::milliseconds timeout);
+  ShmPeers(ShmSegment& segment, int group_rank, std::chrono::milliseconds timeout);
   ~ShmPeers();
   ShmPeers(const ShmPeers&) = delete;
   ShmPeers& operator=(const ShmPeers&) = delete;
@@ -114,17 +102,17 @@ class ShmPeers {
   [[noreturn]] void fail(int culprit, const std::string& why, bool invalid_argument);
   void throw_if_failed() const;  // under mutex_
   Channel& channel(int src, int dst) const;
-  // The progress thread (NOTE [Shared-memory point-to-point]).
+  // The progress thread (NOTE [Progress of shared-memory point-to-point]).
   void background();
-  unsigned char* ring(int src, int dst) const;
+  std::byte* ring(int src, int dst) const;
 
-  ShmCollectives& segment_;
+  ShmSegment& segment_;
   std::vector<int> members_;  // group rank of each member
   int me_ = 0;                // this rank's member index
   int n_ = 0;
   size_t capacity_ = 0;
   std::chrono::milliseconds timeout_;
-  unsigned char* region_ = nullptr;
+  std::byte* region_ = nullptr;
 
   mutable std::mutex mutex_;
   std::vector<Peer> peers_;  // per member

@@ -1,54 +1,48 @@
 // Shared-memory mailboxes (NOTE [Shared-memory mailboxes] in cleave/comm/shm_mailbox.h).
 #include "cleave/comm/shm_mailbox.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <linux/futex.h>
-#include <sched.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <climits>
 #include <cstring>
 #include <functional>
 #include <random>
 
 #include "cleave/comm/progress.h"
 #include "cleave/core/error.h"
+#include "comm/shm/shm_host.h"
+#include "comm/shm/shm_mapping.h"
+#include "comm/wait.h"
 
 namespace cleave::comm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = WaitClock;
 constexpr size_t kAlign = 64;
-// A slot's state word: kEmpty or kFull, plus kWaiter while the other side sleeps on it (only one
-// side ever waits: the sender for kEmpty, the receiver for kFull), so that the side flipping the
-// state makes the futex wake-up syscall only when somebody sleeps.
-constexpr uint32_t kEmpty = 0, kFull = 1, kWaiter = 2;
+// A slot's state: kEmpty or kFull. Only one side ever waits on it: the sender for kEmpty, the
+// receiver for kFull.
+constexpr uint32_t kEmpty = 0, kFull = 1;
+// NOTE [Waiting for a message]: the polling phase is the mailboxes' spin.
+constexpr std::chrono::milliseconds kSlice{50};
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-std::atomic<uint32_t>& state_of(unsigned char* slot) {
-  return *reinterpret_cast<std::atomic<uint32_t>*>(slot);
-}
+WaitWord& state_of(std::byte* slot) { return *reinterpret_cast<WaitWord*>(slot); }
 
 // Sets the state to `value` and wakes the other side if it sleeps on the word.
-void flip(std::atomic<uint32_t>& word, uint32_t value) {
-  if ((word.exchange(value, std::memory_order_acq_rel) & kWaiter) != 0) {
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
-            0);
-  }
+void flip(WaitWord& word, uint32_t value) {
+  word.value.store(value, std::memory_order_release);
+  word.wake();
 }
 
-// Waits until `word` holds `wanted` (ignoring kWaiter): first a poll of up to `spin` that yields
-// the core on every round (NOTE [Waiting for a message]) — skipped when this edge's waits have
-// lately been much longer than that (`typical_us`, a running average it updates) — then futex
-// waits of at most 50 ms each until `deadline`. Returns false on timeout.
-bool wait_for(std::atomic<uint32_t>& word, uint32_t wanted, std::chrono::microseconds spin,
-              float& typical_us, Clock::time_point deadline) {
-  auto arrived = [&] { return (word.load(std::memory_order_acquire) & ~kWaiter) == wanted; };
+// Waits until `word` holds `wanted`: first a poll of up to `spin` that yields the core on every
+// round (NOTE [Waiting for a message]) — skipped when this edge's waits have lately been much
+// longer than that (`typical_us`, a running average it updates) — then sleeps until `deadline`.
+// Returns false on timeout.
+bool wait_for(WaitWord& word, uint32_t wanted, std::chrono::microseconds spin, float& typical_us,
+              Clock::time_point deadline) {
   const Clock::time_point start = Clock::now();
   struct Learn {  // on every way out: the average of this edge's waits
     float& typical;
@@ -58,27 +52,11 @@ bool wait_for(std::atomic<uint32_t>& word, uint32_t wanted, std::chrono::microse
       typical += 0.25f * (std::min(us, 1e5f) - typical);
     }
   } learn{typical_us, start};
-  if (spin.count() > 0 && typical_us < 2.0f * static_cast<float>(spin.count())) {
-    const Clock::time_point until = start + spin;
-    do {
-      for (int i = 0; i < 16; ++i) {
-        if (arrived()) return true;
-        sched_yield();
-      }
-    } while (Clock::now() < until);
-  }
-  while (true) {
-    uint32_t seen = word.load(std::memory_order_acquire);
-    if ((seen & ~kWaiter) == wanted) return true;
-    if (Clock::now() >= deadline) return false;
-    if ((seen & kWaiter) == 0 &&
-        !word.compare_exchange_strong(seen, seen | kWaiter, std::memory_order_acq_rel)) {
-      continue;  // the other side flipped it meanwhile
-    }
-    timespec ts{0, 50'000'000};
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, seen | kWaiter, &ts, nullptr,
-            0);
-  }
+  const bool poll = typical_us < 2.0f * static_cast<float>(spin.count());
+  const WaitPolicy policy{poll ? spin : std::chrono::microseconds(0), kSlice};
+  return wait_until(
+      word, deadline, policy, [&] { return word.value.load(std::memory_order_acquire) == wanted; },
+      [] {});
 }
 
 // Every rank's answer to a yes/no question, as the minimum over the group (all ranks must call).
@@ -100,11 +78,9 @@ std::unique_ptr<ShmMailboxes> ShmMailboxes::create(ProcessGroup& group,
                                                    std::chrono::microseconds spin) {
   CLEAVE_CHECK_ARG(spin.count() >= 0, "ShmMailboxes: spin is {} us; expected >= 0", spin.count());
   const int rank = group.rank();
-  // Same host: every rank's host name hashes alike.
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
+  // Same host: every rank's host key (comm/shm/shm_host.h) hashes alike.
   Tensor mine = Tensor::full({1}, 0.0, DType::kInt64);
-  mine.data<int64_t>()[0] = static_cast<int64_t>(std::hash<std::string>{}(host) >> 1);
+  mine.data<int64_t>()[0] = static_cast<int64_t>(std::hash<std::string>{}(shm::host_key()) >> 1);
   Tensor lo = mine.clone(), hi = mine.clone();
   group.all_reduce(lo, ReduceOp::kMin);
   group.all_reduce(hi, ReduceOp::kMax);
@@ -141,26 +117,20 @@ std::unique_ptr<ShmMailboxes> ShmMailboxes::create(ProcessGroup& group,
   boxes->spin_ = spin;
   boxes->slot_index_.assign(static_cast<size_t>(max_tag + 1), -1);
 
-  auto map_segment = [&](int owner, bool create) -> unsigned char* {
+  auto map_segment = [&](int owner, bool create) -> std::byte* {
     const size_t size = std::max<size_t>(inbox_size[owner], kAlign);
     const std::string name = segment_name(job_id, owner);
-    const int fd = shm_open(name.c_str(), create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
-    if (fd < 0) return nullptr;
-    if (create && ftruncate(fd, static_cast<off_t>(size)) != 0) {
-      close(fd);
-      return nullptr;
-    }
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return nullptr;
-    boxes->mappings_.emplace_back(p, size);
-    return static_cast<unsigned char*>(p);
+    std::unique_ptr<shm::Mapping> mapping =
+        create ? shm::Mapping::create(name, size) : shm::Mapping::open(name, size);
+    if (mapping == nullptr) return nullptr;
+    boxes->mappings_.push_back(std::move(mapping));
+    return boxes->mappings_.back()->data();
   };
 
-  unsigned char* inbox = map_segment(rank, true);  // zero-filled: every slot starts empty
+  std::byte* inbox = map_segment(rank, true);  // zero-filled: every slot starts empty
   const bool created = all_agree(group, inbox != nullptr);
   bool mapped = created;
-  std::vector<unsigned char*> peers(static_cast<size_t>(group.size()), nullptr);
+  std::vector<std::byte*> peers(static_cast<size_t>(group.size()), nullptr);
   if (created) {
     for (const MailboxEdge& edge : edges) {
       if (edge.src != rank || peers[edge.dst] != nullptr) continue;
@@ -189,9 +159,7 @@ std::unique_ptr<ShmMailboxes> ShmMailboxes::create(ProcessGroup& group,
   return boxes;
 }
 
-ShmMailboxes::~ShmMailboxes() {
-  for (const auto& [p, size] : mappings_) munmap(p, size);
-}
+ShmMailboxes::~ShmMailboxes() = default;
 
 bool ShmMailboxes::has(int tag) const {
   return tag >= 0 && tag < static_cast<int>(slot_index_.size()) && slot_index_[tag] >= 0;
@@ -226,9 +194,9 @@ void* ShmMailboxes::message(int tag) const {
 }
 
 bool ShmMailboxes::await(const Slot& s, bool sending) const {
-  std::atomic<uint32_t>& state = state_of(s.base);
+  WaitWord& state = state_of(s.base);
   const uint32_t wanted = sending ? kEmpty : kFull;
-  if ((state.load(std::memory_order_acquire) & ~kWaiter) == wanted) {
+  if (state.value.load(std::memory_order_acquire) == wanted) {
     s.typical_wait_us *= 0.75f;  // a wait of 0
     return true;
   }
@@ -273,7 +241,7 @@ void ShmMailboxes::recv(int tag, void* data, size_t bytes) {
 
 bool ShmMailboxes::arrived(int tag) const {
   const Slot& s = slot(tag, false);
-  return (state_of(s.base).load(std::memory_order_acquire) & ~kWaiter) == kFull;
+  return state_of(s.base).value.load(std::memory_order_acquire) == kFull;
 }
 
 void ShmMailboxes::release(int tag) {
