@@ -270,6 +270,11 @@ class LayoutText {
     skip_space();
     if (pos_ != text_.size()) fail("the end of the layout");
   }
+  size_t position() {
+    skip_space();
+    return pos_;
+  }
+  void rewind(size_t pos) { pos_ = pos; }
 
  private:
   std::string_view text_;
@@ -286,18 +291,25 @@ Layout Layout::parse(std::string_view text) {
   in.expect("=");
   DeviceMatrix dev;
   in.expect_tuple("[", "]", [&] {
+    const size_t at = in.position();
     const int64_t size = in.expect_int();
-    if (size < 1) in.fail("a device axis size >= 1");
+    if (size < 1) {
+      in.rewind(at);
+      in.fail("a device axis size >= 1");
+    }
     dev.push_back(size);
   });
   if (dev.empty()) in.fail("a device matrix of at least one axis");
   std::vector<bool> used(dev.size(), false);
   auto axis = [&] {
+    const size_t at = in.position();
     const int64_t a = in.expect_int();
+    in.rewind(at);
     if (a < 0 || a >= static_cast<int64_t>(dev.size())) {
       in.fail(fmt::format("a device axis in [0, {}]", dev.size() - 1));
     }
     if (used[static_cast<size_t>(a)]) in.fail(fmt::format("an axis other than {} (used twice)", a));
+    in.expect_int();
     used[static_cast<size_t>(a)] = true;
     return static_cast<int>(a);
   };
@@ -311,8 +323,12 @@ Layout Layout::parse(std::string_view text) {
       // not split
     } else if (in.accept("(")) {
       do {
+        const size_t at = in.position();
         const int a = axis();
-        if (!axes.empty() && a <= axes.back()) in.fail("a dimension's axes in ascending order");
+        if (!axes.empty() && a <= axes.back()) {
+          in.rewind(at);
+          in.fail("a dimension's axes in ascending order");
+        }
         axes.push_back(a);
       } while (in.accept(","));
       in.expect(")");
