@@ -2,6 +2,8 @@
 //
 //   cleave-ir DUMP [--render svg|png|none] [--out FILE]
 //   cleave-ir --ranks DIR [--stage NAME] [--render svg|png|none] [--out FILE]
+//   cleave-ir --passes [--parallel-mode MODE] [--device-num N] [--placed] [--micro-batches M]
+//             [--eval] [--strategy-load] [--strategy-save]
 //
 // DUMP is NN_<stage>.ir or NN_<stage>.dot; the other file of the pair is found next to it. The
 // summary (from the .ir) lists the op count by primitive, the parameters with their types, and
@@ -19,17 +21,27 @@
 // or recv whose tag has no partner is reported as an error (NOTE [Per-rank dumps and cut edges]
 // in tools/ir_ranks.h); the .dot is still written, but not rendered.
 //
+// --passes prints the compile pipeline (NOTE [Compile pipeline] in cleave/runtime/pipeline.h) for
+// a context: every pass in order with its dump number, whether it runs for a training step (or
+// with --eval an evaluation step) in MODE (stand_alone, data_parallel, semi_auto_parallel or
+// auto_parallel) on N devices, placed with Cell::place (--placed) or in M micro-batches, with
+// strategy files loaded or saved, and what it does; then the load step's execute dump.
+//
 // Exit status 0 on success, 1 on a bad dump, mismatched tags or a failed render, 2 on bad usage.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <regex>
 #include <string>
 #include <vector>
 
+#include "cleave/ir/parse.h"
+#include "cleave/ir/passes.h"
+#include "cleave/ir/registry.h"
+#include "cleave/runtime/pipeline.h"
 #include "ir_ranks.h"
 
 namespace fs = std::filesystem;
@@ -48,38 +60,47 @@ struct Summary {
   long long peak_bytes = -1;
 };
 
-Summary summarise(std::istream& in) {
-  static const std::regex op_line(R"(^\s+%\d+\(out\) = ([A-Za-z0-9_]+)\()");
-  static const std::regex value_line(R"(^(%\S+): (<[^>]*>) : (input|parameter|constant))");
-  static const std::regex buffer_note(R"(\[(\d+), \+(\d+)\))");
-  static const std::regex entry_line(R"(^# IR entry: @(\S+))");
-  static const std::regex rank_list(R"(rank_list: (\([0-9, ]+\)))");
+// The end of the highest buffer of a "buffer: [OFFSET, +BYTES)" note; -1 when there is none.
+long long buffer_end(const std::string& note) {
+  long long end = -1;
+  for (size_t at = note.find("buffer: ["); at != std::string::npos;
+       at = note.find("buffer: [", at + 1)) {
+    char* rest = nullptr;
+    const long long offset = std::strtoll(note.c_str() + at + 9, &rest, 10);
+    if (rest == nullptr || std::string_view(rest).substr(0, 3) != ", +") continue;
+    end = std::max(end, offset + std::strtoll(rest + 3, nullptr, 10));
+  }
+  return end;
+}
+
+Summary summarise(const cleave::ir::ParsedGraph& parsed) {
+  const cleave::ir::Graph& g = parsed.graph;
   Summary s;
-  std::string line;
-  std::smatch m;
-  while (std::getline(in, line)) {
-    if (std::regex_search(line, m, entry_line)) {
-      s.entry = m[1];
-    } else if (std::regex_search(line, m, op_line)) {
-      ++s.ops[m[1]];
-      ++s.ops_total;
-      std::smatch r;
-      if (std::regex_search(line, r, rank_list))
-        ++s.comm[std::string(m[1]) + " over ranks " + std::string(r[1])];
-      if (line.find("{in_strategy: ") != std::string::npos) {
-        ++(line.find("derived: true") != std::string::npos ? s.derived : s.given);
-      }
-    } else if (std::regex_search(line, m, value_line)) {
-      if (m[3] == "parameter") s.params.push_back(std::string(m[1]) + " " + std::string(m[2]));
-      if (m[3] == "input") ++s.inputs;
-      if (m[3] == "constant") ++s.constants;
-    } else if (line.find("# buffer: ") != std::string::npos) {
-      for (auto it = std::sregex_iterator(line.begin(), line.end(), buffer_note);
-           it != std::sregex_iterator(); ++it) {
-        const long long end = std::stoll((*it)[1]) + std::stoll((*it)[2]);
-        if (end > s.peak_bytes) s.peak_bytes = end;
-      }
+  s.entry = g.name;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const cleave::ir::Node& n = g.nodes[i];
+    if (i < parsed.notes.size()) s.peak_bytes = std::max(s.peak_bytes, buffer_end(parsed.notes[i]));
+    switch (n.kind) {
+      case cleave::ir::NodeKind::kInput:
+        ++s.inputs;
+        continue;
+      case cleave::ir::NodeKind::kConstant:
+        ++s.constants;
+        continue;
+      case cleave::ir::NodeKind::kParameter:
+        s.params.push_back(cleave::ir::value_name(g, {static_cast<int>(i), 0}) + " " +
+                           cleave::ir::meta_to_string(n.outputs[0]));
+        continue;
+      case cleave::ir::NodeKind::kOp:
+        break;
     }
+    ++s.ops[n.op->name];
+    ++s.ops_total;
+    if (n.attrs.has("rank_list")) {
+      ++s.comm[n.op->name + " over ranks " +
+               cleave::ir::attr_to_string(n.attrs.get<std::vector<int64_t>>("rank_list"))];
+    }
+    if (!n.strategy.empty()) ++(n.strategy_derived ? s.derived : s.given);
   }
   return s;
 }
@@ -102,15 +123,80 @@ void print(const Summary& s, const fs::path& path) {
     std::cout << "  memory plan peak: " << s.peak_bytes << " bytes ("
               << static_cast<double>(s.peak_bytes) / (1024.0 * 1024.0) << " MiB)\n";
   } else {
-    std::cout << "  memory plan peak: not in this stage (see the NN_execute.ir of the same folder)\n";
+    std::cout
+        << "  memory plan peak: not in this stage (see the NN_execute.ir of the same folder)\n";
   }
 }
 
 int usage() {
   std::cerr << "usage: cleave-ir DUMP.ir|DUMP.dot [--render svg|png|none] [--out FILE]\n"
                "       cleave-ir --ranks DIR [--stage NAME] [--render svg|png|none] [--out "
-               "FILE]\n";
+               "FILE]\n"
+               "       cleave-ir --passes [--parallel-mode MODE] [--device-num N] [--placed] "
+               "[--micro-batches M] [--eval] [--strategy-load] [--strategy-save]\n";
   return 2;
+}
+
+struct PassesContext {
+  std::string mode = "stand_alone";
+  int64_t device_num = 1;
+  bool placed = false, eval = false, strategy_load = false, strategy_save = false;
+  int micro_batches = 1;
+};
+
+int passes(const PassesContext& c) {
+  namespace rt = cleave::runtime;
+  const std::map<std::string, rt::ParallelMode> modes = {
+      {"stand_alone", rt::STAND_ALONE},
+      {"data_parallel", rt::DATA_PARALLEL},
+      {"semi_auto_parallel", rt::SEMI_AUTO_PARALLEL},
+      {"auto_parallel", rt::AUTO_PARALLEL}};
+  auto mode = modes.find(c.mode);
+  if (mode == modes.end()) {
+    std::cerr << "cleave-ir: --parallel-mode " << c.mode
+              << " is not a parallel mode; expected stand_alone, data_parallel, "
+                 "semi_auto_parallel or auto_parallel\n";
+    return 2;
+  }
+  if (c.device_num < 1 || c.micro_batches < 1) {
+    std::cerr << "cleave-ir: --device-num and --micro-batches must be at least 1\n";
+    return 2;
+  }
+  rt::StepProgram program;
+  if (!c.eval) program.update = [](const std::vector<cleave::Tensor>&) {};
+  rt::CompileOptions options;
+  options.mode = mode->second;
+  options.world_size = options.device_num = c.device_num;
+  options.micro_batches = c.eval ? 1 : c.micro_batches;
+  if (c.strategy_load) options.strategy_load_file = "strategy.json";
+  if (c.strategy_save) options.strategy_save_file = "strategy.json";
+  rt::CompileState state{.program = program, .options = options};
+  if (c.placed) {  // a graph with one placed op
+    cleave::ir::Node op;
+    op.op = &cleave::ir::Registry::global().get("Neg");
+    op.placement = {"MS_WORKER", 1};
+    state.graph.nodes.push_back(op);
+  }
+  std::cout << "compile pipeline for " << (c.eval ? "an evaluation" : "a training") << " step, "
+            << rt::parallel_mode_name(options.mode) << " on " << c.device_num << " device"
+            << (c.device_num == 1 ? "" : "s") << (c.placed ? ", placed" : "")
+            << (options.micro_batches > 1
+                    ? ", " + std::to_string(options.micro_batches) + " micro-batches"
+                    : "")
+            << ":\n";
+  const std::vector<rt::Pass>& list = rt::compile_passes();
+  for (size_t k = 0; k < list.size(); ++k) {
+    const rt::Pass& p = list[k];
+    const bool runs = p.applies(state);
+    const char* dump = p.dump == rt::Pass::Dump::kGraph       ? "dump"
+                       : p.dump == rt::Pass::Dump::kPartition ? "dump per rank"
+                                                              : "";
+    std::printf("  %02zu %-26s %-5s %-13s %s\n", k + 1, p.name.c_str(), runs ? "runs" : "-", dump,
+                runs ? p.what.c_str() : ("(" + p.when + ")").c_str());
+  }
+  std::printf("  %02zu %-26s %-5s %-13s %s\n", list.size() + 1, "execute", "load", "dump",
+              "the load step: the executor's memory plan (runtime::load)");
+  return 0;
 }
 
 // Runs Graphviz's dot on `dot` into `out`; 0 on success, 1 with a message otherwise.
@@ -138,8 +224,12 @@ int single_dump(const fs::path& dump, const std::string& format, fs::path out) {
     return 1;
   }
   if (fs::exists(ir)) {
-    std::ifstream in(ir);
-    print(summarise(in), ir);
+    try {
+      print(summarise(cleave::ir::parse_file(ir)), ir);
+    } catch (const std::exception& e) {
+      std::cerr << "cleave-ir: " << e.what() << "\n";
+      return 1;
+    }
   } else {
     std::cout << "(no " << ir.filename().string() << " next to the dump: no summary)\n";
   }
@@ -198,10 +288,36 @@ int all_ranks(const fs::path& dir, const std::string& stage, const std::string& 
 int main(int argc, char** argv) {
   fs::path dump, ranks_dir, out;
   std::string format = "svg", stage;
-  bool ranks = false;
+  bool ranks = false, list_passes = false;
+  PassesContext context;
+  auto number = [&](int& i, auto& value) {
+    try {
+      value = std::stoll(argv[++i]);
+      return true;
+    } catch (const std::exception&) {
+      std::cerr << "cleave-ir: " << argv[i - 1] << " " << argv[i] << ": expected a number\n";
+      return false;
+    }
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--render" && i + 1 < argc) {
+    if (arg == "--passes") {
+      list_passes = true;
+    } else if (arg == "--parallel-mode" && i + 1 < argc) {
+      context.mode = argv[++i];
+    } else if (arg == "--device-num" && i + 1 < argc) {
+      if (!number(i, context.device_num)) return 2;
+    } else if (arg == "--micro-batches" && i + 1 < argc) {
+      if (!number(i, context.micro_batches)) return 2;
+    } else if (arg == "--placed") {
+      context.placed = true;
+    } else if (arg == "--eval") {
+      context.eval = true;
+    } else if (arg == "--strategy-load") {
+      context.strategy_load = true;
+    } else if (arg == "--strategy-save") {
+      context.strategy_save = true;
+    } else if (arg == "--render" && i + 1 < argc) {
       format = argv[++i];
     } else if (arg == "--out" && i + 1 < argc) {
       out = argv[++i];
@@ -216,6 +332,7 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
+  if (list_passes) return ranks || !dump.empty() ? usage() : passes(context);
   if (ranks == !dump.empty() || (!stage.empty() && !ranks)) return usage();
   if (format != "svg" && format != "png" && format != "none") {
     std::cerr << "cleave-ir: --render " << format

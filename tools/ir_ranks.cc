@@ -12,79 +12,57 @@
 #include <stdexcept>
 
 #include "cleave/ir/dump.h"
+#include "cleave/ir/parse.h"
+#include "cleave/ir/passes.h"
 
 namespace fs = std::filesystem;
 
 namespace cleave::tools {
 namespace {
 
-long long find_attr(const std::string& attrs, const std::string& key) {
-  const std::regex pattern("(^|[{,]\\s*)" + key + ": (\\d+)");
-  std::smatch m;
-  if (std::regex_search(attrs, m, pattern)) return std::stoll(m[2]);
-  return -1;
+// How the per-rank view names a value: "%12" for every output of op 12, value_name otherwise.
+std::string name_of(const ir::Graph& g, const ir::ValueRef& v) {
+  return g.nodes[static_cast<size_t>(v.node)].is_op() ? fmt::format("%{}", v.node)
+                                                      : ir::value_name(g, {v.node, 0});
 }
 
-// "%3[1]" -> "%3"; other names unchanged.
-std::string value_of(std::string ref) {
-  const size_t bracket = ref.find('[');
-  if (bracket != std::string::npos && ref.size() > 1 && std::isdigit(ref[1]) != 0) {
-    ref.resize(bracket);
-  }
-  return ref;
-}
-
-std::vector<std::string> split_refs(const std::string& args) {
-  std::vector<std::string> refs;
-  static const std::regex ref(R"(%[^,\s()]+)");
-  for (auto it = std::sregex_iterator(args.begin(), args.end(), ref); it != std::sregex_iterator();
-       ++it) {
-    refs.push_back(value_of(it->str()));
-  }
-  return refs;
-}
+long long int_attr(const ir::Node& n, const char* key) { return n.attrs.get_or<int64_t>(key, -1); }
 
 }  // namespace
 
 RankGraph parse_rank_dump(const fs::path& path, int rank) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read '" + path.string() + "'");
-  static const std::regex entry_line(R"(^# IR entry: @(\S+))");
-  static const std::regex value_line(R"(^(%\S+): <[^>]*> : (input|parameter|constant))");
-  // The op line: %N(out) = Op(args) {instance name: ...} [primitive_attrs: {...}] ...
-  static const std::regex op_line(
-      R"(^\s+(%\d+)\(out\) = ([A-Za-z0-9_]+)\(([^)]*)\)(?: \{instance name: ([^}]*)\})?(.*)$)");
-  static const std::regex attrs_part(R"(primitive_attrs: (\{[^}]*\}))");
-  static const std::regex return_line(R"(^\s+return\((.*)\)\s*$)");
+  ir::ParsedGraph parsed;
+  try {
+    parsed = ir::parse_file(path);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(e.what());
+  }
+  const ir::Graph& graph = parsed.graph;
   RankGraph g;
   g.rank = rank;
   g.path = path;
-  std::string line;
-  std::smatch m;
-  while (std::getline(in, line)) {
-    if (std::regex_search(line, m, entry_line)) {
-      g.entry = m[1];
-    } else if (std::regex_search(line, m, value_line)) {
-      g.values.push_back({.name = m[1], .kind = m[2]});
-    } else if (std::regex_search(line, m, op_line)) {
-      IrValue v{.name = m[1], .kind = "op", .op = m[2], .instance = m[4]};
-      v.inputs = split_refs(m[3]);
-      const std::string rest = m[5];
-      std::smatch a;
-      if (std::regex_search(rest, a, attrs_part)) {
-        const std::string attrs = a[1];
-        v.tag = find_attr(attrs, "tag");
-        v.dst_rank = find_attr(attrs, "dst_rank");
-        v.src_rank = find_attr(attrs, "src_rank");
-      }
-      ++g.ops;
-      if (v.op == "RpcSend") ++g.sends;
-      if (v.op == "RpcRecv") ++g.recvs;
-      g.values.push_back(std::move(v));
-    } else if (std::regex_search(line, m, return_line)) {
-      g.outputs = split_refs(m[1]);
+  g.entry = graph.name;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const ir::Node& n = graph.nodes[i];
+    const ir::ValueRef self{static_cast<int>(i), 0};
+    if (!n.is_op()) {
+      const char* kind = n.kind == ir::NodeKind::kInput       ? "input"
+                         : n.kind == ir::NodeKind::kParameter ? "parameter"
+                                                              : "constant";
+      g.values.push_back({.name = name_of(graph, self), .kind = kind});
+      continue;
     }
+    IrValue v{.name = name_of(graph, self), .kind = "op", .op = n.op->name, .instance = n.name};
+    for (const ir::ValueRef& in : n.inputs) v.inputs.push_back(name_of(graph, in));
+    v.tag = int_attr(n, "tag");
+    v.dst_rank = int_attr(n, "dst_rank");
+    v.src_rank = int_attr(n, "src_rank");
+    ++g.ops;
+    if (v.op == "RpcSend") ++g.sends;
+    if (v.op == "RpcRecv") ++g.recvs;
+    g.values.push_back(std::move(v));
   }
+  for (const ir::ValueRef& v : graph.outputs) g.outputs.push_back(name_of(graph, v));
   return g;
 }
 
