@@ -3,6 +3,7 @@
 #include "cleave/runtime/pipeline.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <atomic>
 #include <cstdio>
@@ -55,9 +56,27 @@ bool placed(const CompileState& s) {
 
 // ---- the passes ----
 
+void check_placement_and_mode(const CompileState& s) {
+  CLEAVE_CHECK_ARG(!s.options.sharded() || !parallel::has_placement(s.graph),
+                   "{}: the network has operators placed with Cell::place / Primitive::place, "
+                   "which cannot be combined with parallel_mode {} (as in MindSpore); use "
+                   "STAND_ALONE for a placed network",
+                   s.program.name, parallel_mode_name(s.options.mode));
+}
+
 // 01: the forward with global shapes.
 void trace(CompileState& s) {
   const StepProgram& p = s.program;
+  if (p.traced != nullptr) {
+    CLEAVE_CHECK_ARG(!p.traced->nodes.empty(),
+                     "{}: the traced graph is empty (a program with a traced graph compiles once: "
+                     "the trace pass takes the graph)",
+                     p.name);
+    s.graph = std::move(*p.traced);
+    p.traced->nodes.clear();
+    check_placement_and_mode(s);
+    return;
+  }
   s.graph.name = fmt::format("{}_{}", p.name, g_graph_counter++);
   const std::vector<ir::TensorMeta> metas = traced_inputs(p, s.options);
   ir::Tracer tracer(s.graph);
@@ -83,11 +102,7 @@ void trace(CompileState& s) {
                                                    outputs[0].shape().to_string()));
   }
   for (const Tensor& t : outputs) s.graph.outputs.push_back(tracer.value_of(t));
-  CLEAVE_CHECK_ARG(!s.options.sharded() || !parallel::has_placement(s.graph),
-                   "{}: the network has operators placed with Cell::place / Primitive::place, "
-                   "which cannot be combined with parallel_mode {} (as in MindSpore); use "
-                   "STAND_ALONE for a placed network",
-                   p.name, parallel_mode_name(s.options.mode));
+  check_placement_and_mode(s);
 }
 
 void load_strategy_file(CompileState& s) {
@@ -283,7 +298,7 @@ const std::vector<Pass>& compile_passes() {
        bucket_gradients},
       {"optimizer", "+ the optimizer's in-place updates", "training", training, optimizer},
       {"mark_literals", "constants only the graph holds become foldable literals", "always", always,
-       mark_literals, D::kNone},
+       mark_literals},
       {"hoist_collectives", "each bucket's AllReduce right after its last gradient",
        "DATA_PARALLEL training, one micro-batch, not placed", data_parallel_schedule,
        hoist_collectives},
@@ -304,6 +319,23 @@ const std::vector<Pass>& compile_passes() {
        [](CompileState& s) { ir::dead_code_elimination(s.graph); }},
   };
   return passes;
+}
+
+void run_pass(const std::string& name, CompileState& state) {
+  const std::vector<Pass>& passes = compile_passes();
+  for (size_t k = 0; k < passes.size(); ++k) {
+    if (passes[k].name != name) continue;
+    state.pass_number = static_cast<int>(k) + 1;
+    state.dump_notes.clear();
+    passes[k].run(state);
+    if (passes[k].dump == Pass::Dump::kGraph) {
+      state.dump(state.graph, passes[k].name, "", state.dump_notes);
+    }
+    return;
+  }
+  std::vector<std::string> names;
+  for (const Pass& p : passes) names.push_back(p.name);
+  CLEAVE_FAIL("run_pass: no pass '{}'; the passes are {}", name, fmt::join(names, ", "));
 }
 
 CompileOptions compile_options(const StepProgram& program) {
@@ -354,13 +386,8 @@ void CompileState::dump(const ir::Graph& g, const std::string& stage, const std:
 CompiledPlan compile(const StepProgram& program, const CompileOptions& options) {
   CompileState s{.program = program, .options = options};
   const std::vector<Pass>& passes = compile_passes();
-  for (size_t k = 0; k < passes.size(); ++k) {
-    const Pass& pass = passes[k];
-    if (!pass.applies(s)) continue;
-    s.pass_number = static_cast<int>(k) + 1;
-    s.dump_notes.clear();
-    pass.run(s);
-    if (pass.dump == Pass::Dump::kGraph) s.dump(s.graph, pass.name, "", s.dump_notes);
+  for (const Pass& pass : passes) {
+    if (pass.applies(s)) run_pass(pass.name, s);
   }
   CompiledPlan plan;
   plan.options = options;

@@ -141,8 +141,8 @@ class Tracer {
   // Records one op call (ir::call's tracing path) and returns its symbolic outputs.
   std::vector<Tensor> record(const OpDef& op, const std::vector<Tensor>& inputs,
                              const Attrs& attrs);
-  // Marks constants the graph alone references as literals (NOTE [Graph IR]); call once the
-  // trace is complete, after the tracing code dropped its tensors.
+  // Marks constants the graph alone references as literals (NOTE [Graph IR]; a literal stays
+  // one); call once the trace is complete, after the tracing code dropped its tensors.
   void finish();
 
   Graph& graph() { return graph_; }

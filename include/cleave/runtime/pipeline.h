@@ -59,6 +59,11 @@ struct StepProgram {
   std::vector<Tensor> wrt;
   std::vector<std::vector<Tensor>> wrt_like;
   std::function<void(const std::vector<Tensor>& grads)> update;
+  // A forward traced already (parsed from text: ir::parse_text): when set, the trace pass moves
+  // the graph out of it instead of calling `forward` (such a program compiles once). Its
+  // parameters are the tensors bound to it; its constants are literals when only the graph holds
+  // them, as in a trace.
+  std::shared_ptr<ir::Graph> traced;
   bool training() const { return update != nullptr; }
 };
 
@@ -142,6 +147,11 @@ struct Pass {
 
 // The pipeline (NOTE [Compile pipeline]), in order.
 const std::vector<Pass>& compile_passes();
+
+// Runs the pass named `name` on `state` as compile() would at its place in the list (its dump
+// number), whether or not it applies: for tests and tools that start from a graph. Throws Error
+// naming the passes for an unknown name.
+void run_pass(const std::string& name, CompileState& state);
 
 // A compiled step: this rank's graph and what load() must do to run it.
 struct CompiledPlan {

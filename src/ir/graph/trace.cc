@@ -197,9 +197,11 @@ void Tracer::expect_meta(const Tensor& t, TensorMeta meta) {
 
 void Tracer::finish() {
   for (Node& n : graph_.nodes) {
-    if (n.kind == NodeKind::kConstant)
+    // A constant marked literal stays one (a graph read from text says which are).
+    if (n.kind == NodeKind::kConstant && !n.literal) {
       n.literal = n.value.impl_ptr().use_count() == 1 &&
                   (n.value.impl()->storage == nullptr || n.value.impl()->storage.use_count() == 1);
+    }
   }
   captured_.clear();
 }
