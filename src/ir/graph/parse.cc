@@ -13,192 +13,19 @@
 #include "cleave/core/error.h"
 #include "cleave/ir/passes.h"
 #include "cleave/ir/registry.h"
+#include "ir/graph/text_tokens.h"
 
 namespace cleave::ir {
 namespace {
 
-// A cursor over one line: each expect_* consumes a token or throws Error naming the source, line,
-// column, what was expected and what is there.
-class Cursor {
- public:
-  Cursor(std::string_view line, int line_no, std::string_view source)
-      : line_(line), line_no_(line_no), source_(source) {}
-
-  [[noreturn]] void fail(const std::string& expected) const {
-    const std::string_view rest = line_.substr(pos_, 24);
-    CLEAVE_FAIL("{}:{}:{}: expected {}, got {}", source_, line_no_, pos_ + 1, expected,
-                rest.empty() ? std::string("the end of the line") : fmt::format("'{}'", rest));
-  }
-  [[noreturn]] void fail_here(const std::string& what) const {
-    CLEAVE_FAIL("{}:{}:{}: {}", source_, line_no_, pos_ + 1, what);
-  }
-  size_t position() const { return pos_; }
-  void rewind(size_t pos) { pos_ = pos; }
-  void skip_space() {
-    while (pos_ < line_.size() && line_[pos_] == ' ') ++pos_;
-  }
-  bool accept(std::string_view token) {
-    skip_space();
-    if (line_.substr(pos_, token.size()) != token) return false;
-    pos_ += token.size();
-    return true;
-  }
-  void expect(std::string_view token) {
-    if (!accept(token)) fail(fmt::format("'{}'", token));
-  }
-  bool at_end() {
-    skip_space();
-    return pos_ == line_.size();
-  }
-  void expect_end() {
-    if (!at_end()) fail("the end of the line");
-  }
-  bool peek(char c) {
-    skip_space();
-    return pos_ < line_.size() && line_[pos_] == c;
-  }
-  int64_t integer() {
-    skip_space();
-    const size_t begin = pos_;
-    if (pos_ < line_.size() && line_[pos_] == '-') ++pos_;
-    while (pos_ < line_.size() && std::isdigit(static_cast<unsigned char>(line_[pos_]))) ++pos_;
-    const std::string digits(line_.substr(begin, pos_ - begin));
-    if (digits.empty() || digits == "-" || digits.size() > 19) {
-      pos_ = begin;
-      fail("an integer");
-    }
-    return std::stoll(digits);
-  }
-  // The text up to (not including) the first character of `stops`, or to the end.
-  std::string until(std::string_view stops) {
-    skip_space();
-    const size_t end = std::min(line_.find_first_of(stops, pos_), line_.size());
-    std::string out(line_.substr(pos_, end - pos_));
-    pos_ = end;
-    return out;
-  }
-  // The text up to the last occurrence of `c` on the line (not included).
-  std::string until_last(char c) {
-    const size_t end = line_.rfind(c);
-    if (end == std::string_view::npos || end < pos_) fail(fmt::format("'{}'", c));
-    std::string out(line_.substr(pos_, end - pos_));
-    pos_ = end;
-    return out;
-  }
-  std::string_view rest() const { return line_.substr(pos_); }
-
- private:
-  std::string_view line_;
-  int line_no_;
-  std::string_view source_;
-  size_t pos_ = 0;
-};
-
-DType parse_dtype(Cursor& in) {
-  in.skip_space();
-  const size_t begin = in.position();
-  const std::string name = in.until(",]>)}");
-  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool}) {
-    if (dtype_name(d) == name) return d;
-  }
-  in.rewind(begin);
-  in.fail("a dtype (Float32, Float64, Int32, Int64 or Bool)");
-}
-
-// "(2, 4)", "(1)", "()".
-std::vector<int64_t> parse_int_tuple(Cursor& in) {
-  std::vector<int64_t> out;
-  in.expect("(");
-  if (in.accept(")")) return out;
-  do {
-    out.push_back(in.integer());
-  } while (in.accept(","));
-  in.expect(")");
-  return out;
-}
-
-// "<Tensor[Float32], (2, 4)>"
-TensorMeta parse_meta(Cursor& in) {
-  in.expect("<Tensor[");
-  TensorMeta m;
-  m.dtype = parse_dtype(in);
-  in.expect("],");
-  m.shape = Shape(parse_int_tuple(in));
-  in.expect(">");
-  return m;
-}
-
-// "(<...>, <...>)" or "()".
-std::vector<TensorMeta> parse_metas(Cursor& in) {
-  std::vector<TensorMeta> out;
-  in.expect("(");
-  if (in.accept(")")) return out;
-  do {
-    out.push_back(parse_meta(in));
-  } while (in.accept(","));
-  in.expect(")");
-  return out;
-}
-
-bool is_number(const std::string& s, bool* is_double) {
-  if (s.empty()) return false;
-  size_t used = 0;
-  try {
-    if (s.find_first_of(".eEn") != std::string::npos) {
-      if (s.find_first_not_of("0123456789+-.eEinfa") != std::string::npos) return false;
-      (void)std::stod(s, &used);
-      *is_double = true;
-    } else {
-      (void)std::stoll(s, &used);
-      *is_double = false;
-    }
-  } catch (const std::exception&) {
-    return false;
-  }
-  return used == s.size();
-}
-
-AttrValue parse_attr_value(Cursor& in) {
-  if (in.peek('(')) return parse_int_tuple(in);
-  const std::string token = in.until(",}");
-  if (token.empty()) in.fail("an attribute value");
-  if (token == "true" || token == "false") return token == "true";
-  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool}) {
-    if (dtype_name(d) == token) return d;
-  }
-  bool is_double = false;
-  if (is_number(token, &is_double)) {
-    if (is_double) return std::stod(token);
-    return static_cast<int64_t>(std::stoll(token));
-  }
-  return token;
-}
-
-// "{key: value, ...}"
-Attrs parse_attrs(Cursor& in) {
-  Attrs attrs;
-  in.expect("{");
-  if (in.accept("}")) return attrs;
-  do {
-    const std::string key = in.until(":,}");
-    if (key.empty()) in.fail("an attribute name");
-    in.expect(":");
-    attrs.set(key, parse_attr_value(in));
-  } while (in.accept(","));
-  in.expect("}");
-  return attrs;
-}
-
-Strategy parse_strategy_at(Cursor& in) {
-  Strategy s;
-  in.expect("(");
-  if (in.accept(")")) return s;
-  do {
-    s.push_back(parse_int_tuple(in));
-  } while (in.accept(","));
-  in.expect(")");
-  return s;
-}
+using text::constant_tensor;
+using text::Cursor;
+using text::is_number;
+using text::parse_attrs;
+using text::parse_int_tuple;
+using text::parse_meta;
+using text::parse_metas;
+using text::parse_strategy_at;
 
 // One node as written, before node indices are known.
 struct Entry {
@@ -226,37 +53,6 @@ Ref split_ref(const std::string& text) {
     r.output = std::stoi(text.substr(open + 1, text.size() - open - 2));
   }
   return r;
-}
-
-Tensor constant_tensor(const TensorMeta& m, const std::vector<double>& values, Cursor& in) {
-  Tensor t = Tensor::zeros(m.shape, m.dtype);
-  if (values.empty()) return t;
-  const int64_t n = m.shape.numel();
-  if (values.size() != 1 && static_cast<int64_t>(values.size()) != n) {
-    in.fail_here(
-        fmt::format("the constant has {} elements but {} values are given", n, values.size()));
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = values.size() == 1 ? values[0] : values[static_cast<size_t>(i)];
-    switch (m.dtype) {
-      case DType::kFloat32:
-        t.data<float>()[i] = static_cast<float>(v);
-        break;
-      case DType::kFloat64:
-        t.data<double>()[i] = v;
-        break;
-      case DType::kInt32:
-        t.data<int32_t>()[i] = static_cast<int32_t>(v);
-        break;
-      case DType::kInt64:
-        t.data<int64_t>()[i] = static_cast<int64_t>(v);
-        break;
-      case DType::kBool:
-        t.data<bool>()[i] = v != 0;
-        break;
-    }
-  }
-  return t;
 }
 
 class Parser {
