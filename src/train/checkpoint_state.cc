@@ -58,21 +58,29 @@ NamedTensors named_optimizer_state(const nn::Cell& net, const optim::Optimizer& 
   return out;
 }
 
+// One line per tensor of `wanted` that `params` lacks or holds with another dtype or shape
+// (mismatch() says how, naming `what` the tensor belongs to).
+std::vector<std::string> fit_problems(const NamedTensors& wanted, const ParamMap& params,
+                                      const char* what) {
+  std::vector<std::string> problems;
+  for (const auto& [name, want] : wanted) {
+    const auto it = params.find(name);
+    if (it == params.end()) {
+      problems.push_back(fmt::format("'{}' ({} {}) is missing from the checkpoint", name,
+                                     dtype_name(want.dtype()), want.shape().to_string()));
+      continue;
+    }
+    const std::string m = mismatch(name, it->second, want, what);
+    if (!m.empty()) problems.push_back(m);
+  }
+  return problems;
+}
+
 }  // namespace
 
 std::vector<std::string> load_param_into_net(nn::Cell& net, const ParamMap& params) {
   const auto net_params = net.parameters_and_names();
-  std::vector<std::string> problems;
-  for (const auto& [name, param] : net_params) {
-    const auto it = params.find(name);
-    if (it == params.end()) {
-      problems.push_back(fmt::format("'{}' ({} {}) is missing from the checkpoint", name,
-                                     dtype_name(param.dtype()), param.shape().to_string()));
-      continue;
-    }
-    const std::string m = mismatch(name, it->second, param, "network");
-    if (!m.empty()) problems.push_back(m);
-  }
+  const std::vector<std::string> problems = fit_problems(net_params, params, "network");
   CLEAVE_CHECK_ARG(problems.empty(),
                    "load_param_into_net: the checkpoint does not fit the network ({}); {} "
                    "problem(s), nothing was loaded:{}",
@@ -109,17 +117,7 @@ NamedTensors train_state_tensors(const nn::Cell& net, const optim::Optimizer* op
 TrainProgress restore_train_state(nn::Cell& net, optim::Optimizer& optimizer,
                                   const ParamMap& params) {
   const NamedTensors wanted = train_state_tensors(net, &optimizer, {});
-  std::vector<std::string> problems;
-  for (const auto& [name, want] : wanted) {
-    const auto it = params.find(name);
-    if (it == params.end()) {
-      problems.push_back(fmt::format("'{}' ({} {}) is missing from the checkpoint", name,
-                                     dtype_name(want.dtype()), want.shape().to_string()));
-      continue;
-    }
-    const std::string m = mismatch(name, it->second, want, "model");
-    if (!m.empty()) problems.push_back(m);
-  }
+  const std::vector<std::string> problems = fit_problems(wanted, params, "model");
   CLEAVE_CHECK_ARG(problems.empty(),
                    "cannot resume training: the checkpoint does not fit the network ({}) and "
                    "optimizer ({}); {} problem(s), nothing was restored:{}",

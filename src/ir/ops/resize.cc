@@ -58,63 +58,45 @@ Attrs grad_attrs(const GradContext& ctx) {
   return a;
 }
 
+using ResizeKernel = void (*)(const Tensor& in, kernels::cpu::ResizeCorners corners,
+                              const Tensor& out);
+
+// One resize primitive and its backward primitive "<name>Grad".
+void add_resize(Registry& r, const std::string& name, ResizeKernel forward, ResizeKernel backward) {
+  const std::string grad_name = name + "Grad";
+  r.add(OpDef{
+      .name = name,
+      .num_inputs = 1,
+      .infer = [](const InferContext& ctx) -> std::vector<TensorMeta> {
+        return {{resized_shape(ctx), ctx.inputs[0].dtype}};
+      },
+      .cpu_kernel =
+          [forward](const KernelContext& ctx) {
+            forward(ctx.inputs[0], corners_attr(ctx.attrs, ctx.op.name), ctx.outputs[0]);
+          },
+      .grad = [grad_name](const GradContext& ctx) -> std::vector<Tensor> {
+        return {call1(op_def(grad_name), {ctx.output_grads[0]}, grad_attrs(ctx))};
+      },
+  });
+  r.add(OpDef{
+      .name = grad_name,
+      .num_inputs = 1,
+      .infer = infer_resize_grad,
+      .cpu_kernel =
+          [backward](const KernelContext& ctx) {
+            backward(ctx.inputs[0], corners_attr(ctx.attrs, ctx.op.name), ctx.outputs[0]);
+          },
+      .no_grad = kNoGradBackward,
+  });
+}
+
 }  // namespace
 
 void register_resize_ops(Registry& r) {
-  r.add(OpDef{
-      .name = "ResizeBilinear",
-      .num_inputs = 1,
-      .infer = [](const InferContext& ctx) -> std::vector<TensorMeta> {
-        return {{resized_shape(ctx), ctx.inputs[0].dtype}};
-      },
-      .cpu_kernel =
-          [](const KernelContext& ctx) {
-            kernels::cpu::resize_bilinear_forward(
-                ctx.inputs[0], corners_attr(ctx.attrs, ctx.op.name), ctx.outputs[0]);
-          },
-      .grad = [](const GradContext& ctx) -> std::vector<Tensor> {
-        static const OpDef& grad = op_def("ResizeBilinearGrad");
-        return {call1(grad, {ctx.output_grads[0]}, grad_attrs(ctx))};
-      },
-  });
-  r.add(OpDef{
-      .name = "ResizeBilinearGrad",
-      .num_inputs = 1,
-      .infer = infer_resize_grad,
-      .cpu_kernel =
-          [](const KernelContext& ctx) {
-            kernels::cpu::resize_bilinear_backward(
-                ctx.inputs[0], corners_attr(ctx.attrs, ctx.op.name), ctx.outputs[0]);
-          },
-      .no_grad = kNoGradBackward,
-  });
-  r.add(OpDef{
-      .name = "ResizeNearest",
-      .num_inputs = 1,
-      .infer = [](const InferContext& ctx) -> std::vector<TensorMeta> {
-        return {{resized_shape(ctx), ctx.inputs[0].dtype}};
-      },
-      .cpu_kernel =
-          [](const KernelContext& ctx) {
-            kernels::cpu::resize_nearest_forward(
-                ctx.inputs[0], corners_attr(ctx.attrs, ctx.op.name), ctx.outputs[0]);
-          },
-      .grad = [](const GradContext& ctx) -> std::vector<Tensor> {
-        static const OpDef& grad = op_def("ResizeNearestGrad");
-        return {call1(grad, {ctx.output_grads[0]}, grad_attrs(ctx))};
-      },
-  });
-  r.add(OpDef{
-      .name = "ResizeNearestGrad",
-      .num_inputs = 1,
-      .infer = infer_resize_grad,
-      .cpu_kernel =
-          [](const KernelContext& ctx) {
-            kernels::cpu::resize_nearest_backward(
-                ctx.inputs[0], corners_attr(ctx.attrs, ctx.op.name), ctx.outputs[0]);
-          },
-      .no_grad = kNoGradBackward,
-  });
+  add_resize(r, "ResizeBilinear", kernels::cpu::resize_bilinear_forward,
+             kernels::cpu::resize_bilinear_backward);
+  add_resize(r, "ResizeNearest", kernels::cpu::resize_nearest_forward,
+             kernels::cpu::resize_nearest_backward);
 }
 
 }  // namespace cleave::ir

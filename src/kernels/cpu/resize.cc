@@ -232,42 +232,35 @@ void nearest_backward_ref(const Dims& d, const double* dy, ResizeCorners corners
   });
 }
 
+// Reads `from` into `to` with `f32` on Float32 tensors and `ref` on Float64 ones; `image` and
+// `resized` are the input and output images of the forward resize (dims_of).
+template <typename F32, typename Ref>
+void run_resize(const Tensor& image, const Tensor& resized, const Tensor& from, const Tensor& to,
+                ResizeCorners corners, F32 f32, Ref ref) {
+  if (to.numel() == 0) return;
+  const Dims d = dims_of(image, resized);
+  if (from.dtype() == DType::kFloat32) {
+    return f32(d, from.data<float>(), corners, to.data<float>());
+  }
+  ref(d, from.data<double>(), corners, to.data<double>());
+}
+
 }  // namespace
 
 void resize_bilinear_forward(const Tensor& x, ResizeCorners corners, const Tensor& y) {
-  if (y.numel() == 0) return;
-  const Dims d = dims_of(x, y);
-  if (x.dtype() == DType::kFloat32) {
-    return bilinear_forward_f32(d, x.data<float>(), corners, y.data<float>());
-  }
-  bilinear_forward_ref(d, x.data<double>(), corners, y.data<double>());
+  run_resize(x, y, x, y, corners, bilinear_forward_f32, bilinear_forward_ref);
 }
 
 void resize_bilinear_backward(const Tensor& dy, ResizeCorners corners, const Tensor& dx) {
-  if (dx.numel() == 0) return;
-  const Dims d = dims_of(dx, dy);
-  if (dy.dtype() == DType::kFloat32) {
-    return bilinear_backward_f32(d, dy.data<float>(), corners, dx.data<float>());
-  }
-  bilinear_backward_ref(d, dy.data<double>(), corners, dx.data<double>());
+  run_resize(dx, dy, dy, dx, corners, bilinear_backward_f32, bilinear_backward_ref);
 }
 
 void resize_nearest_forward(const Tensor& x, ResizeCorners corners, const Tensor& y) {
-  if (y.numel() == 0) return;
-  const Dims d = dims_of(x, y);
-  if (x.dtype() == DType::kFloat32) {
-    return nearest_forward_f32(d, x.data<float>(), corners, y.data<float>());
-  }
-  nearest_forward_ref(d, x.data<double>(), corners, y.data<double>());
+  run_resize(x, y, x, y, corners, nearest_forward_f32, nearest_forward_ref);
 }
 
 void resize_nearest_backward(const Tensor& dy, ResizeCorners corners, const Tensor& dx) {
-  if (dx.numel() == 0) return;
-  const Dims d = dims_of(dx, dy);
-  if (dy.dtype() == DType::kFloat32) {
-    return nearest_backward_f32(d, dy.data<float>(), corners, dx.data<float>());
-  }
-  nearest_backward_ref(d, dy.data<double>(), corners, dx.data<double>());
+  run_resize(dx, dy, dy, dx, corners, nearest_backward_f32, nearest_backward_ref);
 }
 
 }  // namespace cleave::kernels::cpu
