@@ -6,7 +6,6 @@
 #include <fmt/ranges.h>
 
 #include <atomic>
-#include <cstdio>
 #include <functional>
 
 #include "cleave/autodiff/graph_grad.h"
