@@ -1,5 +1,5 @@
-// Per-call time of the Float32 pooling kernels, hand-written path against oneDNN: the figures of
-// NOTE [Pooling paths] in src/kernels/cpu/pool.cc.
+// Per-call time of the Float32 pooling kernels, hand-written path against oneDNN: the figures
+// behind NOTE [Pooling paths] in src/kernels/cpu/pool.cc (bench/README.md, 'core').
 //
 //   pool_bench [THREADS]   prints one line per shape and pass: "<shape> <pass> native=<us>
 //   onednn=<us>"

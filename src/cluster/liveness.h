@@ -6,26 +6,19 @@
 // (tests/cluster/liveness_test.cc).
 //
 // NOTE [Stuck collectives]
-// A rank can stay alive (heartbeating) and still hold the job: it never enters a collective its
-// peers wait in (a bug, a sleep, a deadlock on a lock), or it finished while they wait. Every
-// heartbeat therefore reports how the worker progresses: the communication operation it waits in
-// (the oldest in flight, from comm::comm_snapshot: its name, how long, and the world ranks it
-// waits for), how many operations it has finished, how many ActivityScopes it has opened, and
-// its process's CPU time. A worker *progresses* when, between two heartbeats, it finished an
-// operation, opened a scope, or used at least kBusyPercent of a core (computing). The job fails
-// with "rank P (host H, pid N) is stuck: ..." when some rank W has waited in one operation (or
-// at one of the scheduler's barriers, for the ranks that have not arrived) for more than
-// CLEAVE_STUCK_TIMEOUT_MS (default 30 s) and a peer P it waits for either
-//   - is not waiting itself (no communication operation in flight, not at a barrier, not in a
-//     store get) and has not progressed for as long, or
-//   - has finished (called release or exited).
-// A peer that computes (uses CPU) is never stuck, however long W waits: that is a slow step, and
-// only the operation's own CLEAVE_COMM_TIMEOUT_MS bounds it. A peer that is itself inside a
-// communication operation is not blamed either; when every rank involved waits for ranks that
-// wait too and none progresses, that is a deadlock (NOTE [Deadlocks]: mismatched operations, a
-// receive whose send never comes) and the job fails naming every rank's wait. So a rank that does
-// not arrive, or a deadlock, is reported within CLEAVE_STUCK_TIMEOUT_MS plus two heartbeat
-// intervals. CLEAVE_STUCK_TIMEOUT_MS=0 turns both checks off.
+// A rank can heartbeat and still hold the job: it never enters a collective its peers wait in, or
+// it finished while they wait. Every heartbeat therefore reports the worker's oldest
+// communication operation in flight (comm::comm_snapshot: its name, how long, the world ranks it
+// waits for), how many operations it has finished, how many ActivityScopes it has opened, and its
+// process's CPU time. A worker *progresses* between two heartbeats when it finished an operation,
+// opened a scope, or used at least kBusyPercent of a core. The job fails with "rank P (host H, pid
+// N) is stuck: ..." when some rank W has waited in one operation (or at one of the scheduler's
+// barriers, for the ranks that have not arrived) for more than CLEAVE_STUCK_TIMEOUT_MS (default
+// 30 s) for a peer P that has finished (called release or exited), or that is not waiting itself
+// (no operation in flight, not at a barrier, not in a store get) and has not progressed for as
+// long. A computing peer is never stuck (only CLEAVE_COMM_TIMEOUT_MS bounds a slow step); peers
+// that wait too are NOTE [Deadlocks]. The verdict comes within CLEAVE_STUCK_TIMEOUT_MS plus two
+// heartbeat intervals; CLEAVE_STUCK_TIMEOUT_MS=0 turns both checks off. Examples: docs/cluster.md.
 //
 // NOTE [Deadlocks]
 // find_stuck blames no peer that waits itself. When ranks wait only for one another -- every

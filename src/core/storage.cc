@@ -19,18 +19,18 @@ DeviceAllocator g_cuda_allocator{nullptr, nullptr};
 // NOTE [CPU allocation cache]
 // A training step allocates the same large buffers (activations, gradients) every step. glibc
 // serves blocks this large with mmap and returns them with munmap, so each step paid for fresh
-// zeroed pages: page faults were 15-20% of a LeNet/MLP step. Freed blocks of at least
+// zeroed pages (page faults, a large share of a small model's step). Freed blocks of at least
 // kCacheMinBytes are therefore kept in free lists keyed by their size (rounded up to a page) and
 // handed out again.
 //
 // Small blocks (the data pipeline's per-image tensors of 0.8-4 KB, scalars, shapes of transient
 // values) are cached too, by size rounded up to 64 bytes, at most kSmallBlocksPerSize of each
 // size: aligned_alloc(64, n) takes glibc's memalign path, which bypasses its per-thread cache and
-// splits chunks, so the placed LeNet's image pipeline thread spent ~25% of its time in
-// _int_malloc/unlink_chunk/malloc_consolidate/_int_free (perf). Blocks freed by another thread
-// than the one that allocated them (a batch made by the pipeline, freed by the training thread)
-// are reused alike: one mutex guards the lists. The cache holds at most CLEAVE_CPU_CACHE_MB
-// (default 2048) MiB; beyond that blocks are freed at once.
+// splits chunks (perf found the placed LeNet's image pipeline thread there much of its time).
+// Blocks freed by another thread than the one that allocated them (a batch made by the pipeline,
+// freed by the training thread) are reused alike: one mutex guards the lists. The cache holds at
+// most CLEAVE_CPU_CACHE_MB (default 2048) MiB; beyond that blocks are freed at once.
+// Measurements: bench/README.md, 'core'.
 constexpr size_t kCacheMinBytes = size_t{64} << 10;
 constexpr size_t kPage = 4096;
 constexpr size_t kSmallBlocksPerSize = 256;

@@ -5,20 +5,18 @@
 // Directions are numbered clockwise from the top, as in MindSpore:
 //   0 top, 1 top_right, 2 right, 3 bottom_right, 4 bottom, 5 bottom_left, 6 left, 7 top_left.
 // send_rank_ids[d] / recv_rank_ids[d] name the rank for direction d (-1: none). send_lens and
-// recv_lens are [top, bottom, left, right] widths (st, sb, sl, sr and rt, rb, rl, rr).
-// The input x is (N, C, H, W); the output y is (N, C, rt + H + rb, rl + W + rr) with x in the
-// centre, each received halo in its direction's region, and zeros where nothing was received.
-// Sent regions of x (rows x cols):
-//   top [0,st) x [0,W)      top_right [0,st) x [W-sr,W)      right [0,H) x [W-sr,W)
-//   bottom_right [H-sb,H) x [W-sr,W)   bottom [H-sb,H) x [0,W)   bottom_left [H-sb,H) x [0,sl)
-//   left [0,H) x [0,sl)     top_left [0,st) x [0,sl)
-// Received regions of y are the same pattern around the centre (top: [0,rt) x [rl,rl+W), ...).
-// A message sent towards direction d is received by the peer as coming from the opposite
-// direction (d + 4) % 8; the tag is kTagBase + d, so two messages between the same pair of ranks
-// (a periodic world of two) never mix.
-// The gradient (NeighborExchangeV2Grad) runs the messages backwards: each received region of dy
-// goes back to the rank it came from, and what comes back is added into the sent regions of dx,
-// on top of dy's centre.
+// recv_lens are [top, bottom, left, right] widths (st, sb, sl, sr and rt, rb, rl, rr). The input
+// x is (N, C, H, W); the output y is (N, C, rt + H + rb, rl + W + rr) with x in the centre, each
+// received halo in its direction's region, and zeros where nothing was received. Sent regions of
+// x (rows x cols) are its edge strips: top [0,st) x [0,W), right [0,H) x [W-sr,W), bottom
+// [H-sb,H) x [0,W), left [0,H) x [0,sl), and each corner the crossing of its two sides' strips
+// (top_right [0,st) x [W-sr,W), ...). Received regions of y are the same pattern around the
+// centre (top: [0,rt) x [rl,rl+W), ...). A message sent towards direction d is received by the
+// peer as coming from the opposite direction (d + 4) % 8; the tag is kTagBase + d, so two
+// messages between the same pair of ranks (a periodic world of two) never mix. The gradient
+// (NeighborExchangeV2Grad) runs the messages backwards: each received region of dy goes back to
+// the rank it came from, and what comes back is added into the sent regions of dx, on top of dy's
+// centre.
 #include <fmt/ranges.h>
 
 #include <array>

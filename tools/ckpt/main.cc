@@ -7,7 +7,7 @@
 //
 // With a sharded job (SEMI_AUTO_PARALLEL or AUTO_PARALLEL) each rank's checkpoint holds that
 // rank's slices: the shapes listed are the slice shapes (NOTE [Sharded parameters] in
-// cleave/parallel/step_parallel.h).
+// cleave/runtime/sharded_parameters.h).
 //
 // Exit status 0 on success, 1 when the file cannot be read or has no tensor NAME, 2 on bad usage.
 #include <fmt/core.h>

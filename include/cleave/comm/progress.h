@@ -1,7 +1,7 @@
 // What the communication layer of this process is doing: the operations in flight and a count of
 // those finished. The cluster layer sends it with every heartbeat, so the scheduler can tell a
 // rank that waits inside a collective from one that never arrives (NOTE [Stuck collectives] in
-// src/cluster/scheduler.h), and a failure line can say what this process was doing.
+// src/cluster/liveness.h), and a failure line can say what this process was doing.
 #pragma once
 
 #include <chrono>

@@ -13,25 +13,11 @@
 //   "rank_list"   optional: the world ranks of its members, ascending. When present the group is
 //                 created from it when the step is loaded (runtime::prepare_comm_groups), and
 //                 group_size is its length.
-// Ranks in the other attributes (root_rank, dest_rank, send_rank_ids, ...) are group ranks.
-//
-// The primitives (MindSpore's attribute names):
-//   AllReduce        {op}                                   x -> reduction of every rank's x
-//   AllGather        {axis = 0}                             x -> ranks' x concatenated on axis
-//   ReduceScatter    {op, axis = 0}                         x -> this rank's block on axis of the
-//                                                                reduction
-//   Broadcast        {root_rank}                            x -> root's x
-//   Reduce           {root_rank, op}                        x -> the reduction on root, zeros on
-//                                                                the other ranks (Broadcast's
-//                                                                gradient)
-//   AlltoAll         {split_count, split_dim, concat_dim}   blocks of split_dim to every rank
-//   NeighborExchange {send_rank_ids, recv_rank_ids, recv_shapes, recv_type}
-//   NeighborExchangeV2 (+Grad) {send_rank_ids, recv_rank_ids, send_lens, recv_lens, data_format}
-//   Send {dest_rank, sr_tag} -> an empty token; Recv(token) {src_rank, sr_tag, shape, dtype}
-//   RpcSend {dst_rank, tag}; RpcRecv() {src_rank, tag, shape, dtype}: a placed graph's cut edges
-//                                                                (cleave/runtime/rpc.h)
-// op is "sum" | "max" | "min" | "prod" | "mean". All are OpDef::communicates: passes never fold,
-// merge or remove them, and every rank of the group runs them in the same order.
+// Ranks in the other attributes (root_rank, dest_rank, send_rank_ids, ...) are group ranks; a
+// reduction's "op" is "sum" | "max" | "min" | "prod" | "mean". All these primitives are
+// OpDef::communicates: passes never fold, merge or remove them, and every rank of the group runs
+// them in the same order. Each primitive's attributes (MindSpore's names) and result:
+// docs/design/comm.md, "The communication primitives".
 #pragma once
 
 #include <array>

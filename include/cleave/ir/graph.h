@@ -8,11 +8,10 @@
 //   - kInput: a value given at each execution (the step's data and label), in Graph::inputs order;
 //   - kParameter: a Cell parameter, bound by reference (`value` shares the parameter's storage,
 //     so updates of the training step write the real parameter);
-//   - kConstant: a tensor met while tracing that is not a parameter. `value` holds it by
-//     reference; it is a *literal* when the graph holds the only reference (a tensor made during
-//     tracing, e.g. the ones that seed backward), and *captured* otherwise (optimizer state,
-//     tensors owned by the user), which may change between executions, so only literals are
-//     folded;
+//   - kConstant: a tensor met while tracing that is not a parameter, held by reference in
+//     `value`: a *literal* when the graph holds the only reference (e.g. the ones that seed
+//     backward), else *captured* (optimizer state, the user's tensors: it may change between
+//     executions, so only literals are folded);
 //   - kOp: a primitive call: op, attributes, inputs, output metas (dtype and global shape), an
 //     instance name ("fc1.matmul") and a scope path ("Default/network-WithLossCell/...").
 // Ops whose OpDef mutates its inputs (optimizer updates) are side effects: they have no outputs

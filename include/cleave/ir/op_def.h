@@ -2,25 +2,18 @@
 //
 // NOTE [One primitive, one registry entry]
 // An operator is defined once, by an OpDef holding
-//   - its name ("MatMul"), arity and family ("matmul": the file that holds its part in every
-//     layer that has one: src/ir/ops/<family>.cc, src/kernels/cpu/<family>.cc,
-//     src/parallel/rules/<family>.cc, tests/ops/<family>_test.cc,
-//     tests/parallel/rules_<family>_test.cc; tests/ir/primitive_entries_test.cc checks the files
-//     and docs/design/adding_an_operator.md walks through them),
+//   - its name ("MatMul"), arity and family ("matmul": the name of the file that holds its part in
+//     every layer that has one; docs/design/adding_an_operator.md lists the files),
 //   - `infer`: output shapes and dtypes from input metas and attributes, with the bad-input
 //     errors (the op's whole contract on its inputs lives here),
 //   - its kernels per device, `cpu_kernel` (and `async_kernel`) and `cuda_kernel`: compute
 //     preallocated outputs from inputs,
-//   - `grad`: the gradient rule, written with cleave::ops calls, i.e. in primitives. In PyNative
-//     mode the rule runs on concrete tensors; graph-mode autodiff runs the same rule on traced
-//     tensors, so both modes share one definition,
-//   - `sharding_rule`: its valid strategies, layouts, local computation and cost
-//     (cleave/parallel/sharding_rule.h).
-// The ir layer fills what it can see (infer, grad, the kernels of cleave's kernels layer). A
-// higher layer adds its part to the same entry while the program starts (static
-// initialisation): parallel attaches the sharding rules, the runtime the kernels of the
-// communication primitives (Registry::attach_*), each checked then: attaching to an unknown op or
-// twice aborts the program at start-up. No layer keeps a table of its own keyed by op name.
+//   - `grad`: the gradient rule, written in primitives (cleave::ops calls), so that PyNative mode
+//     (on concrete tensors) and graph-mode autodiff (on traced ones) run one definition,
+//   - `sharding_rule`: valid strategies, layouts, local computation and cost (sharding_rule.h).
+// The ir layer fills what it sees; a higher layer attaches its part during static initialisation
+// (parallel the sharding rules, the runtime the communication kernels: Registry::attach_*), and
+// attaching to an unknown op or twice aborts at start-up; no layer keeps its own table by op name.
 //
 // NOTE [Parts absent on purpose]
 // A part may be missing for a reason: a comparison has no gradient, no primitive has a CUDA

@@ -2,28 +2,17 @@
 //
 // NOTE [IR text]
 // One parser reads every dump the compiler writes (NN_<stage>.ir), so passes can be tested text
-// in, text out, and tools read dumps without regular expressions. The text is line-based:
-//   # IR entry: @NAME                    then "# Total inputs/params/ops: N" (ops is checked)
-//   %VALUE: <Tensor[DTYPE], SHAPE> : input | parameter | constant [(literal)] [= VALUES] [# NOTE]
-//   subgraph @NAME(ARGS) {
-//     %K(out) = OP(ARGS) {instance name: NAME} [primitive_attrs: {KEY: VALUE, ...}]
-//         [{side_effect: true}] [{in_strategy: STRATEGY[, derived: true]}]
-//         [{placement: (role: ROLE, rank: N)}]
-//         : (TYPES) -> (TYPES)
-//         # scope: (SCOPE)
-//         [# NOTE]...
-//     return(VALUES)
-//   }
-// The side-effect mark is printed from the primitive and not needed when read. Values are named as
-// ir::value_name names them: "%12" (output 0 of a single-output op),
-// "%12[1]", "%para3_fc1.weight" (the 3rd input or parameter, named fc1.weight), "%const7". An
-// attribute value is true/false, a dtype name, an integer, a double (always with a point or an
-// exponent: 0.0), a tuple of integers "(1, 2)", or else a bare string. A constant's values may
-// follow "=": one number for every element, or a list "[1, 2, 3]" of them all; without it the
-// constant holds zeros (dumps do not print values). Parameters and inputs hold zeros.
-// Node indices follow the numbers in the text when they number every node once (every dump of
-// the compiler does, so dump_text(parse_text(t)) == t); hand-written text may number freely, and
-// its nodes are then placed inputs, parameters and constants first, ops after, in text order.
+// in, text out, and tools read dumps without regular expressions. The text is line-based: a
+// header, a line per input, parameter and constant, and inside `subgraph` one op per node with its
+// attributes, strategy, placement, types and scope (the grammar: docs/design/graph.md, "The IR
+// text"). Values are named as ir::value_name names them: "%12", "%12[1]", "%para3_fc1.weight",
+// "%const7". An attribute value is true/false, a dtype name, an integer, a double (always with a
+// point or an exponent: 0.0), a tuple of integers "(1, 2)", or else a bare string. A constant's
+// values may follow "=": one number for every element, or a list "[1, 2, 3]" of them all; without
+// it the constant holds zeros, as parameters and inputs do. Node indices follow the numbers in the
+// text when they number every node once (every dump of the compiler does, so
+// dump_text(parse_text(t)) == t); hand-written text may number freely, and its nodes are then
+// placed inputs, parameters and constants first, ops after, in text order.
 #pragma once
 
 #include <filesystem>

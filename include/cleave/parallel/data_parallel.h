@@ -12,8 +12,7 @@
 // hide it. A bucket of several gradients is one AllReduce of their flat concatenation, sliced and
 // reshaped back afterwards. Each element's sum is the same reduction of the same values as without
 // buckets (bit-identical on the inproc and shared-memory engines, which sum in rank order).
-// bucket_cap_mb = 0 gives one AllReduce per gradient. bench/README.md ("dp") has the measurements
-// behind the 1 MB caps.
+// bucket_cap_mb = 0 gives one AllReduce per gradient. Measurements: bench/README.md, 'dp'.
 #pragma once
 
 #include <cstdint>

@@ -8,18 +8,12 @@
 //     (empty: not split). A dimension split over axes (a, b) has size(a) * size(b) slices; the
 //     slice of a rank is its coordinates on (a, b) read as one mixed-radix number, a major;
 //   - the *partial* axes: axes over which the local values are pending reductions (a sum, or a
-//     max/min) that an AllReduce or ReduceScatter completes, e.g. a MatMul whose reduction
-//     dimension is split;
-//   - every other axis holds *replicas*: the ranks that differ only on those axes hold the same
-//     slice (repeated computation when a strategy uses fewer slices than devices).
-// An axis appears at most once in a layout, and the axes of one dimension are ascending (a
-// major-first split in rank order). A dimension's slices are equal blocks: its size must be
-// divisible by its number of slices (Layout::check_shape).
-//
-// The canonical text form, used in dumps and errors:
-//   layout(dev=[2, 4, 1], map=(0, -1))            dim 0 split over axis 0, dim 1 whole
-//   layout(dev=[2, 4], map=((0, 1), -1))           dim 0 split over axes 0 and 1 (8 slices)
-//   layout(dev=[2, 4], map=(0, -1), partial=(1))   pending sums over axis 1 (partial_max=...)
+//     max/min) that an AllReduce or ReduceScatter completes;
+//   - every other axis holds *replicas*: ranks that differ only on those axes hold the same slice.
+// An axis appears at most once in a layout, and the axes of one dimension are ascending. A
+// dimension's size must be divisible by its number of slices (Layout::check_shape). The canonical
+// text form, used in dumps and errors, reads layout(dev=[2, 4, 1], map=(0, -1), partial=(1));
+// docs/design/sharding.md, section 1, has more examples.
 #pragma once
 
 #include <cstdint>

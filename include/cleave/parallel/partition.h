@@ -5,22 +5,17 @@
 // NOTE [Distributed graph partition]
 // Where each node runs (its rank):
 //   - an op with a placement (Cell::place, Primitive::place) runs on that rank; the role must be
-//     MS_WORKER (the scheduler runs no graph ops) and the rank within [0, world_size);
-//   - the backward ops of a forward op carry its placement (graph autodiff copies it), so a
-//     gradient is computed where its forward op runs;
-//   - an unlabelled op of the step's forward/backward runs on worker 0 (the seed reads results
-//     there);
+//     MS_WORKER and the rank within [0, world_size);
+//   - a backward op runs where its forward op runs (graph autodiff copies the placement);
+//   - an unlabelled op of the step's forward/backward runs on worker 0;
 //   - a parameter lives on the rank of the first op that uses it, and its optimizer update (an op
 //     that mutates its inputs) runs there; unlabelled optimizer ops run with the op that consumes
-//     their result. A parameter used on several ranks is handled, not rejected: its owner sends
-//     the value to each other rank at the start of the step (a cut edge like any other), their
-//     gradient contributions are sent back and summed, and the owner applies the update;
-//   - inputs (data, label) and constants are held by every rank: each worker feeds the same
-//     batches (every worker runs the same program on the same dataset with the same seed), so a
-//     rank reads its inputs locally instead of receiving them.
+//     their result. The owner of a parameter used on several ranks sends its value to the others
+//     at the start of the step, and sums the gradient contributions they send back;
+//   - inputs (data, label) and constants are held by every rank: no rank receives them.
 // Every value produced on one rank and used on another is a cut edge: an RpcSend on the producer
 // after the value is computed and an RpcRecv on the consumer right before its first use, with a
-// tag unique to (value, micro-batch, destination) within the step.
+// tag unique to (value, micro-batch, destination) within the step. Why: docs/design/partition.md.
 //
 // NOTE [Micro-batches]
 // With micro_batches = M > 1 the graph must have been traced for one micro-batch (batch / M

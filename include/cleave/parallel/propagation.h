@@ -2,35 +2,20 @@
 // user gave with shard() spread to the operators around them.
 //
 // NOTE [Sharding propagation]
-// The graph is the forward traced with global shapes (before the step-parallel rewrite). Its
-// operators are joined by edges: a producer's output read by a consumer's input, and two
-// consumers of one parameter (which has one layout, so its users should agree on it). Each
-// operator's candidates are its rule's valid strategies on device_num devices.
-// 1. The configured operators (a strategy from shard() or a strategy file) are decided. The
-//    graph's inputs are fixed by the dataset strategy and its constants are replicated.
-// 2. In rounds, every undecided operator adjacent to one decided in the previous round is
-//    decided, all of a round at once from the operators decided before it (so the result does
-//    not depend on the order the graph was traced in, nor on which neighbour is visited first).
-//    Among its candidates it takes the least by, in order:
-//      a. bytes of redistribution per rank on its edges to decided operators and to the fixed
-//         inputs (0 when each value is already where the candidate needs it, or a local slice
-//         of it away);
-//      b. computation per rank (the rule's flops of the local computation: a candidate using
-//         every device beats one that repeats work);
-//      c. its own forward communication (completing a split reduction);
-//      d. how many decided neighbours have another device matrix (ones dropped): a candidate
-//         that lays its loops over the devices as its neighbour does (MatMul ((2, 4), (4, 1))
-//         then ReLU ((2, 4)), not ((8, 1)), as MindSpore's seed shows);
-//      e. the strategy itself, larger splits of earlier dimensions first (so the batch).
-//    This is MindSpore's rule (among candidates needing no communication on the edge the
-//    cheapest computation, else the least communication) taken over all decided neighbours.
-// 3. Operators no configured operator reaches keep no strategy: the rewrite makes them data
-//    parallel, as it does in SEMI_AUTO_PARALLEL. Operators writing into their inputs (the
-//    moving statistics' Assign) are left to the rewrite, which keeps their parameter's layout.
-// Where the decided strategies still disagree on an edge (two configured operators asking for
-// different layouts of one value, or no candidate fitting every neighbour) the rewrite inserts
-// the redistribution; the report lists each such edge and the step_parallel_begin dump notes it
-// at the consumer (redistribution_notes).
+// The graph is the forward traced with global shapes. Its edges join a producer's output to a
+// consumer's input, and two consumers of one parameter; an operator's candidates are its rule's
+// valid strategies on device_num devices.
+// 1. The configured operators (shard() or a strategy file) are decided; the graph's inputs are
+//    fixed by the dataset strategy, its constants replicated.
+// 2. In rounds, every undecided operator adjacent to one decided in the previous round is decided,
+//    all of a round at once from the operators decided before it, as the least candidate by:
+//    (a) bytes of redistribution per rank on its edges to decided operators and fixed inputs;
+//    (b) computation per rank; (c) its own forward communication; (d) how many decided neighbours
+//    have another device matrix (ones dropped); (e) larger splits of earlier dimensions first.
+// 3. Operators nothing configured reaches, and operators writing into their inputs, are left to
+//    the rewrite (data parallel; their parameter's layout). Where decided strategies disagree on
+//    an edge the rewrite inserts the redistribution, named in the report and the dump
+//    (redistribution_notes). Reasons and examples: docs/design/sharding.md, section 5.
 #pragma once
 
 #include <string>

@@ -1,25 +1,20 @@
 // Redistribution: moving a tensor from one layout to another (NOTE [Layouts] in layout.h).
 //
 // NOTE [Redistribution]
-// Both layouts lay the tensor out on the same devices but may use different device matrices
-// ([2, 4, 1] for a MatMul's strategy, [8] for a data-parallel input). They are first put on one
-// common device matrix: the coarsest matrix whose axes refine both (row-major numbering is kept,
-// so [8] and [2, 4] meet on [2, 4], where the [8]-axis becomes axes (0, 1); [4, 2] and [2, 4]
-// meet on [2, 2, 2]). On it the plan is a shortest path over layouts, each step one of
+// The two layouts may use different device matrices ([2, 4, 1] for a MatMul's strategy, [8] for
+// a data-parallel input). They are first put on one common device matrix: the coarsest whose axes
+// refine both, row-major numbering kept ([8] and [2, 4] meet on [2, 4]; [4, 2] and [2, 4] on
+// [2, 2, 2]). On it the plan is a shortest path over layouts, each step one of
 //   AllReduce(axes)             partial over axes -> complete (replicated on them)
 //   ReduceScatter(axis, dim)    partial over axis -> dim split one level finer over it
 //   AllGather(axes, dim)        the last (minor) axes of dim dropped: its slices concatenated
 //   AlltoAll(axis, x -> y)      the last axis of dim x moved to the end of dim y
 //   Slice(axis, dim)            dim split one level finer over a replica axis (local, no message)
-// whose cost is the bytes each rank sends for a ring algorithm on the local slice of M bytes
-// (AllReduce 2M(n-1)/n, ReduceScatter and AlltoAll M(n-1)/n, AllGather M(n-1), Slice 0), ties
-// broken by fewer steps. Slicing before gathering is therefore preferred where it is possible.
-// When no common matrix exists (e.g. [2, 3] and [3, 2] on 6 devices) the plan goes through the
-// replicated tensor: complete and gather everything on the source matrix, then slice on the
-// target matrix. Plans are cached by (from, to, shape, dtype).
-//
-// A step's groups are the ranks that differ only on the step's axes (ranks_along), ascending, so
-// a plan made once serves every rank: emit() (step_parallel.h) instantiates it for one rank.
+// costed by the bytes each rank sends in a ring algorithm (docs/design/sharding.md, section 3),
+// ties broken by fewer steps. Without a common matrix ([2, 3] and [3, 2] on 6 devices) the plan
+// goes through the replicated tensor. Plans are cached by (from, to, shape, dtype). A step's
+// groups are the ranks that differ only on its axes (ranks_along), ascending, so a plan made once
+// serves every rank: emit() (step_parallel.h) instantiates it for one rank.
 #pragma once
 
 #include <cstdint>

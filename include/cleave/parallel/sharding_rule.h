@@ -2,30 +2,20 @@
 // outputs under a strategy, the local computation, and its cost.
 //
 // NOTE [Sharding rules]
-// A strategy (Primitive::shard) gives, for each input of an op, how many slices each dimension
-// is cut into: MatMul's ((2, 4), (4, 1)) cuts A (16, 32) into 2 x 4 blocks and B (32, 16) into
-// 4 x 1. Most rules describe the op by its *iteration space*: named loops, each indexed by some
-// input and output dimensions (MatMul: i over A's rows and the output's rows, k over A's columns
-// and B's rows, j over B's columns and the output's columns). A loop is
-//   - parallel: splitting it splits every operand indexing it (i, j);
-//   - a reduction: operands indexing it are split, and outputs that do not index it become
-//     pending partial sums (or maxima, minima) over its device axis (k);
-//   - fixed: it cannot be split (a softmax axis, a convolution's spatial dimensions), with the
-//     reason the error gives.
-// Every input dimension indexing a loop must carry that loop's split; a dimension indexing no
-// loop (a size-1 dimension broadcast against a larger one, or one every rank holds whole) must
-// carry 1. The device matrix is the loops' splits in order, then, when their product is below the
-// device count, one more axis of the rest: the *repeat* axis, on which every operand is
-// replicated (MindSpore's repeated calculation). Input and output layouts follow: a dimension
-// indexing loop l is split over axis l when its split is > 1.
-// Rules whose operands do not fit loops (Reshape) compute the layouts themselves (infer), and
-// rules whose local computation is not the same primitive on the slices (a ReduceMean over a
-// split dimension, a vocabulary-split Gather) build it (lower).
-//
-// The default strategy of an op nobody configured (SEMI_AUTO_PARALLEL) is data parallel: its
-// batch loop (by default the loop of output 0's dimension 0, or of input 0's dimension 0 for an
-// op whose output is a scalar) split over every device when that is valid, else the op
-// replicated (all ones), as MindSpore does.
+// A strategy (Primitive::shard) gives, for each input of an op, how many slices each dimension is
+// cut into. Most rules describe the op by its *iteration space*: named loops, each indexed by some
+// input and output dimensions (MatMul: i, k, j). A loop is *parallel* (splitting it splits every
+// operand indexing it), a *reduction* (operands indexing it are split, and outputs that do not
+// index it become pending partial sums, or maxima, minima, over its device axis) or *fixed* (it
+// cannot be split, for the reason the error gives). An input dimension indexing a loop carries
+// that loop's split; one indexing no loop carries 1. The device matrix is the loops' splits in
+// order, then, when their product is below the device count, a *repeat* axis on which every
+// operand is replicated; a dimension indexing loop l is split over axis l when its split is > 1.
+// Rules whose operands do not fit loops compute the layouts themselves (infer); rules whose local
+// computation is not the same primitive on the slices build it (lower). An op nobody configured
+// gets the default strategy: its batch loop (output 0's dimension 0, or input 0's for a scalar
+// output) split over every device when that is valid, else all ones. Examples and reasons:
+// docs/design/sharding.md, section 2.
 #pragma once
 
 #include <functional>

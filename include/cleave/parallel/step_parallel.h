@@ -2,25 +2,20 @@
 // becomes the graph of one rank, with local shapes and the communication the strategies need.
 //
 // NOTE [Step-parallel rewrite]
-// 1. plan_step_parallel (rank-independent): every op gets a strategy (the one shard() gave, or
-//    the rule's default: data parallel over device_num when its batch allows, else replicated,
-//    marked derived) and its rule's layouts; the graph's inputs are laid out by the dataset
-//    strategy (data parallel: each rank's batch is its slice of dim 0; full batch: every rank
-//    reads the whole batch; or one strategy per input), a parameter as its first consumer needs
-//    it, a constant replicated. An op whose output is a pending reduction (a split MatMul
-//    reduction) completes it right after the op with an AllReduce over the partial axes (its
+// 1. plan_step_parallel (rank-independent): every op gets a strategy (shard()'s, or its rule's
+//    default, marked derived) and its rule's layouts; the graph's inputs are laid out by the
+//    dataset strategy, a parameter as its first consumer needs it, a constant replicated. An op
+//    whose output is a pending reduction is followed by an AllReduce over the partial axes (its
 //    forward communication, as MindSpore's forward_op).
-// 2. materialize (per rank) re-traces the graph op by op on local tensors: wherever a consumer
-//    needs a value in another layout than its producer made, the planned redistribution is
-//    inserted (once per value and layout); each op runs through its rule's lowering; the graph's
-//    outputs are made replicated. Every rank's graph has the same ops in the same order with the
-//    same shapes (SPMD); ranks differ only in slice offsets and group rank lists.
-// Backward communication is not written here: autodiff runs on the local graph afterwards and
-// the communication primitives' gradient rules provide it. Because a replicated value's local
-// gradient is a pending sum over its replicas (the dual of replication), the loss, replicated on
-// every rank, is seeded with 1 / device_num, and each parameter's gradient is summed over the
-// ranks holding the same slice (its mirror group, replica_ranks): the gradient equals one
-// device's, whatever the strategies.
+// 2. materialize (per rank) re-traces the graph op by op on local tensors: the planned
+//    redistribution wherever a consumer needs a value in another layout than its producer made
+//    (once per value and layout), each op through its rule's lowering, the graph's outputs made
+//    replicated. Every rank's graph has the same ops in the same order with the same shapes
+//    (SPMD); ranks differ only in slice offsets and group rank lists.
+// Backward communication comes later, from autodiff of the local graph through the communication
+// primitives' gradient rules. The loss is seeded with 1 / device_num and each parameter's
+// gradient summed over its mirror group (replica_ranks), which gives one device's gradient
+// whatever the strategies (why: docs/design/sharding.md, section 4).
 #pragma once
 
 #include <cstdint>

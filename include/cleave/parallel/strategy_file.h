@@ -2,24 +2,18 @@
 // every operator's strategy and every parameter's layout, as JSON.
 //
 // NOTE [Strategy file]
-// The JSON form of MindSpore's strategy checkpoint, with cleave's layouts:
-//   {
-//     "format": "cleave-strategy", "version": 1, "device_num": 8, "current_stage": 0,
-//     "parallel_strategy_item": {
-//       "Default/network-WithLossCell/_backbone-Net/MatMul-matmul":
-//           {"stage": 0, "parallel_strategy": [[2, 4], [4, 1]], "derived": false}, ...},
-//     "parallel_layout_item": {
-//       "w": {"dev_matrix": [2, 4, 1], "tensor_map": [[1], []], "tensor_shape": [32, 16],
-//             "layout": "layout(dev=(2, 4, 1), map=(1, -1))"}, ...}
-//   }
-// An operator's key is "<scope>/<primitive>-<instance name>" (instance names are unique within
-// a network, the scope says where it sits); "derived" says whether propagation or the default
-// chose it rather than shard(). A tensor map has, per dimension, the device axes splitting it
-// (none: not split). Loading sets the strategy of every operator the file names (over one given
-// with shard(): the file is what the user asked to reuse); operators it does not name are left
-// as they are (propagated or data parallel). A file for another device count, a strategy
-// another network's operator would need, or a file naming none of this network's operators is
-// an error naming the file.
+// The JSON form of MindSpore's strategy checkpoint, with cleave's layouts: "format"
+// ("cleave-strategy"), "version", "device_num", "current_stage", "parallel_strategy_item" (per
+// operator: "stage", "parallel_strategy", "derived") and "parallel_layout_item" (per parameter:
+// "dev_matrix", "tensor_map", "tensor_shape", "layout"); docs/design/sharding.md, section 5, has
+// an example. An operator's key is "<scope>/<primitive>-<instance name>" (instance names are
+// unique within a network, the scope says where it sits); "derived" says whether propagation or
+// the default chose it rather than shard(). A tensor map has, per dimension, the device axes
+// splitting it (none: not split). Loading sets the strategy of every operator the file names
+// (over one given with shard(): the file is what the user asked to reuse); operators it does not
+// name are left as they are (propagated or data parallel). A file for another device count, a
+// strategy another network's operator would need, or a file naming none of this network's
+// operators is an error naming the file.
 #pragma once
 
 #include <string>

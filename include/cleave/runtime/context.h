@@ -63,7 +63,7 @@ struct AutoParallelContext {
   bool parameter_broadcast = false;
   // DATA_PARALLEL: the gradients are all-reduced in buckets of at most this many MiB (the first
   // at most 1 MiB), each started as soon as its last gradient is computed (NOTE [Gradient
-  // buckets] in src/runtime/pipeline.cc); 0: one AllReduce per gradient. PyTorch DDP's
+  // buckets] in cleave/parallel/data_parallel.h); 0: one AllReduce per gradient. PyTorch DDP's
   // bucket_cap_mb, with its default.
   double bucket_cap_mb = 25;
   // How each rank's dataset batches relate to the global batch the step is planned for:

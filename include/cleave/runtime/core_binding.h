@@ -8,30 +8,19 @@
 namespace cleave::runtime {
 
 // NOTE [Placed workers on few cores]
-// A placed job runs one busy process per stage; seed 000 has five of them (workers 0-4) and this
-// host has two cores. Their waits for messages poll (NOTE [Waiting for a message] in
-// cleave/comm/shm_mailbox.h), so to the kernel every worker looks busy all the time: it hardly
-// ever moves one to the other core, and which workers share a core is decided by where they
-// happened to start. Measured on seed 000 (bench/README.md "place"): a balanced split of the
-// stages over the two cores trains ~4% faster than the kernel's placement, an unbalanced one ~8%
-// slower, and once no worker moves, longer polls pay off (another 4-6%).
-//
-// So a placed worker measures its load and binds the thread that runs its placed graphs to one
-// core: after kWarmupRuns runs of placed graphs (the first runs build kernels and fill caches),
-// it sums its kernel time over the next kMeasuredRuns runs; then every worker of the world group
-// shares (host, allowed cores, load) in one all_gather, and the workers of each host split their
-// host's cores by that load: largest load first, each to the core with the least load so far
-// (ties: the lower core). Every worker computes the same split from the same numbers and binds
-// only itself. Workers that ran no kernels (seed 000's workers 5-7) stay unbound: they sleep.
-// Only the thread that runs the placed graphs is bound; the process's other threads (data
-// pipeline, transport) stay free (binding them all to the least loaded core was slower: 2.46
-// against 2.35 ms per step at M = 8, A/B), but threads the bound thread starts later (an
-// evaluation's pipeline) inherit its core.
-//
-// CLEAVE_BIND_CORES chooses: `auto` (the default) binds when a host has more busy workers than
-// allowed cores, `1` binds always (each busy worker its own core while cores last), `0` never.
-// Worker 0 prints the split (one line on stderr). Every placed graph of a job runs on every
-// worker in the same order, so the workers reach the all_gather together.
+// A placed job runs one busy process per stage, and their waits for messages poll (NOTE [Waiting
+// for a message] in cleave/comm/shm_mailbox.h), so to the kernel every worker looks busy all the
+// time: it hardly moves one, and which workers share a core is left to where they started. So a
+// placed worker binds the thread that runs its placed graphs to one core: after kWarmupRuns runs
+// of placed graphs it sums its kernel time over the next kMeasuredRuns; every worker of the world
+// group then shares (host, allowed cores, load) in one all_gather (all reach it together: every
+// placed graph runs on every worker in the same order), and the workers of each host split its
+// cores by load, largest first, each to the core with the least load so far (ties: the lower
+// core). Every worker computes the same split and binds only itself; workers that ran no kernels
+// stay unbound. The process's other threads stay free, but threads the bound thread starts later
+// inherit its core. CLEAVE_BIND_CORES: `auto` (the default) binds when a host has more busy
+// workers than allowed cores, `1` always (each busy worker its own core while cores last), `0`
+// never. Worker 0 prints the split on stderr. Measurements: bench/README.md, 'place'.
 inline constexpr int kWarmupRuns = 10;
 inline constexpr int kMeasuredRuns = 30;
 

@@ -4,21 +4,18 @@
 // NOTE [Compile pipeline]
 // compile() runs the passes of compile_passes() top to bottom on a CompileState: a pass reads
 // the state (the graph so far, what earlier passes decided) and the options, and changes the
-// state. A pass that does not apply to the options (a DATA_PARALLEL pass in a SEMI_AUTO_PARALLEL
-// step) is skipped, keeping its number: the dump of pass k is NN_<name>.ir and NN_<name>.dot with
-// NN = k (01_trace, 04_step_parallel_begin, ...), under save_graphs_path/<graph name>/ when the
-// context's save_graphs >= 1; in a job, the stages after a rank's graph is cut out of the global
-// one (step_parallel_end, partition) go to <graph name>_rank<R>/ and rank 0 writes the shared
-// ones. `cleave-ir --passes` prints the list for a context.
-//
+// state. A pass that does not apply to the options is skipped, keeping its number k, which names
+// its dumps NN_<name>.ir and .dot (NN = k) when the context's save_graphs >= 1 (where they are
+// written: docs/design/graph.md, "Compile stages and dumps"). `cleave-ir --passes` prints the
+// list for a context.
 // Compiling is pure: graph in, graph out. No pass communicates, writes a user's tensor or reads an
 // environment variable: what the passes need from the world (the job's size and this rank, the
 // contexts) is read once, up front, into CompileOptions, so one process can compile any rank of
-// any job (a communication backend that fails on every call is enough; tests do so). A pass may
-// run user code that traces (the forward, the optimizer's update) and write the files it is asked
-// for (dumps, the strategy file). What needs the other processes happens in load(): slicing or
-// broadcasting parameters, comparing the ranks' traces, making the groups the graph names, the
-// shared-memory mailboxes of a placed step, and the executor's memory.
+// any job (a backend that fails every call is enough). A pass may run user code that traces (the
+// forward, the optimizer's update) and write the files it is asked for (dumps, the strategy
+// file). What needs the other processes happens in load(): slicing or broadcasting parameters,
+// comparing the ranks' traces, making the groups the graph names, the shared-memory mailboxes of a
+// placed step, and the executor's memory.
 #pragma once
 
 #include <functional>

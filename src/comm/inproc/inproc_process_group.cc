@@ -10,17 +10,14 @@
 // op, root; and its buffers' addresses) and a *staging* buffer, both double-buffered by the
 // round's parity. Every round opens with a rendezvous, after which each rank checks that all
 // slots describe the same call (NOTE [Calls checked across ranks] in comm/call_check.h).
-//   Staged rounds (small inputs, up to kStagedBytes): each rank copies its input into its staging
-//   buffer, rendezvous, then reads the others' staging buffers into its own output: one
-//   rendezvous per round. This is safe because a rank writes parity p's buffers again only in
-//   round k+2, after passing round k+1's rendezvous, which every rank reached only after its
-//   reads of round k.
+//   Staged rounds (inputs up to kStagedBytes): each rank copies its input into its staging buffer,
+//   rendezvous, then reads the others' staging buffers into its own output. Parity makes one
+//   rendezvous enough: a rank writes parity p's buffers again only in round k+2, after round
+//   k+1's rendezvous, which every rank reaches only after its reads of round k.
 //   Direct rounds (larger inputs): ranks publish their buffers' addresses, rendezvous, read each
-//   other's buffers in place, and rendezvous again before returning (the buffers belong to their
-//   callers again): two rendezvous, no extra copy. A direct AllReduce splits the n elements into
-//   one *chunk* per rank (chunk q = elements [n q / size, n (q + 1) / size)); rank q reduces
-//   chunk q of every rank's tensor into its own tensor, rendezvous, each rank copies the other
-//   chunks from their owners, rendezvous: three rendezvous and n elements of work per rank.
+//   other's buffers in place, and rendezvous again before returning (the buffers are their
+//   callers' again). A direct AllReduce reduces chunk q on rank q, then every rank copies the
+//   others' chunks: three rendezvous (docs/design/comm.md, "The inproc backend").
 //
 // NOTE [Inproc reduction order]
 // Every element is reduced in group-rank order, rank 0's value first (NOTE [Rank-order

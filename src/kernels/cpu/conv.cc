@@ -23,29 +23,12 @@ namespace {
 // cleave tensors are plain row-major (NOTE [Tensor layout]): x and y are nchw, weights oihw
 // (goihw with groups). oneDNN's fastest convolutions work on blocked layouts (nChw8c, OIhw8i8o on
 // AVX2), which a caller gets by describing the tensors with format_tag::any and reordering its
-// plain tensors in and out on every call. Measured with a throwaway program on this machine
-// (oneDNN 2.6.3, AVX2, f32, batch 32, 10th percentile of 300 runs; "blocked" includes the
-// reorders of both inputs and the output, and their allocations):
-//
-//   LeNet conv, 1 thread (2 threads)      plain nchw (gemm)   blocked + reorders (jit:avx2)
-//   conv1 1->6 k5 32x32   forward            430 (221-284) us     302 (160) us
-//                         backward data      636 (320-417) us    1205 (628-643) us
-//                         backward weights   785 (497-950) us    1023 (592-989) us
-//   conv2 6->16 k5 14x14  forward            497 (254-314) us     268 (141-148) us
-//                         backward data      668 (346-416) us     354 (187-203) us
-//                         backward weights   544 (276-290) us     301 (168-205) us
-// (2-thread figures vary with the load of the shared machine: ranges over repeated runs.)
-//
-// Blocked plus reorders wins everywhere except the backward passes of conv1, whose single input
-// channel is padded to a block of 8 in nChw8c. A sweep of the input channels c (backward data /
-// backward weights, 1 thread, plain vs blocked) places the crossover at c = 3:
-//   6 outputs, 32x32:  c=1  643/785 vs 1202/1025   c=2 1260/1439 vs 1205/1045
-//                      c=3 1875/2093 vs 1216/468   c=4 2517/2754 vs 1225/1034
-//   16 outputs, 14x14: c=1  123/121 vs  349/300    c=2  232/207 vs  350/303
-//                      c=3  346/289 vs  351/127    c=4  454/379 vs  353/301
-// So every pass lets oneDNN choose (format_tag::any) and reorders, except the backward passes of
+// plain tensors in and out on every call. Blocked plus reorders measured faster on every pass of
+// LeNet's convolutions except the backward passes of conv1, whose single input channel nChw8c
+// pads to a block of 8; a sweep of the input channels put the crossover at 3. So every
+// pass lets oneDNN choose (format_tag::any) and reorders, except the backward passes of
 // convolutions with fewer than kMinBlockedChannels input channels, which stay on plain memory.
-// (LeNet never runs conv1's backward data: the image needs no gradient.)
+// Measurements: bench/README.md, 'core'.
 // ---------------------------------------------------------------------------------------------
 
 using dnnl::memory;

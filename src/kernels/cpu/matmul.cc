@@ -73,11 +73,13 @@ MatrixStrides matrix_strides(const MatMulShape& s) {
 // ---- small-matrix kernel ----
 
 // NOTE [Small matmul]
-// oneDNN's matmul costs about 1.5 us per call however small the product (argument maps, memory
+// oneDNN's matmul has a fixed cost per call however small the product (argument maps, memory
 // objects, its dispatch), which dominates the products of small models: x[16,32]·w[32,16] is
 // 8192 multiply-adds, a fraction of a microsecond of arithmetic. Products of at most
 // kSmallMatMulMacs (2^17) multiply-adds, counting N rounded up to a multiple of 8 as the kernel
-// computes it, therefore run on this register-blocked kernel instead.
+// computes it, therefore run on this register-blocked kernel instead: one power of two below the
+// measured one-thread crossover, since oneDNN also threads large products. Measurements:
+// bench/README.md, 'core'.
 //
 // Terms: C is computed in tiles of MR rows × 8·NV columns held in MR·NV vector accumulators
 // (6 × 16 = 12 AVX2 registers for the main tile). For each k, the tile's row of B is loaded as
@@ -85,18 +87,6 @@ MatrixStrides matrix_strides(const MatMulShape& s) {
 // unit column stride and C's row length must be a multiple of 8, so a transposed B, or an N that
 // is not a multiple of 8, is first packed into a zero-padded (K, N rounded up to 8) panel and C is
 // computed into a padded buffer, then copied. A is read in place through its strides.
-//
-// Measured per call (best of 7 runs), one thread, on the 2-core AVX2 development host (AMD EPYC,
-// -O3 -march=x86-64-v3, oneDNN 2.6.3 with the cached primitive), oneDNN vs this kernel, for
-// M x K x N:
-//   16x32x16    1.48 us vs 0.24 us (0.45 us with B transposed, which is packed)
-//   32x84x10    2.34 us vs 1.77 us      32x64x32    2.68 us vs 1.64 us
-//   32x256x32   6.64 us vs 5.71 us      64x64x64    6.65 us vs 6.17 us
-//   64x128x64  11.87 us vs 11.62 us     128^3      43.8  us vs 47.4  us
-//   256^3       362  us vs 796  us      32x120x84   8.9  us vs 15.5  us (N padded to 88)
-// The crossover is near 2^18 multiply-adds on one thread, and oneDNN also threads large
-// products, so the threshold sits one power of two lower. A weak spot below it: a single-row
-// product (1x256x256: 4.1 us vs 5.7 us), where each accumulator chain waits on FMA latency.
 
 template <int MR, int NV>
 inline void micro_tile(const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t ldb,

@@ -18,34 +18,12 @@ namespace {
 // NOTE [Pooling paths]
 // Float32 pooling runs on the hand-written kernels below: a fast path for 2x2 windows of stride
 // 2 without padding (NOTE [2x2 pooling fast path]), one for global pooling, and general kernels
-// for every other geometry, all on cleave's plain nchw tensors. oneDNN 2.6 is slower on every
+// for every other geometry, all on cleave's plain nchw tensors. oneDNN 2.6 was slower on every
 // shape measured: on AVX2 it pools plain nchw memory with scalar C++ (simple_nchw) and runs its
 // JIT code only on channel-blocked nChw8c memory, which costs a reorder of every input and output,
 // and its max pooling backward first reruns the forward pass to get a workspace. It stays as a
 // comparison path (PoolPath::kOneDnn: tests check that it agrees, bench/pool_bench re-measures
-// this table; re-measure when oneDNN is upgraded).
-//
-// Per call, us, median of bench/pool_bench, 1 thread, 2-core AVX2 development host (AMD EPYC,
-// -O3 -march=x86-64-v3); "ours" is PoolPath::kAuto, oneDNN as the op used it before (nChw8c with
-// reorders; plain nchw for max backward when C is not a multiple of 8):
-//
-//                                  max fwd         max bwd          avg fwd        avg bwd
-//   x (N, C, H, W), window         ours  oneDNN    ours  oneDNN     ours oneDNN    ours oneDNN
-//   32x6x28x28, 2x2 s2 (LeNet)       17     326      42    2604       18    171      18    297
-//   32x16x10x10, 2x2 s2 (LeNet)      15      66      32     298       16     66      16     70
-//   32x8x28x28, 2x2 s2               22     230      56    1001       23    125      24    184
-//   32x64x56x56, 2x2 s2            1346    9501    2799   36626     1373   7548    1438   8738
-//   32x16x28x28, 3x3 s2 "same"      258     464     729    2301      319    359     315    487
-//   32x64x32x32, 3x3 s1 "same"     2448    9017   14264   43267     2841   5536    4088   5728
-//   32x64x112x112, 3x3 s2 "same"  11762  104912   54276  277994    11124  91421   18790  94409
-//   32x256x7x7, 7x7 (global)         36     129     115     866       46    275      33    295
-//
-// With 2 threads the LeNet shapes take 9 / 21 / 10 / 10 us (32x6x28x28) and 8 / 16 / 8 / 9 us
-// (32x16x10x10) against oneDNN's 176 / 1347 / 96 / 157 and 38 / 161 / 39 / 40. The general
-// kernels alone, on the 2x2 shapes, take 2-5x the fast path (32x6x28x28: 78 / 164 / 95 / 96)
-// and on global pooling 3-14x the global path. The weakest kernel is the general max backward,
-// a scalar scan of every window (5x its forward on 3x3 windows), still 3-5x faster than oneDNN.
-// Large shapes vary by up to ±40% between runs on this shared host.
+// both; re-measure when oneDNN is upgraded). Measurements: bench/README.md, 'core'.
 //
 // NOTE [Max pooling backward recomputes]
 // MaxPoolGrad takes x and dy and finds each window's first maximum again from x, rather than

@@ -21,14 +21,11 @@ namespace {
 // 10 classes, still fill the vector lanes), and one pass normalises each row. An axis that is not
 // the last (inner > 1) is walked with the inner dim contiguous and vectorised.
 //
-// oneDNN's softmax is faster on large inputs but pays about 1.5-2 us per call. Measured per call,
-// one thread, on the 2-core AVX2 development host (forward, rows of C, oneDNN vs these loops):
-//   32x10   2.43 us vs 0.82 us     16x16    1.51 us vs 0.47 us     128x10   5.08 us vs 2.18 us
-//   32x1000 23.4 us vs 42.9 us     256x1000  184 us vs  271 us     64x4096   187 us vs  288 us
-// so f32 rows of at least kOneDnnMinElems elements in total go to oneDNN (its jit kernel wants
-// the softmax axis dense and innermost, so only inner == 1 does). The backward pass is a dot
-// product and an axpy per row and always runs on these loops: oneDNN 2.6's softmax backward took
-// 5.5 us (32x10) and 3.5 ms (256x1000) against 0.32 us and 0.34 ms here.
+// oneDNN's softmax is faster on large inputs but has a fixed cost per call that dominates small
+// ones, so f32 rows of at least kOneDnnMinElems elements in total go to oneDNN (its jit kernel
+// wants the softmax axis dense and innermost, so only inner == 1 does). The backward pass is a dot
+// product and an axpy per row and always runs on these loops, which beat oneDNN 2.6's softmax
+// backward at every size measured. Measurements: bench/README.md, 'core'.
 constexpr int64_t kChunkElems = 2048;
 constexpr int64_t kOneDnnMinElems = 4096;
 

@@ -9,23 +9,20 @@ namespace {
 
 // NOTE [Convolution sharding]
 // Conv2D(x (N, C, H, W), w (O, C/group, kH, kW)) -> y (N, O, H', W') iterates over seven loops,
-// in this order (the device matrix's, MindSpore's [n, c, h, w, o] for Conv2D):
-//   n   the batch: parallel;
-//   c   the input channels: a reduction (each rank convolves its channels, y is a pending sum);
-//   h, w  the spatial dimensions (of x, y and dy alike): fixed, since a window straddling two
-//       slices would need its neighbour's rows (a halo exchange cleave does not insert);
-//   o   the output channels: parallel;
-//   kh, kw  the kernel window: fixed.
-// With group > 1 the channels form `group` groups, input group g feeding output group g only,
-// and a split of the output channels alone would hand a rank output channels whose inputs it
-// does not hold. Loop c is then the *channel groups*: it splits x's C and w's O (and y's O)
-// together, into whole groups (the split must divide group), and the local op is the same
-// convolution with group / split groups; loop o becomes the channels within one group (w's dim
-// 1), which is fixed. The backward primitives are the same loops with other operands:
+// in this order (the device matrix's, MindSpore's [n, c, h, w, o] for Conv2D): n the batch,
+// parallel; c the input channels, a reduction (each rank convolves its channels, y is a pending
+// sum); h, w the spatial dimensions (of x, y and dy alike), fixed, since a window straddling two
+// slices would need its neighbour's rows (a halo exchange cleave does not insert); o the output
+// channels, parallel; kh, kw the kernel window, fixed. With group > 1 (input group g feeds output
+// group g only), loop c is the *channel groups*: it splits x's C and w's and y's O together, into
+// whole groups (the split must divide group), and the local op is the same convolution with
+// group / split groups; loop o, the channels within one group (w's dim 1), is fixed, since a split
+// of the output channels alone would hand a rank outputs whose inputs it does not hold. The
+// backward primitives are the same loops with other operands, their shape attributes (input_shape,
+// filter_shape) becoming the local shapes:
 //   Conv2DBackpropInput(dy (N, O, H', W'), w) -> dx (N, C, H, W): o is the reduction, c parallel;
 //   Conv2DBackpropFilter(dy, x (N, C, H, W)) -> dw (O, C/group, kH, kW): n is the reduction
 //   (the filter gradient sums over the batch), c and o parallel.
-// Their shape attributes (input_shape, filter_shape) become the local shapes.
 enum class ConvKind { kForward, kBackpropInput, kBackpropFilter };
 
 constexpr int kN = 0, kC = 1, kH = 2, kW = 3, kO = 4, kKh = 5, kKw = 6;
