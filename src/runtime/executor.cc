@@ -1,32 +1,18 @@
-// The executor: runs a compiled graph on the buffers of its memory plan (memory_plan.cc).
+// The executor's run loop: for each node, wait for what it needs, run its kernel, record. Where
+// values live is decided by the memory plan (memory_plan.cc), what is measured by the profiler
+// (profiling.cc).
 #include "cleave/runtime/executor.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdlib>
-#include <ctime>
 #include <functional>
 
 #include "cleave/comm/shm_mailbox.h"
 #include "cleave/ir/passes.h"
-#include "cleave/runtime/context.h"
-#include "cleave/runtime/core_binding.h"
 #include "cleave/runtime/rpc.h"
 
 namespace cleave::runtime {
-namespace {
-
-// CPU time of the calling thread: unlike a wall clock it does not count time the thread was
-// descheduled (ranks of a placed job time-share the cores).
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-}  // namespace
 
 Executor::Executor(ir::Graph graph, ExecutorOptions options) : graph_(std::move(graph)) {
   ir::verify(graph_);
@@ -101,12 +87,9 @@ Executor::Executor(ir::Graph graph, ExecutorOptions options) : graph_(std::move(
   reads_inputs_ = std::find(inputs_read_.begin(), inputs_read_.end(), true) != inputs_read_.end();
 }
 
-void Executor::set_profiling(bool on) {
-  profiling_ = on;
-  if (on) node_seconds_.assign(graph_.nodes.size(), 0.0);
-}
+void Executor::set_profiling(bool on) { profiler_.set_node_timing(on, graph_.nodes.size()); }
 
-std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
+void Executor::bind_inputs(const std::vector<Tensor>& inputs) {
   CLEAVE_CHECK_ARG(inputs.size() == graph_.inputs.size(),
                    "graph '{}': {} inputs given; the graph was compiled for {}", graph_.name,
                    inputs.size(), graph_.inputs.size());
@@ -122,40 +105,57 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
                          : std::string("an undefined Tensor"));
     values_[slot_base_[graph_.inputs[k]]] = t;
   }
-  const size_t count = graph_.nodes.size();
-  double compute_seconds = 0, comm_seconds = 0;
-  const bool op_times = placed_ && placed_op_profiling();
-  if (op_times) op_cpu_seconds_.assign(count, 0.0);
-  if (placed_) post_receives(graph_);
-  // NOTE [Collectives in flight]: a failure leaves no collective working on the arena.
-  auto drain = [&] {
-    for (auto& list : waiters_) {
-      for (auto& w : list) {
-        try {
-          w();
-        } catch (...) {
-        }
+}
+
+// NOTE [Collectives in flight]: the collectives to wait for before `node` (or the end).
+void Executor::wait_for_collectives(size_t node) {
+  std::vector<std::function<void()>>& list = waiters_[node];
+  if (list.empty()) return;
+  const ExecutorProfiler::Clock::time_point start = ExecutorProfiler::Clock::now();
+  for (size_t k = 0; k < list.size(); ++k) {
+    std::function<void()> w = std::move(list[k]);
+    list[k] = nullptr;
+    w();
+  }
+  list.clear();
+  profiler_.add_collective_wait(start);
+}
+
+// NOTE [Collectives in flight]: a failure leaves no collective working on the arena.
+void Executor::drain_collectives() {
+  for (auto& list : waiters_) {
+    for (auto& w : list) {
+      try {
+        w();
+      } catch (...) {
       }
-      list.clear();
-    }
-  };
-  auto wait_for = [&](size_t i) {
-    std::vector<std::function<void()>>& list = waiters_[i];
-    if (list.empty()) return;
-    const auto start = std::chrono::steady_clock::now();
-    for (size_t k = 0; k < list.size(); ++k) {
-      std::function<void()> w = std::move(list[k]);
-      list[k] = nullptr;
-      w();
     }
     list.clear();
-    communication_wait_seconds_ +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
+  }
+}
+
+// NOTE [Zero-copy cut edges]: waits until the receivers released the slots `node` writes.
+void Executor::claim_slots(size_t node) {
+  const std::vector<MailboxSlot>& slots = cut_edges_.claim_before[node];
+  if (slots.empty()) return;
+  const ExecutorProfiler::Clock::time_point start = ExecutorProfiler::Clock::now();
+  for (const MailboxSlot& slot : slots) slot.boxes->claim(slot.tag);
+  profiler_.add_cut_edge_wait(start);
+}
+
+void Executor::release_slots(size_t node) {
+  for (const MailboxSlot& slot : cut_edges_.release_after[node]) slot.boxes->release(slot.tag);
+}
+
+std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
+  bind_inputs(inputs);
+  const size_t count = graph_.nodes.size();
+  profiler_.begin_run(count, placed_);
+  if (placed_) post_receives(graph_);
   try {
     for (size_t i = 0; i < count; ++i) {
+      if (async_ops_ > 0) wait_for_collectives(i);
       const ir::Node& n = graph_.nodes[i];
-      if (async_ops_ > 0) wait_for(i);
       if (!n.is_op()) continue;
       std::vector<Tensor>& ins = node_inputs_[i];
       for (size_t k = 0; k < n.inputs.size(); ++k) {
@@ -165,64 +165,35 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
         values_[slot_base_[i]] = ins[0].view(n.outputs[0].shape);
         continue;
       }
-      if (wait_at_[i] >= 0) {
-        waiters_[static_cast<size_t>(wait_at_[i])].push_back(
-            n.op->async_kernel(ir::KernelContext{*n.op, n.attrs, ins, node_outputs_[i]}));
+      const ir::KernelContext context{*n.op, n.attrs, ins, node_outputs_[i]};
+      if (wait_at_[i] >= 0) {  // started now, waited for at wait_at_[i]
+        waiters_[static_cast<size_t>(wait_at_[i])].push_back(n.op->async_kernel(context));
         continue;
       }
-      if (!profiling_ && !placed_) {
-        if (n.op->communicates) {  // inline: the whole operation is communication not hidden
-          const auto start = std::chrono::steady_clock::now();
-          n.op->cpu_kernel(ir::KernelContext{*n.op, n.attrs, ins, node_outputs_[i]});
-          communication_wait_seconds_ +=
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          continue;
-        }
-        n.op->cpu_kernel(ir::KernelContext{*n.op, n.attrs, ins, node_outputs_[i]});
-        continue;
-      }
-      auto start = std::chrono::steady_clock::now();
-      if (cut_edges_.count > 0 && !cut_edges_.claim_before[i].empty()) {
-        for (const MailboxSlot& slot : cut_edges_.claim_before[i]) slot.boxes->claim(slot.tag);
-        const auto now = std::chrono::steady_clock::now();
-        comm_seconds += std::chrono::duration<double>(now - start).count();
-        start = now;  // (not counted as the op's time)
-      }
-      const double cpu_start = op_times ? thread_cpu_seconds() : 0.0;
-      n.op->cpu_kernel(ir::KernelContext{*n.op, n.attrs, ins, node_outputs_[i]});
-      if (op_times) op_cpu_seconds_[i] = thread_cpu_seconds() - cpu_start;
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (profiling_) node_seconds_[i] += seconds;
-      (n.op->communicates ? comm_seconds : compute_seconds) += seconds;
-      if (cut_edges_.count > 0) {
-        for (const MailboxSlot& slot : cut_edges_.release_after[i]) slot.boxes->release(slot.tag);
-      }
+      if (cut_edges_.count > 0) claim_slots(i);
+      const ExecutorProfiler::OpStart start = profiler_.start_op(*n.op);
+      n.op->cpu_kernel(context);
+      profiler_.end_op(i, *n.op, start);
+      if (cut_edges_.count > 0) release_slots(i);
     }
-    if (async_ops_ > 0) wait_for(count);
+    if (async_ops_ > 0) wait_for_collectives(count);
   } catch (...) {
-    drain();
+    drain_collectives();
     throw;
   }
   if (placed_) {
-    const auto start = std::chrono::steady_clock::now();
+    const ExecutorProfiler::Clock::time_point start = ExecutorProfiler::Clock::now();
     wait_pending_sends();
-    comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    add_placed_run_stats(compute_seconds, comm_seconds);
-    note_placed_run(compute_seconds);
-    if (op_times) add_placed_op_times(graph_, op_cpu_seconds_);
+    profiler_.add_cut_edge_wait(start);
   }
+  profiler_.end_run(graph_);
   std::vector<Tensor> out;
   out.reserve(graph_.outputs.size());
   for (const ir::ValueRef& v : graph_.outputs) {
     out.push_back(values_[slot_base_[v.node] + v.output].clone());
   }
   for (int in : graph_.inputs) values_[slot_base_[in]] = Tensor();  // do not keep the caller's data
-  if (cut_edges_.count > 0) {
-    for (const MailboxSlot& slot : cut_edges_.release_after[count]) {
-      slot.boxes->release(slot.tag);
-    }
-  }
+  if (cut_edges_.count > 0) release_slots(count);
   return out;
 }
 

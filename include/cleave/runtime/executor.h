@@ -1,5 +1,5 @@
 // Running a compiled graph on this process, with buffers from a memory plan
-// (cleave/runtime/memory_plan.h).
+// (cleave/runtime/memory_plan.h), measured by a profiler (cleave/runtime/profiling.h).
 #pragma once
 
 #include <cstddef>
@@ -10,6 +10,7 @@
 #include "cleave/core/tensor.h"
 #include "cleave/ir/graph.h"
 #include "cleave/runtime/memory_plan.h"
+#include "cleave/runtime/profiling.h"
 
 namespace cleave::runtime {
 
@@ -68,12 +69,12 @@ class Executor {
   // clock read around the kernel) to node_seconds()[node index]. For measurements (graph_bench
   // profile), not training: the clock reads cost ~50 ns per op. Turning it on clears the sums.
   void set_profiling(bool on);
-  const std::vector<double>& node_seconds() const { return node_seconds_; }
+  const std::vector<double>& node_seconds() const { return profiler_.node_seconds(); }
   // Seconds run() has spent blocked on communication since the executor was made: waiting for
   // collectives in flight (NOTE [Collectives in flight]), and running those whose first reader is
   // the next op (they run inline, nothing to overlap). The communication the computation did not
   // hide.
-  double communication_wait_seconds() const { return communication_wait_seconds_; }
+  double communication_wait_seconds() const { return profiler_.communication_wait_seconds(); }
   const MemoryPlan& plan() const { return plan_; }
   // Buffers that lie in a shared-memory mailbox slot instead of the arena (NOTE [Zero-copy cut
   // edges]): one per cut edge end that needs no copy.
@@ -82,6 +83,13 @@ class Executor {
   std::vector<std::string> plan_notes() const;
 
  private:
+  // run(), step by step.
+  void bind_inputs(const std::vector<Tensor>& inputs);
+  void wait_for_collectives(size_t node);
+  void drain_collectives();
+  void claim_slots(size_t node);
+  void release_slots(size_t node);
+
   ir::Graph graph_;
   MemoryPlan plan_;
   Tensor arena_;
@@ -89,15 +97,12 @@ class Executor {
   std::vector<Tensor> values_;  // one per (node, output)
   std::vector<std::vector<Tensor>> node_inputs_;
   std::vector<std::vector<Tensor>> node_outputs_;
-  bool profiling_ = false;
   // The graph talks to other ranks (a placed graph: RpcSend/RpcRecv): run() times its kernels
   // for runtime::placed_run_stats() and waits for its sends before returning.
   bool placed_ = false;
   bool reads_inputs_ = false;
   std::vector<bool> inputs_read_;
-  std::vector<double> node_seconds_;
-  double communication_wait_seconds_ = 0;
-  std::vector<double> op_cpu_seconds_;  // per node, this run (runtime::placed_op_profiling())
+  ExecutorProfiler profiler_;  // NOTE [Executor profiling]
   // NOTE [Collectives in flight]: per node, where an asynchronous op is waited for (-1: it runs
   // synchronously), and per node (+ the end) the waiters of this run to call before it.
   std::vector<int> wait_at_;

@@ -1,0 +1,93 @@
+// What the executor measures while it runs a graph (NOTE [Executor profiling]).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <vector>
+
+#include "cleave/ir/graph.h"
+
+namespace cleave::runtime {
+
+// NOTE [Executor profiling]
+// Executor::run measures three things, all through one ExecutorProfiler:
+//   - node timing (Executor::set_profiling, off by default): each op's kernel wall time, summed
+//     per node into node_seconds();
+//   - communication wait (always on): the seconds run() blocked on collectives in flight (NOTE
+//     [Collectives in flight] in cleave/runtime/executor.h) and spent running communicating ops
+//     inline, summed over the executor's life into communication_wait_seconds();
+//   - placed-graph statistics (a placed graph: Executor::placed()): per run, the kernel seconds
+//     of computing ops, and of communicating ops plus the waits on cut edges outside kernels
+//     (claiming a mailbox slot, the sends still in flight at the end), go to
+//     add_placed_run_stats (cleave/runtime/context.h) and the computing seconds to
+//     note_placed_run (cleave/runtime/core_binding.h); while placed_op_profiling() is on, each
+//     op's thread CPU time goes to add_placed_op_times.
+// An op is "timed" while node timing is on or the graph is placed: a steady-clock read on each
+// side of its kernel (and the thread's CPU time for placed op times). Otherwise only
+// communicating ops read the clock, so the common case costs a few predictable branches per op.
+// A timed communicating op run inline counts in node_seconds() and the placed statistics instead
+// of communication_wait_seconds().
+class ExecutorProfiler {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // When an op's kernel started: the steady clock (unset when the op is not measured) and the
+  // thread's CPU seconds (0 unless placed op times are on).
+  struct OpStart {
+    Clock::time_point wall{};
+    double cpu_seconds = 0;
+  };
+
+  // Turns node timing on (clearing the sums, one per node of a graph of `num_nodes`) or off
+  // (keeping them).
+  void set_node_timing(bool on, size_t num_nodes);
+  // Per node, the kernel seconds summed while node timing was on; empty if it never was.
+  const std::vector<double>& node_seconds() const { return node_seconds_; }
+  double communication_wait_seconds() const { return communication_wait_seconds_; }
+
+  // Starts one run of a graph of `num_nodes` nodes; `placed`: the graph is one worker's part of
+  // a placed step (its run is added to the placed statistics by end_run).
+  void begin_run(size_t num_nodes, bool placed);
+  // Around the kernel of op node `node` (not a view, not started asynchronously): start_op right
+  // before it, end_op right after it.
+  OpStart start_op(const ir::OpDef& op) const {
+    if (times_ops_) return start_timed_op();
+    if (op.communicates) return {Clock::now()};
+    return {};
+  }
+  void end_op(size_t node, const ir::OpDef& op, const OpStart& start) {
+    if (times_ops_) {
+      end_timed_op(node, op.communicates, start);
+    } else if (op.communicates) {
+      communication_wait_seconds_ += seconds_since(start.wall);
+    }
+  }
+  // A wait for collectives in flight that began at `start` and ends now.
+  void add_collective_wait(Clock::time_point start) {
+    communication_wait_seconds_ += seconds_since(start);
+  }
+  // A placed graph's wait on its cut edges outside any kernel that began at `start` and ends now
+  // (claiming mailbox slots, the sends in flight at the end of the run).
+  void add_cut_edge_wait(Clock::time_point start) { run_comm_seconds_ += seconds_since(start); }
+  // Ends a run that completed: a placed graph's run goes to the placed statistics (NOTE
+  // [Executor profiling]). A run that threw calls nothing.
+  void end_run(const ir::Graph& graph);
+
+ private:
+  static double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  OpStart start_timed_op() const;
+  void end_timed_op(size_t node, bool communicates, const OpStart& start);
+
+  bool node_timing_ = false;
+  std::vector<double> node_seconds_;
+  double communication_wait_seconds_ = 0;
+  // This run.
+  bool placed_ = false;
+  bool times_ops_ = false;     // node timing or placed
+  bool op_cpu_times_ = false;  // placed and placed_op_profiling()
+  double run_compute_seconds_ = 0, run_comm_seconds_ = 0;
+  std::vector<double> op_cpu_seconds_;  // per node
+};
+
+}  // namespace cleave::runtime
