@@ -150,6 +150,7 @@ void Executor::release_slots(size_t node) {
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   bind_inputs(inputs);
   const size_t count = graph_.nodes.size();
+  const bool slots = cut_edges_.count > 0;  // NOTE [Zero-copy cut edges]
   profiler_.begin_run(count, placed_);
   if (placed_) post_receives(graph_);
   try {
@@ -170,11 +171,11 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
         waiters_[static_cast<size_t>(wait_at_[i])].push_back(n.op->async_kernel(context));
         continue;
       }
-      if (cut_edges_.count > 0) claim_slots(i);
+      if (slots) claim_slots(i);
       const ExecutorProfiler::OpStart start = profiler_.start_op(*n.op);
       n.op->cpu_kernel(context);
       profiler_.end_op(i, *n.op, start);
-      if (cut_edges_.count > 0) release_slots(i);
+      if (slots) release_slots(i);
     }
     if (async_ops_ > 0) wait_for_collectives(count);
   } catch (...) {
@@ -193,7 +194,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
     out.push_back(values_[slot_base_[v.node] + v.output].clone());
   }
   for (int in : graph_.inputs) values_[slot_base_[in]] = Tensor();  // do not keep the caller's data
-  if (cut_edges_.count > 0) release_slots(count);
+  if (slots) release_slots(count);
   return out;
 }
 

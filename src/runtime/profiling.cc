@@ -40,7 +40,7 @@ void ExecutorProfiler::begin_run(size_t num_nodes, bool placed) {
 }
 
 ExecutorProfiler::OpStart ExecutorProfiler::start_timed_op() const {
-  OpStart start{Clock::now()};
+  OpStart start{.measured = true, .wall = Clock::now()};
   if (op_cpu_times_) start.cpu_seconds = thread_cpu_seconds();
   return start;
 }

@@ -25,14 +25,15 @@ namespace cleave::runtime {
 // An op is "timed" while node timing is on or the graph is placed: a steady-clock read on each
 // side of its kernel (and the thread's CPU time for placed op times). Otherwise only
 // communicating ops read the clock, so the common case costs a few predictable branches per op.
-// A timed communicating op run inline counts in node_seconds() and the placed statistics instead
-// of communication_wait_seconds().
+// A communicating op that runs inline while ops are timed counts in node_seconds() (and, in a
+// placed graph, the placed statistics), not in communication_wait_seconds().
 class ExecutorProfiler {
  public:
   using Clock = std::chrono::steady_clock;
-  // When an op's kernel started: the steady clock (unset when the op is not measured) and the
-  // thread's CPU seconds (0 unless placed op times are on).
+  // When an op's kernel started, if it is measured: the steady clock and the thread's CPU
+  // seconds (0 unless placed op times are on).
   struct OpStart {
+    bool measured = false;
     Clock::time_point wall{};
     double cpu_seconds = 0;
   };
@@ -51,13 +52,14 @@ class ExecutorProfiler {
   // before it, end_op right after it.
   OpStart start_op(const ir::OpDef& op) const {
     if (times_ops_) return start_timed_op();
-    if (op.communicates) return {Clock::now()};
+    if (op.communicates) return {.measured = true, .wall = Clock::now()};
     return {};
   }
   void end_op(size_t node, const ir::OpDef& op, const OpStart& start) {
+    if (!start.measured) return;  // the common case, decided once per op by start_op
     if (times_ops_) {
       end_timed_op(node, op.communicates, start);
-    } else if (op.communicates) {
+    } else {
       communication_wait_seconds_ += seconds_since(start.wall);
     }
   }
