@@ -78,6 +78,20 @@ TEST(ExecutorProfiler, NodeTimingSumsEachOpsTimeOnlyWhileOnAndTurningItOnClears)
   EXPECT_EQ(profiler.node_seconds(), std::vector<double>(4, 0.0));
 }
 
+TEST(ExecutorProfiler, OpsAreTimedWhileNodeTimingIsOnOrTheGraphIsPlaced) {
+  ExecutorProfiler profiler;
+  profiler.begin_run(4, false);
+  EXPECT_FALSE(profiler.times_ops());
+  EXPECT_FALSE(profiler.start_op(kCompute).measured);
+  EXPECT_TRUE(profiler.start_op(kSend).measured);  // communication is always measured
+  profiler.begin_run(4, true);
+  EXPECT_TRUE(profiler.times_ops());
+  EXPECT_TRUE(profiler.start_op(kCompute).measured);
+  profiler.set_node_timing(true, 4);
+  profiler.begin_run(4, false);
+  EXPECT_TRUE(profiler.times_ops());
+}
+
 TEST(ExecutorProfiler, UntimedCommunicatingOpsAndCollectiveWaitsAddToTheCommunicationWait) {
   const ir::Graph g = four_nodes("untimed");
   ExecutorProfiler profiler;

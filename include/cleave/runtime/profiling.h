@@ -24,7 +24,7 @@ namespace cleave::runtime {
 //     op's thread CPU time goes to add_placed_op_times.
 // An op is "timed" while node timing is on or the graph is placed: a steady-clock read on each
 // side of its kernel (and the thread's CPU time for placed op times). Otherwise only
-// communicating ops read the clock, so the common case costs a few predictable branches per op.
+// communicating ops read the clock, and run() calls nothing around a computing op's kernel.
 // A communicating op that runs inline while ops are timed counts in node_seconds() (and, in a
 // placed graph, the placed statistics), not in communication_wait_seconds().
 class ExecutorProfiler {
@@ -48,6 +48,9 @@ class ExecutorProfiler {
   // Starts one run of a graph of `num_nodes` nodes; `placed`: the graph is one worker's part of
   // a placed step (its run is added to the placed statistics by end_run).
   void begin_run(size_t num_nodes, bool placed);
+  // Whether this run times every op (node timing on, or a placed graph). When not, start_op and
+  // end_op measure only communicating ops: a computing op may skip them.
+  bool times_ops() const { return times_ops_; }
   // Around the kernel of op node `node` (not a view, not started asynchronously): start_op right
   // before it, end_op right after it.
   OpStart start_op(const ir::OpDef& op) const {
