@@ -13,17 +13,12 @@
 #include "cleave/runtime/core_binding.h"
 
 namespace cleave::runtime {
-namespace {
 
-// CPU time of the calling thread: unlike a wall clock it does not count time the thread was
-// descheduled (ranks of a placed job time-share the cores).
-double thread_cpu_seconds() {
+double ExecutorProfiler::thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
-
-}  // namespace
 
 void ExecutorProfiler::set_node_timing(bool on, size_t num_nodes) {
   node_timing_ = on;
@@ -37,19 +32,6 @@ void ExecutorProfiler::begin_run(size_t num_nodes, bool placed) {
   run_compute_seconds_ = 0;
   run_comm_seconds_ = 0;
   if (op_cpu_times_) op_cpu_seconds_.assign(num_nodes, 0.0);
-}
-
-ExecutorProfiler::OpStart ExecutorProfiler::start_timed_op() const {
-  OpStart start{.measured = true, .wall = Clock::now()};
-  if (op_cpu_times_) start.cpu_seconds = thread_cpu_seconds();
-  return start;
-}
-
-void ExecutorProfiler::end_timed_op(size_t node, bool communicates, const OpStart& start) {
-  if (op_cpu_times_) op_cpu_seconds_[node] = thread_cpu_seconds() - start.cpu_seconds;
-  const double seconds = seconds_since(start.wall);
-  if (node_timing_) node_seconds_[node] += seconds;
-  (communicates ? run_comm_seconds_ : run_compute_seconds_) += seconds;
 }
 
 void ExecutorProfiler::end_run(const ir::Graph& graph) {

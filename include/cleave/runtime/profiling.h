@@ -81,8 +81,20 @@ class ExecutorProfiler {
   static double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
   }
-  OpStart start_timed_op() const;
-  void end_timed_op(size_t node, bool communicates, const OpStart& start);
+  // CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID): unlike a wall clock it does not
+  // count time the thread was descheduled (ranks of a placed job time-share the cores).
+  static double thread_cpu_seconds();
+  OpStart start_timed_op() const {
+    OpStart start{.measured = true, .wall = Clock::now()};
+    if (op_cpu_times_) start.cpu_seconds = thread_cpu_seconds();
+    return start;
+  }
+  void end_timed_op(size_t node, bool communicates, const OpStart& start) {
+    if (op_cpu_times_) op_cpu_seconds_[node] = thread_cpu_seconds() - start.cpu_seconds;
+    const double seconds = seconds_since(start.wall);
+    if (node_timing_) node_seconds_[node] += seconds;
+    (communicates ? run_comm_seconds_ : run_compute_seconds_) += seconds;
+  }
 
   bool node_timing_ = false;
   std::vector<double> node_seconds_;
