@@ -52,15 +52,18 @@ class ExecutorProfiler {
   // end_op measure only communicating ops: a computing op may skip them.
   bool times_ops() const { return times_ops_; }
   // Around the kernel of op node `node` (not a view, not started asynchronously): start_op right
-  // before it, end_op right after it.
+  // before it, end_op right after it. The timed path is marked unlikely: it keeps the code of
+  // training runs (nothing timed) compact; a timed run pays a taken jump beside two clock reads.
   OpStart start_op(const ir::OpDef& op) const {
-    if (times_ops_) return start_timed_op();
+    if (times_ops_) [[unlikely]] {
+      return start_timed_op();
+    }
     if (op.communicates) return {.measured = true, .wall = Clock::now()};
     return {};
   }
   void end_op(size_t node, const ir::OpDef& op, const OpStart& start) {
     if (!start.measured) return;  // the common case, decided once per op by start_op
-    if (times_ops_) {
+    if (times_ops_) [[unlikely]] {
       end_timed_op(node, op.communicates, start);
     } else {
       communication_wait_seconds_ += seconds_since(start.wall);
