@@ -1,5 +1,5 @@
 // GRAPH_MODE against PYNATIVE_MODE: the same losses and parameters over 100 training steps, the
-// compile cache, the memory plan and the error for reading a traced value.
+// compile cache and the error for reading a traced value (the memory plan: memory_plan_test.cc).
 #include "testing/graph_mode.h"
 
 #include <gtest/gtest.h>
@@ -184,107 +184,6 @@ TEST(GraphMode, InputOfAnotherSignatureIsRejectedByTheExecutor) {
   EXPECT_ERROR(exec.run({}), "0 inputs given", "compiled for 1");
   const Tensor y = exec.run({Tensor::full({2, 3}, -1.0)})[0];
   EXPECT_EQ(y.to_double_vector(), std::vector<double>(6, 0.0));
-}
-
-TEST(MemoryPlan, ReusesBuffersByLifetime) {
-  ModeGuard guard(GRAPH_MODE);
-  set_seed(4);
-  auto net = std::make_shared<testing::LeNet5>();
-  auto with_loss =
-      std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::CrossEntropyLoss>());
-  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
-  optim::TrainOneStep step(with_loss, opt);
-  step(Tensor::ones({2, 1, 32, 32}), Tensor::from_vector<int32_t>({1, 2}));
-  const MemoryPlan& plan = step.last_executor()->plan();
-  EXPECT_GT(plan.num_buffers, 10);
-  EXPECT_LT(plan.peak_bytes, plan.total_bytes);
-  // No two buffers alive at once overlap: check by replanning and comparing to a brute force.
-  const ir::Graph& g = step.last_executor()->graph();
-  EXPECT_GT(g.num_ops(), 30);
-}
-
-TEST(MemoryPlan, ChainOfOpsNeedsTwoBuffers) {
-  ir::Graph g;
-  {
-    ir::Tracer tracer(g);
-    Tensor x = tracer.add_input({Shape{256}, DType::kFloat32}, "x");
-    for (int i = 0; i < 6; ++i) x = ops::neg(x);
-    g.outputs = {tracer.value_of(x)};
-  }
-  const MemoryPlan plan = plan_memory(g);
-  EXPECT_EQ(plan.num_buffers, 6);
-  EXPECT_EQ(plan.total_bytes, 6u * 1024);
-  EXPECT_EQ(plan.peak_bytes, 2u * 1024);  // each op reads one buffer and writes the other
-  Executor exec(std::move(g));
-  const Tensor y = exec.run({Tensor::full({256}, 2.0)})[0];
-  EXPECT_EQ(y.to_double_vector(), std::vector<double>(256, 2.0));
-}
-
-TEST(MemoryPlan, ExternalBuffersKeepTheirLifetimeButTakeNoRoom) {
-  // x -> neg -> reshape (a view) -> neg -> neg: the first neg's buffer lives through the view.
-  ir::Graph g;
-  {
-    ir::Tracer tracer(g);
-    Tensor x = tracer.add_input({Shape{256}, DType::kFloat32}, "x");
-    Tensor a = ops::neg(x);
-    Tensor v = ops::reshape(a, {16, 16});
-    Tensor b = ops::neg(v);
-    g.outputs = {tracer.value_of(ops::neg(b))};
-  }
-  const MemoryPlan all = plan_memory(g);
-  int first = -1;  // the first Neg node
-  for (size_t i = 0; i < g.nodes.size() && first < 0; ++i) {
-    if (g.nodes[i].is_op() && g.nodes[i].op->name == "Neg") first = static_cast<int>(i);
-  }
-  ASSERT_GE(first, 0);
-  const int buffer = all.buffer_of[first][0];
-  ASSERT_GE(buffer, 0);
-  const int view = first + 1;
-  EXPECT_EQ(all.buffer_of[view][0], buffer);  // the view lies in its input's buffer
-  EXPECT_EQ(all.buffers[buffer].bytes, 1024u);
-  EXPECT_EQ(all.buffers[buffer].last, view + 1);  // read through the view by the second Neg
-  const MemoryPlan outside =
-      plan_memory(g, [&](int node, int output) { return node == first && output == 0; });
-  EXPECT_EQ(outside.num_buffers, all.num_buffers - 1);
-  EXPECT_EQ(outside.total_bytes, all.total_bytes - 1024);
-  EXPECT_EQ(outside.buffers[buffer].offset, -1);
-  EXPECT_EQ(outside.offset[first][0], -1);
-  EXPECT_EQ(outside.buffers[buffer].last, all.buffers[buffer].last);
-}
-
-TEST(MemoryPlan, AnOpInFlightKeepsItsInputsAndOutputsUntilItsWait) {
-  // x -> neg (node a) -> neg (node b, in flight until the end, its output read by nobody) ->
-  // four more negs of a: without read_until those would reuse b's input and output buffers.
-  ir::Graph g;
-  int a = -1, b = -1;
-  {
-    ir::Tracer tracer(g);
-    Tensor x = tracer.add_input({Shape{256}, DType::kFloat32}, "x");
-    Tensor y = ops::neg(x);
-    a = tracer.value_of(y).node;
-    b = tracer.value_of(ops::neg(y)).node;
-    for (int i = 0; i < 4; ++i) y = ops::neg(y);
-    g.outputs = {tracer.value_of(y)};
-  }
-  const int end = static_cast<int>(g.nodes.size());
-  const MemoryPlan eager = plan_memory(g);
-  EXPECT_EQ(eager.buffers[eager.buffer_of[b][0]].last, b);  // dead at once
-  std::vector<int> read_until(g.nodes.size(), -1);
-  read_until[b] = end;
-  const MemoryPlan plan = plan_memory(g, {}, read_until);
-  const MemoryPlan::Buffer& in = plan.buffers[plan.buffer_of[a][0]];
-  const MemoryPlan::Buffer& out = plan.buffers[plan.buffer_of[b][0]];
-  EXPECT_EQ(in.last, end);
-  EXPECT_EQ(out.last, end);
-  for (const MemoryPlan::Buffer& other : plan.buffers) {
-    if (&other == &in || &other == &out || other.node <= b) continue;
-    for (const MemoryPlan::Buffer* kept : {&in, &out}) {
-      const bool apart = other.offset + static_cast<int64_t>(other.bytes) <= kept->offset ||
-                         kept->offset + static_cast<int64_t>(kept->bytes) <= other.offset;
-      EXPECT_TRUE(apart) << "node " << other.node << " reuses the buffer of node " << kept->node;
-    }
-  }
-  EXPECT_EQ(plan.peak_bytes, 4u * 1024);  // a's, b's and the two alternating buffers
 }
 
 }  // namespace

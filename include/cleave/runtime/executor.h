@@ -1,52 +1,18 @@
-// Running a compiled graph on this process, with buffers from a memory plan.
+// Running a compiled graph on this process, with buffers from a memory plan
+// (cleave/runtime/memory_plan.h), measured by a profiler (cleave/runtime/profiling.h).
 #pragma once
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "cleave/core/tensor.h"
 #include "cleave/ir/graph.h"
-
-namespace cleave::comm {
-class ShmMailboxes;
-}
+#include "cleave/runtime/memory_plan.h"
+#include "cleave/runtime/profiling.h"
 
 namespace cleave::runtime {
-
-// NOTE [Memory plan]
-// Every output of an op that is not a view gets a buffer, live from the op that writes it to the
-// last op that reads it (through any chain of views, which alias their input's buffer instead of
-// owning one; graph outputs live to the end). Buffers are placed in one arena, largest first, each
-// at the lowest 64-byte-aligned offset that overlaps no placed buffer whose lifetime overlaps its
-// own, so buffers whose lifetimes are disjoint share memory. Parameters, constants and inputs are
-// bound, not planned.
-struct MemoryPlan {
-  struct Buffer {
-    int node = 0, output = 0;  // the op output that writes it
-    size_t bytes = 0;          // the value's size (its room in the arena is rounded up to 64)
-    int first = 0, last = 0;   // lifetime in node indices, inclusive; last = node count: an output
-    int64_t offset = -1;       // in the arena; -1 for an external buffer
-  };
-  std::vector<Buffer> buffers;
-  // buffer_of[node][output]: the buffer a value lies in (a view's is its input's); -1 for inputs,
-  // parameters and constants.
-  std::vector<std::vector<int>> buffer_of;
-  // offset[node][output] in the arena; -1 for values without a buffer of their own in it.
-  std::vector<std::vector<int64_t>> offset;
-  size_t peak_bytes = 0;   // the arena size
-  size_t total_bytes = 0;  // the sum of all buffers (what allocating each separately would hold)
-  int num_buffers = 0;     // the buffers placed in the arena
-};
-
-// external(node, output) says that the buffer of that op output lies outside the arena (the
-// executor binds it elsewhere): it keeps its lifetime but gets no offset. read_until[node], when
-// given, is the last node index at which `node` may still read its inputs and write its outputs
-// (a collective in flight, NOTE [Collectives in flight]); their buffers live at least that long,
-// read or not.
-MemoryPlan plan_memory(const ir::Graph& graph,
-                       const std::function<bool(int node, int output)>& external = {},
-                       const std::vector<int>& read_until = {});
 
 // NOTE [Collectives in flight]
 // A communication primitive with an async_kernel (AllReduce, AllGather, ReduceScatter, Broadcast)
@@ -57,7 +23,8 @@ MemoryPlan plan_memory(const ir::Graph& graph,
 // the memory plan until that wait (read_until), its outputs from its start to that wait or their
 // last reader (an output nobody reads included), so nothing reuses them while the thread works.
 // Collectives of one group still run in the order they were started. When the wait would come right
-// after the op, it runs synchronously.
+// after the op, it runs synchronously. collective_waits (cleave/runtime/memory_plan.h) computes
+// where each one is waited for.
 
 // NOTE [Zero-copy cut edges]
 // In a placed graph whose cut edges go through shared-memory mailboxes (NOTE [Messages in place]
@@ -70,6 +37,7 @@ MemoryPlan plan_memory(const ir::Graph& graph,
 // value sent as part of a buffer (a micro-batch's rows), a second edge of the same buffer, values
 // that are inputs, parameters or constants, buffers an op writes in place, and everything when
 // the edges go through a process group's transport. A bound buffer takes no room in the arena.
+// bind_cut_edges (cleave/runtime/memory_plan.h) decides which buffers are bound.
 struct ExecutorOptions {
   // NOTE [Zero-copy cut edges]; false copies every message (CLEAVE_RPC_ZERO_COPY=0).
   bool zero_copy = true;
@@ -101,20 +69,27 @@ class Executor {
   // clock read around the kernel) to node_seconds()[node index]. For measurements (graph_bench
   // profile), not training: the clock reads cost ~50 ns per op. Turning it on clears the sums.
   void set_profiling(bool on);
-  const std::vector<double>& node_seconds() const { return node_seconds_; }
+  const std::vector<double>& node_seconds() const { return profiler_.node_seconds(); }
   // Seconds run() has spent blocked on communication since the executor was made: waiting for
   // collectives in flight (NOTE [Collectives in flight]), and running those whose first reader is
   // the next op (they run inline, nothing to overlap). The communication the computation did not
   // hide.
-  double communication_wait_seconds() const { return communication_wait_seconds_; }
+  double communication_wait_seconds() const { return profiler_.communication_wait_seconds(); }
   const MemoryPlan& plan() const { return plan_; }
   // Buffers that lie in a shared-memory mailbox slot instead of the arena (NOTE [Zero-copy cut
   // edges]): one per cut edge end that needs no copy.
-  int zero_copy_buffers() const { return zero_copy_buffers_; }
+  int zero_copy_buffers() const { return cut_edges_.count; }
   // Per-node notes for ir::dump_text: each op's buffers.
   std::vector<std::string> plan_notes() const;
 
  private:
+  // run(), step by step.
+  void bind_inputs(const std::vector<Tensor>& inputs);
+  void wait_for_collectives(size_t node);
+  void drain_collectives();
+  void claim_slots(size_t node);
+  void release_slots(size_t node);
+
   ir::Graph graph_;
   MemoryPlan plan_;
   Tensor arena_;
@@ -122,33 +97,20 @@ class Executor {
   std::vector<Tensor> values_;  // one per (node, output)
   std::vector<std::vector<Tensor>> node_inputs_;
   std::vector<std::vector<Tensor>> node_outputs_;
-  bool profiling_ = false;
   // The graph talks to other ranks (a placed graph: RpcSend/RpcRecv): run() times its kernels
   // for runtime::placed_run_stats() and waits for its sends before returning.
   bool placed_ = false;
   bool reads_inputs_ = false;
   std::vector<bool> inputs_read_;
-  std::vector<double> node_seconds_;
-  double communication_wait_seconds_ = 0;
-  std::vector<double> op_cpu_seconds_;  // per node, this run (runtime::placed_op_profiling())
+  ExecutorProfiler profiler_;  // NOTE [Executor profiling]
   // NOTE [Collectives in flight]: per node, where an asynchronous op is waited for (-1: it runs
   // synchronously), and per node (+ the end) the waiters of this run to call before it.
   std::vector<int> wait_at_;
   std::vector<std::vector<std::function<void()>>> waiters_;
   int async_ops_ = 0;
-
-  // NOTE [Zero-copy cut edges]: buffers bound to a mailbox slot instead of the arena.
-  struct Mailbox {
-    comm::ShmMailboxes* boxes = nullptr;
-    int tag = 0;
-    bool incoming = false;
-  };
-  void bind_mailboxes();
-  bool zero_copy_ = true;
-  std::vector<Mailbox> mailbox_of_buffer_;  // per plan buffer; boxes == nullptr: not bound
-  int zero_copy_buffers_ = 0;
-  std::vector<std::vector<Mailbox>> claim_before_;   // per node: slots to claim before its kernel
-  std::vector<std::vector<Mailbox>> release_after_;  // per node (+ the end): slots to release
+  // NOTE [Zero-copy cut edges]: buffers bound to a mailbox slot instead of the arena (none
+  // without ExecutorOptions::zero_copy).
+  CutEdgeSlots cut_edges_;
 };
 
 }  // namespace cleave::runtime
