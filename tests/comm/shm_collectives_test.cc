@@ -23,8 +23,8 @@
 #include "cleave/core/error.h"
 #include "comm/backends.h"
 #include "comm/shm_testing.h"
-#include "comm/thread_world.h"
 #include "testing/gradcheck.h"
+#include "testing/ranks.h"
 
 namespace cleave::comm {
 namespace {

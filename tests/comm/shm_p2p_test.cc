@@ -27,7 +27,7 @@
 #include "comm/backends.h"
 #include "comm/file_store.h"
 #include "comm/shm_testing.h"
-#include "comm/thread_world.h"
+#include "testing/ranks.h"
 
 namespace cleave::comm {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "cleave/comm/process_group.h"
 #include "comm/shm/shm_collectives.h"
-#include "comm/thread_world.h"
+#include "testing/ranks.h"
 
 namespace cleave::comm::shm_testing {
 

@@ -19,11 +19,11 @@
 #include "cleave/ir/dump.h"
 #include "cleave/runtime/core_binding.h"
 #include "cleave/runtime/rpc.h"
-#include "comm/thread_world.h"
 #include "data/data_files.h"
 #include "testing/gradcheck.h"
 #include "testing/graph_mode.h"
 #include "testing/models.h"
+#include "testing/ranks.h"
 
 namespace cleave {
 namespace {
@@ -404,8 +404,8 @@ TEST(Partition, BusyWorkersAreBoundToCores) {
   }
   // A bad value is an error naming the variable, at the first step.
   bind.set("yes");
-  EXPECT_ERROR(train_lenet(5, place_like_the_seed, {batches[0]}), "CLEAVE_BIND_CORES='yes' is invalid",
-               "expected auto");
+  EXPECT_ERROR(train_lenet(5, place_like_the_seed, {batches[0]}),
+               "CLEAVE_BIND_CORES='yes' is invalid", "expected auto");
 }
 
 TEST(Partition, MicroBatchesEqualTheUnpipelinedStep) {

@@ -26,12 +26,12 @@
 
 #include "cleave/cleave.h"
 #include "cleave/ir/parse.h"
-#include "comm/thread_world.h"
 #include "common/lenet.h"
 #include "common/manual_parallel.h"
 #include "common/resnet.h"
 #include "common/sharding_propagation.h"
 #include "testing/failing_world.h"
+#include "testing/ranks.h"
 
 namespace cleave {
 namespace {
