@@ -27,6 +27,7 @@
 #include "comm/backends.h"
 #include "comm/file_store.h"
 #include "comm/shm_testing.h"
+#include "testing/env.h"
 #include "testing/ranks.h"
 
 namespace cleave::comm {
@@ -34,8 +35,8 @@ namespace {
 
 using shm_testing::leftover_segments;
 using shm_testing::run_on_hosts;
-using shm_testing::ShmSetting;
 using std::chrono::milliseconds;
+using testing::ScopedEnv;
 
 constexpr int64_t kBig = int64_t{64} << 20;
 // 0 bytes, 1 byte, a prime number of floats, and 64 MB (64 rings of the largest size).
@@ -92,7 +93,7 @@ TEST(ShmP2P, GlooGroupsOnOneHostSendThroughSharedMemoryUnlessTurnedOff) {
     EXPECT_EQ(shm_messages_sent(g), g.rank() == 0 ? 1u : 0u);
   });
   {
-    ShmSetting off("0");
+    ScopedEnv off("CLEAVE_COMM_SHM", "0");
     run_world(2, [&](ProcessGroup& g) {
       EXPECT_EQ(p2p_transport(g), "tcp");
       ping(g);

@@ -1,9 +1,8 @@
-// Helpers of the shared-memory tests (shm_collectives_test.cc, shm_p2p_test.cc): the
-// CLEAVE_COMM_SHM switch, the segments left in /dev/shm, and thread ranks pretending to be on
-// several hosts.
+// Helpers of the shared-memory tests (shm_collectives_test.cc, shm_p2p_test.cc): the segments
+// left in /dev/shm, and thread ranks pretending to be on several hosts. (CLEAVE_COMM_SHM is set
+// with testing::ScopedEnv, testing/env.h.)
 #pragma once
 
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -15,28 +14,6 @@
 #include "testing/ranks.h"
 
 namespace cleave::comm::shm_testing {
-
-// Sets CLEAVE_COMM_SHM for the life of the object (groups read it when they are created).
-class ShmSetting {
- public:
-  explicit ShmSetting(const char* value) {
-    const char* old = std::getenv("CLEAVE_COMM_SHM");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv("CLEAVE_COMM_SHM", value, 1);
-  }
-  ~ShmSetting() {
-    if (had_) {
-      setenv("CLEAVE_COMM_SHM", old_.c_str(), 1);
-    } else {
-      unsetenv("CLEAVE_COMM_SHM");
-    }
-  }
-
- private:
-  bool had_ = false;
-  std::string old_;
-};
 
 inline std::vector<std::string> leftover_segments() {
   std::vector<std::string> names;

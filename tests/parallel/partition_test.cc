@@ -20,6 +20,7 @@
 #include "cleave/runtime/core_binding.h"
 #include "cleave/runtime/rpc.h"
 #include "data/data_files.h"
+#include "testing/env.h"
 #include "testing/gradcheck.h"
 #include "testing/graph_mode.h"
 #include "testing/models.h"
@@ -175,22 +176,11 @@ double worst_rel_diff(const std::vector<double>& got, const std::vector<double>&
   return worst;
 }
 
-// Sets an environment variable for a scope (unset at its end, also when a test fails early).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { set(value); }
-  ~ScopedEnv() { unsetenv(name_); }
-  void set(const char* value) { setenv(name_, value, 1); }
-
- private:
-  const char* name_;
-};
-
 // The seed's placement on 5 thread-ranks, trained with the environment variable `var` set to
 // `value`.
 TrainingRun train_seed_placement_with(const char* var, const char* value,
                                       const std::vector<Batch>& batches, int micro_batches) {
-  ScopedEnv env(var, value);
+  testing::ScopedEnv env(var, value);
   return train_lenet(5, place_like_the_seed, batches, micro_batches);
 }
 
@@ -253,10 +243,10 @@ TEST(Partition, CopiedMessagesTrainAlike) {
   EXPECT_GT(copied.sends, 0);
   // How long a wait polls (NOTE [Waiting for a message]): 0 (sleep at once) trains alike; a value
   // that is not a number of microseconds is an error naming the variable.
-  ScopedEnv spin("CLEAVE_RPC_SPIN_US", "0");
+  testing::ScopedEnv spin("CLEAVE_RPC_SPIN_US", "0");
   const TrainingRun sleeping = train_lenet(5, place_like_the_seed, batches);
   expect_same(sleeping, single, 1e-5);
-  spin.set("20ms");
+  spin.set("CLEAVE_RPC_SPIN_US", "20ms");
   EXPECT_ERROR(train_lenet(5, place_like_the_seed, batches), "CLEAVE_RPC_SPIN_US='20ms' is invalid",
                "expected microseconds from 0 to 1000000");
 }
@@ -372,7 +362,7 @@ TEST(Partition, BusyWorkersAreBoundToCores) {
   const int steps = runtime::kWarmupRuns + runtime::kMeasuredRuns + 2;
   const auto batches = lenet_batches(steps, 8);
   const TrainingRun single = train_lenet(1, {}, batches);
-  ScopedEnv bind("CLEAVE_BIND_CORES", "1");
+  testing::ScopedEnv bind("CLEAVE_BIND_CORES", "1");
   const TrainingRun bound = train_lenet(8, place_like_the_seed, batches);
   expect_same(bound, single, 1e-5);
   const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
@@ -395,7 +385,7 @@ TEST(Partition, BusyWorkersAreBoundToCores) {
     EXPECT_EQ(used.size(), 5u) << bound.bindings[0].summary;
   }
   // 0 on any worker: nobody binds.
-  bind.set("0");
+  bind.set("CLEAVE_BIND_CORES", "0");
   const TrainingRun free = train_lenet(8, place_like_the_seed, batches);
   for (int r = 0; r < 8; ++r) {
     EXPECT_EQ(free.bindings[r].cpu, -1) << "rank " << r;
@@ -403,7 +393,7 @@ TEST(Partition, BusyWorkersAreBoundToCores) {
         << free.bindings[r].summary;
   }
   // A bad value is an error naming the variable, at the first step.
-  bind.set("yes");
+  bind.set("CLEAVE_BIND_CORES", "yes");
   EXPECT_ERROR(train_lenet(5, place_like_the_seed, {batches[0]}),
                "CLEAVE_BIND_CORES='yes' is invalid", "expected auto");
 }

@@ -30,6 +30,7 @@
 #include "common/manual_parallel.h"
 #include "common/resnet.h"
 #include "common/sharding_propagation.h"
+#include "testing/env.h"
 #include "testing/failing_world.h"
 #include "testing/ranks.h"
 
@@ -231,19 +232,13 @@ void sharding_propagation(int rank, Use use) {
   train_step(step, zeros({2, 32}), zeros({2, 16}), use);
 }
 
-// The placed seed's cut edges over the world group, not shared-memory mailboxes: a mailbox's
-// channel attribute is set when the step is loaded and would differ between the two checks.
-class NoMailboxes {
- public:
-  NoMailboxes() { ::setenv("CLEAVE_RPC_SHM", "0", 1); }
-  ~NoMailboxes() { ::unsetenv("CLEAVE_RPC_SHM"); }
-};
-
 TEST(SeedGraphs, LeNetPlacedOnEightWorkersCompilesWithoutCommunicating) {
   check("000_lenet_place", 8, {}, Use::kCompile, lenet_place);
 }
 TEST(SeedGraphs, LeNetPlacedOnEightWorkersRuns) {
-  NoMailboxes no_mailboxes;
+  // The cut edges over the world group, not shared-memory mailboxes: a mailbox's channel
+  // attribute is set when the step is loaded and would differ between the two checks.
+  testing::ScopedEnv no_mailboxes("CLEAVE_RPC_SHM", "0");
   check("000_lenet_place", 8, {}, Use::kRun, lenet_place);
 }
 
