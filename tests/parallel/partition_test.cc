@@ -9,10 +9,8 @@
 #include <sched.h>
 
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <set>
-#include <sstream>
 
 #include "cleave/cleave.h"
 #include "cleave/comm/group_registry.h"
@@ -21,6 +19,7 @@
 #include "cleave/runtime/rpc.h"
 #include "data/data_files.h"
 #include "testing/env.h"
+#include "testing/golden.h"
 #include "testing/gradcheck.h"
 #include "testing/graph_mode.h"
 #include "testing/models.h"
@@ -549,26 +548,14 @@ parallel::PartitionOptions options(int world, int step_begin, int micro = 1) {
   return o;
 }
 
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Each rank's graph against tests/parallel/golden/<name>_rank<r>.ir; CLEAVE_UPDATE_GOLDEN=1
-// rewrites them (review the diff).
+// Each rank's graph against tests/parallel/golden/<name>_rank<r>.ir (NOTE [Golden files] in
+// testing/golden.h).
 void expect_golden(const parallel::Partition& p, const std::string& name) {
   const auto dir = std::filesystem::path(CLEAVE_TESTS_DIR) / "parallel/golden";
-  const bool update = std::getenv("CLEAVE_UPDATE_GOLDEN") != nullptr;
   for (size_t r = 0; r < p.ranks.size(); ++r) {
-    const std::string text = ir::dump_text(p.ranks[r]);
-    const auto file = dir / fmt::format("{}_rank{}.ir", name, r);
-    if (update) {
-      std::filesystem::create_directories(dir);
-      std::ofstream(file) << text;
-    }
-    EXPECT_EQ(text, read_file(file)) << "rank " << r << " differs from " << file;
+    EXPECT_TRUE(testing::matches_golden(ir::dump_text(p.ranks[r]),
+                                        dir / fmt::format("{}_rank{}.ir", name, r)))
+        << "rank " << r;
   }
 }
 
