@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "cleave/cleave.h"
+#include "cleave/ir/parse.h"
 #include "cleave/runtime/sharded_parameters.h"
 #include "testing/gradcheck.h"
 #include "testing/ranks.h"
@@ -66,18 +67,18 @@ TEST(SemiAutoParallel, SeedNetOnEightThreadRanksEqualsOneDevice) {
 
   runtime::set_auto_parallel_context({.parallel_mode = runtime::SEMI_AUTO_PARALLEL});
   std::vector<TrainResult> runs(world);
-  auto store = comm::make_memory_store();
-  std::vector<std::shared_ptr<comm::ProcessGroup>> groups(world);
-  testing::run_threads(world, [&](int rank) {
-    groups[rank] = comm::create_process_group(testing::thread_world_options(store, rank, world));
-    comm::ThreadGroupScope scope("world", groups[rank]);
-    const int64_t rows = 16 / world;
-    runs[rank] = train(
-        [&](SeedNet& net) {
-          net.matmul.shard({{2, 4}, {4, 1}});
-        },
-        x.narrow_rows(rank * rows, rows).clone(), y.narrow_rows(rank * rows, rows).clone(), steps);
-  });
+  testing::run_thread_job(
+      world,
+      [&](int rank) {
+        const int64_t rows = 16 / world;
+        runs[rank] = train(
+            [&](SeedNet& net) {
+              net.matmul.shard({{2, 4}, {4, 1}});
+            },
+            x.narrow_rows(rank * rows, rows).clone(), y.narrow_rows(rank * rows, rows).clone(),
+            steps);
+      },
+      "gloo");
   runtime::reset_auto_parallel_context();
   for (int r = 0; r < world; ++r) {
     for (int s = 0; s < steps; ++s) {
@@ -97,97 +98,107 @@ TEST(SemiAutoParallel, SeedNetOnEightThreadRanksEqualsOneDevice) {
 namespace cleave {
 namespace {
 
-// Seed 003's forward traced with global shapes, planned for 8 devices and materialized for one
-// rank, without any process: the ops, their local shapes and the groups of the inserted
-// communication.
-struct SeedPlan {
-  std::vector<std::string> ops;
-  std::vector<std::string> shapes;  // "(in) x (in) -> (out)"
-  std::vector<std::vector<int64_t>> groups;
-};
+// ---- the plan and each rank's graph, text in and text out, without any process ----
 
-SeedPlan plan_seed(int64_t rank, bool derived_by_hand) {
-  set_seed(7);
-  SeedNet net(32, 16, 16);
-  net.matmul.shard({{2, 4}, {4, 1}});
-  if (derived_by_hand) {
-    net.relu.shard({{2, 4}});
-    net.matmul2.shard({{2, 4}, {4, 1}});
-  }
-  ir::Graph g;
-  g.name = "seed";
-  {
-    ir::Tracer tracer(g);
-    const Tensor x = tracer.add_input({Shape{16, 32}, DType::kFloat32}, "data");
-    tracer.add_parameter(net.w, "w");
-    tracer.add_parameter(net.w2, "w2");
-    g.outputs = {tracer.value_of(net(x))};
-  }
-  const parallel::ParallelPlan plan = parallel::plan_step_parallel(g, {.device_num = 8});
-  const parallel::LocalStep local = parallel::materialize(g, plan, rank);
-  SeedPlan out;
-  for (const ir::Node& n : local.graph.nodes) {
+// Seed 003's forward traced with global shapes (SeedNet(32, 16, 16) on a batch of 16): matmul
+// split ((2, 4), (4, 1)) for 8 devices; the ReLU and the second MatMul as the text gives them.
+std::string seed_forward(const std::string& relu_strategy, const std::string& matmul2_strategy,
+                         const std::string& matmul_strategy = "((2, 4), (4, 1))") {
+  return fmt::format(R"(# IR entry: @seed
+%para1_data: <Tensor[Float32], (16, 32)> : input
+%para2_w: <Tensor[Float32], (32, 16)> : parameter
+%para3_w2: <Tensor[Float32], (16, 16)> : parameter
+
+subgraph @seed(%para1_data, %para2_w, %para3_w2) {{
+  %4(out) = MatMul(%para1_data, %para2_w) {{instance name: network.matmul}} primitive_attrs: {{transpose_a: false, transpose_b: false}} {{in_strategy: {}}}
+      : (<Tensor[Float32], (16, 32)>, <Tensor[Float32], (32, 16)>) -> (<Tensor[Float32], (16, 16)>)
+      # scope: (Default/network-Net)
+  %5(out) = ReLU(%4) {{instance name: network.relu}}{}
+      : (<Tensor[Float32], (16, 16)>) -> (<Tensor[Float32], (16, 16)>)
+      # scope: (Default/network-Net)
+  %6(out) = MatMul(%5, %para3_w2) {{instance name: network.matmul2}} primitive_attrs: {{transpose_a: false, transpose_b: false}}{}
+      : (<Tensor[Float32], (16, 16)>, <Tensor[Float32], (16, 16)>) -> (<Tensor[Float32], (16, 16)>)
+      # scope: (Default/network-Net)
+  return(%6)
+}}
+)",
+                     matmul_strategy,
+                     relu_strategy.empty() ? "" : " {in_strategy: " + relu_strategy + "}",
+                     matmul2_strategy.empty() ? "" : " {in_strategy: " + matmul2_strategy + "}");
+}
+
+// One line per op of `g`: its primitive, local shapes and group ("over" its rank_list).
+std::string ops_text(const ir::Graph& g) {
+  std::string out;
+  for (const ir::Node& n : g.nodes) {
     if (!n.is_op()) continue;
-    out.ops.push_back(n.op->name);
     std::vector<std::string> in;
-    for (const ir::ValueRef& v : n.inputs) in.push_back(local.graph.meta(v).shape.to_string());
-    out.shapes.push_back(
-        fmt::format("{} -> {}", fmt::join(in, " x "), n.outputs[0].shape.to_string()));
-    if (n.attrs.has("rank_list"))
-      out.groups.push_back(n.attrs.get<std::vector<int64_t>>("rank_list"));
+    for (const ir::ValueRef& v : n.inputs) in.push_back(g.meta(v).shape.to_string());
+    out += fmt::format("{} {} -> {}", n.op->name, fmt::join(in, " x "),
+                       n.outputs[0].shape.to_string());
+    if (n.attrs.has("rank_list")) {
+      out += " over " + ir::attr_to_string(n.attrs.get<std::vector<int64_t>>("rank_list"));
+    }
+    out += "\n";
   }
   return out;
 }
 
+// The graph of `rank` of the text's forward planned for 8 devices.
+std::string rank_ops(const std::string& text, int64_t rank) {
+  ir::Graph g = ir::parse_text(text).graph;
+  const parallel::ParallelPlan plan = parallel::plan_step_parallel(g, {.device_num = 8});
+  return ops_text(parallel::materialize(g, plan, rank).graph);
+}
+
 TEST(StepParallelPlan, SeedThreeFiguresOnRankZeroWithoutACluster) {
-  const SeedPlan p = plan_seed(0, /*derived_by_hand=*/true);
-  // ... and the output, (8, 16) rows on [2, 4, 1]'s axis 0, gathered for the graph's result.
-  const std::vector<std::string> ops = {"AlltoAll", "MatMul", "AllReduce", "Slice",
-                                        "ReLU",     "MatMul", "AllReduce", "AllGather"};
-  EXPECT_EQ(p.ops, ops);
-  EXPECT_EQ(p.shapes[0], "(2, 32) -> (8, 8)");
-  EXPECT_EQ(p.shapes[1], "(8, 8) x (8, 16) -> (8, 16)");
-  EXPECT_EQ(p.shapes[3], "(8, 16) -> (8, 4)");
-  EXPECT_EQ(p.shapes[4], "(8, 4) -> (8, 4)");
-  EXPECT_EQ(p.shapes[5], "(8, 4) x (4, 16) -> (8, 16)");
-  const std::vector<std::vector<int64_t>> groups = {
-      {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 4}};
-  EXPECT_EQ(p.groups, groups);
+  const std::string seed = seed_forward("((2, 4))", "((2, 4), (4, 1))");
+  // Rank 0's rows of the data-parallel batch move to matmul's ((2, 4), ...) blocks (AlltoAll),
+  // the split reduction is completed (AllReduce), the ReLU takes its column block (Slice), the
+  // second MatMul reduces again, and the output, (8, 16) rows on [2, 4, 1]'s axis 0, is gathered
+  // for the graph's result.
+  EXPECT_EQ(rank_ops(seed, 0), R"(AlltoAll (2, 32) -> (8, 8) over (0, 1, 2, 3)
+MatMul (8, 8) x (8, 16) -> (8, 16)
+AllReduce (8, 16) -> (8, 16) over (0, 1, 2, 3)
+Slice (8, 16) -> (8, 4)
+ReLU (8, 4) -> (8, 4)
+MatMul (8, 4) x (4, 16) -> (8, 16)
+AllReduce (8, 16) -> (8, 16) over (0, 1, 2, 3)
+AllGather (8, 16) -> (16, 16) over (0, 4)
+)");
   // Rank 5 computes the same ops with its own groups.
-  const SeedPlan p5 = plan_seed(5, true);
-  EXPECT_EQ(p5.ops, ops);
-  const std::vector<std::vector<int64_t>> groups5 = {
-      {4, 5, 6, 7}, {4, 5, 6, 7}, {4, 5, 6, 7}, {1, 5}};
-  EXPECT_EQ(p5.groups, groups5);
+  EXPECT_EQ(rank_ops(seed, 5), R"(AlltoAll (2, 32) -> (8, 8) over (4, 5, 6, 7)
+MatMul (8, 8) x (8, 16) -> (8, 16)
+AllReduce (8, 16) -> (8, 16) over (4, 5, 6, 7)
+Slice (8, 16) -> (8, 4)
+ReLU (8, 4) -> (8, 4)
+MatMul (8, 4) x (4, 16) -> (8, 16)
+AllReduce (8, 16) -> (8, 16) over (4, 5, 6, 7)
+AllGather (8, 16) -> (16, 16) over (1, 5)
+)");
 }
 
 TEST(StepParallelPlan, UnconfiguredOperatorsAreDataParallel) {
-  const SeedPlan p = plan_seed(0, /*derived_by_hand=*/false);
-  EXPECT_EQ(p.shapes[3], "(8, 16) -> (2, 16)");  // the ReLU's rows
-  EXPECT_EQ(p.shapes[5], "(2, 16) x (16, 16) -> (2, 16)");
+  // Without strategies the ReLU and the second MatMul split the batch over the 8 devices.
+  EXPECT_EQ(rank_ops(seed_forward("", ""), 0), R"(AlltoAll (2, 32) -> (8, 8) over (0, 1, 2, 3)
+MatMul (8, 8) x (8, 16) -> (8, 16)
+AllReduce (8, 16) -> (8, 16) over (0, 1, 2, 3)
+Slice (8, 16) -> (2, 16)
+ReLU (2, 16) -> (2, 16)
+MatMul (2, 16) x (16, 16) -> (2, 16)
+AllGather (2, 16) -> (16, 16) over (0, 1, 2, 3, 4, 5, 6, 7)
+)");
 }
 
 TEST(StepParallelPlan, InvalidStrategyIsAnErrorBeforeAnyCommunication) {
-  set_seed(7);
-  SeedNet net(32, 16, 16);
-  net.matmul.shard({{2, 4}, {3, 1}});
-  ir::Graph g;
-  {
-    ir::Tracer tracer(g);
-    const Tensor x = tracer.add_input({Shape{16, 32}, DType::kFloat32}, "data");
-    tracer.add_parameter(net.w, "w");
-    tracer.add_parameter(net.w2, "w2");
-    g.outputs = {tracer.value_of(net(x))};
-  }
+  ir::Graph g = ir::parse_text(seed_forward("", "", "((2, 4), (3, 1))")).graph;
   EXPECT_ERROR(
       parallel::plan_step_parallel(g, {.device_num = 8}),
       "MatMul 'network.matmul' (scope Default/network-Net): strategy ((2, 4), (3, 1)) for "
       "inputs of shapes (16, 32), (32, 16) on 8 devices is invalid: input 1 dim 0 is split "
       "3 ways but input 0 dim 1 is split 4 ways; they must match (the reduction "
       "dimension)");
-  for (ir::Node& n : g.nodes) {
-    if (n.name == "network.matmul") n.strategy = {{2, 4}, {4, 1}};
-  }
+  g = ir::parse_text(seed_forward("", "")).graph;
   EXPECT_ERROR(parallel::plan_step_parallel(
                    g, {.device_num = 6, .dataset = parallel::DatasetSplit::kFullBatch}),
                "on 6 devices is invalid",
