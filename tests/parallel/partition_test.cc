@@ -1,7 +1,9 @@
-// Distributed graph partition (cleave/parallel/partition.h): placed training equals one process,
-// micro-batching equals the unpipelined step, golden per-rank IR, placement rules and errors.
-// Multi-rank runs use ranks as threads over Gloo (comm/thread_world.h): each thread has its own
-// copy of the network, initialised from the same seed, as every worker process would.
+// Distributed graph partition (cleave/parallel/partition.h): the per-rank graphs of traced steps
+// read from text (tests/parallel/golden/*_step.ir) and cut with no thread or process, compared
+// with golden per-rank texts; placement rules and errors; and, on thread ranks over Gloo
+// (testing::run_thread_job), placed training equals one process and micro-batching equals the
+// unpipelined step. Each thread rank has its own copy of the network, initialised from the same
+// seed, as every worker process would.
 #include "cleave/parallel/partition.h"
 
 #include <gtest/gtest.h>
@@ -10,11 +12,13 @@
 
 #include <filesystem>
 #include <mutex>
+#include <regex>
 #include <set>
 
 #include "cleave/cleave.h"
 #include "cleave/comm/group_registry.h"
 #include "cleave/ir/dump.h"
+#include "cleave/ir/parse.h"
 #include "cleave/runtime/core_binding.h"
 #include "cleave/runtime/rpc.h"
 #include "data/data_files.h"
@@ -29,6 +33,144 @@ namespace cleave {
 namespace {
 
 using testing::rel_diff;
+
+// ---- partition() on traced steps read from text: golden per-rank texts, rules, errors ----
+//
+// The steps under tests/parallel/golden were traced once as TrainOneStep traces them (one SGD
+// step, forward, graph autodiff and the update, nodes numbered as traced):
+//   two_stage_step.ir       Dense(4, 3), ReLU, Dense(3, 2), MSELoss, SGD(0.1), batch 2; fc1 on
+//                           worker 1 (its backward ops carry the placement, as autodiff copies it)
+//   two_stage_fc2_step.ir   the same with fc2 on worker 1
+//   shared_weight_step.ir   SharedWeight below: one (6, 6) weight used by a MatMul on worker 1 and
+//                           one on worker 0, MSELoss, SGD(0.1), batch 5
+
+namespace fs = std::filesystem;
+
+const fs::path kGolden = fs::path(CLEAVE_TESTS_DIR) / "parallel/golden";
+
+// The traced step of tests/parallel/golden/<file>, with the placement of its placed ops
+// ("role: MS_WORKER, rank: 1") replaced by `placement` when one is given.
+ir::Graph read_step(const std::string& file, const std::string& placement = "") {
+  std::string text = testing::read_text(kGolden / file);
+  if (!placement.empty()) {
+    text = std::regex_replace(text, std::regex("role: MS_WORKER, rank: 1"), placement);
+  }
+  return ir::parse_text(text, file).graph;
+}
+
+// Partition options for `world` workers; the per-step part of `g` starts at its first node in the
+// optimizer's scope.
+parallel::PartitionOptions options(const ir::Graph& g, int world, int micro = 1) {
+  parallel::PartitionOptions o;
+  o.world_size = world;
+  o.micro_batches = micro;
+  for (size_t i = 0; i < g.nodes.size() && o.step_begin < 0; ++i) {
+    if (g.nodes[i].scope.rfind("Default/optimizer", 0) == 0) o.step_begin = static_cast<int>(i);
+  }
+  o.send_op = &runtime::rpc_send_op();
+  o.recv_op = &runtime::rpc_recv_op();
+  return o;
+}
+
+// Each rank's graph against tests/parallel/golden/<name>_rank<r>.ir (NOTE [Golden files] in
+// testing/golden.h); each verifies.
+void expect_golden(const parallel::Partition& p, const std::string& name) {
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    EXPECT_TRUE(testing::matches_golden(ir::dump_text(p.ranks[r]),
+                                        kGolden / fmt::format("{}_rank{}.ir", name, r)))
+        << "rank " << r;
+    ir::verify(p.ranks[r]);
+  }
+}
+
+// One line per cut edge: "<producer>: <src> -> <dst>, tag <tag>, <bytes> bytes".
+std::string cuts_text(const parallel::Partition& p) {
+  std::string out;
+  for (const parallel::CutEdge& c : p.cuts) {
+    out += fmt::format("{}: {} -> {}, tag {}, {} bytes\n", c.value, c.src_rank, c.dst_rank, c.tag,
+                       c.bytes);
+  }
+  return out;
+}
+
+// One line per rank: the instance names of the ops of `g` it runs, in the order of `g`.
+std::string ops_by_rank(const ir::Graph& g, const parallel::Partition& p) {
+  std::string out;
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    out += fmt::format("{}:", r);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (g.nodes[i].is_op() && p.node_rank[i] == static_cast<int>(r)) {
+        out += " " + g.nodes[i].name;
+      }
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+TEST(Partition, GoldenPerRankGraphs) {
+  const ir::Graph g = read_step("two_stage_step.ir");
+  const parallel::Partition p = parallel::partition(g, options(g, 2));
+  // fc1 and its gradient and update on 1; relu, fc2, the loss and the rest on 0.
+  expect_golden(p, "two_stage");
+  // Forward: fc1's output 1 -> 0; backward: its gradient 0 -> 1. Tags are distinct.
+  EXPECT_EQ(cuts_text(p),
+            "fc1.biasadd: 1 -> 0, tag 0, 24 bytes\n"
+            "relu.relu.grad.relugrad: 0 -> 1, tag 1, 24 bytes\n");
+}
+
+TEST(Partition, GoldenMicroBatchedGraphs) {
+  // Two micro-batches of one row: rank 0 reads data_0, label_0, data_1, label_1; the loss is
+  // averaged where it is computed (rank 0), the gradients of fc2 on rank 1.
+  const ir::Graph g = read_step("two_stage_fc2_step.ir");
+  expect_golden(parallel::partition(g, options(g, 2, 2)), "two_stage_mb2");
+}
+
+TEST(Partition, UnlabelledOpsRunOnWorkerZero) {
+  // fc2 on worker 2 of 3: its forward, backward and updates there; every unplaced op on worker 0;
+  // worker 1 owns nothing and sends or receives nothing.
+  const ir::Graph g = read_step("two_stage_fc2_step.ir", "role: MS_WORKER, rank: 2");
+  const parallel::Partition p = parallel::partition(g, options(g, 3));
+  EXPECT_EQ(ops_by_rank(g, p),
+            "0: fc1.matmul fc1.biasadd relu.relu _loss_fn.mse _loss_fn.reducemean "
+            "_loss_fn.reducemean.grad.reshape _loss_fn.reducemean.grad.mul "
+            "_loss_fn.reducemean.grad.broadcastto _loss_fn.mse.grad.neg _loss_fn.mse.grad.add "
+            "_loss_fn.mse.grad.mul _loss_fn.mse.grad.mul relu.relu.grad.relugrad "
+            "fc1.biasadd.grad.reducesum fc1.matmul.grad.matmul optimizer.sgd optimizer.sgd_1\n"
+            "1:\n"
+            "2: fc2.matmul fc2.biasadd fc2.biasadd.grad.reducesum fc2.matmul.grad.matmul "
+            "fc2.matmul.grad.matmul optimizer.sgd_2 optimizer.sgd_3\n");
+  EXPECT_EQ(p.ranks[1].num_ops(), 0);
+}
+
+TEST(Partition, ParameterUsedOnTwoRanksIsSentByItsFirstUser) {
+  // w's first user (the MatMul on worker 1) owns it: worker 1 sends w to worker 0 at the start of
+  // the step, receives worker 0's gradient contribution, sums and applies the update.
+  const ir::Graph g = read_step("shared_weight_step.ir");
+  const parallel::Partition p = parallel::partition(g, options(g, 2));
+  expect_golden(p, "shared_weight");
+  // w and the MatMul's output forward; the other MatMul's contribution to w's gradient (6 x 6)
+  // and the gradient of the first MatMul's output (5 x 6) back.
+  EXPECT_EQ(cuts_text(p),
+            "_backbone.w: 1 -> 0, tag 0, 144 bytes\n"
+            "_backbone.matmul: 1 -> 0, tag 1, 120 bytes\n"
+            "_backbone.matmul_1.grad.matmul: 0 -> 1, tag 2, 144 bytes\n"
+            "_backbone.relu.grad.relugrad: 0 -> 1, tag 3, 120 bytes\n");
+}
+
+TEST(Partition, RejectsABadRoleOrRank) {
+  const ir::Graph g = read_step("two_stage_fc2_step.ir", "role: MS_WORKER, rank: 3");
+  EXPECT_ERROR(parallel::partition(g, options(g, 3)),
+               "is placed on MS_WORKER rank 3; expected a rank in [0, 3)", "fc2-Dense");
+  const ir::Graph sched = read_step("two_stage_fc2_step.ir", "role: MS_SCHED, rank: 0");
+  EXPECT_ERROR(parallel::partition(sched, options(sched, 3)), "is placed on role 'MS_SCHED'",
+               "only workers run graph ops");
+  EXPECT_ERROR(parallel::partition(g, options(g, 3, 0)), "micro_batches is 0");
+  nn::Dense dense(4, 3);
+  EXPECT_ERROR(dense.place("MS_SCHED", 0), "role is 'MS_SCHED'", "only workers run graph ops");
+}
+
+// ---- training on thread ranks equals one process ----
 
 struct Batch {
   Tensor data, label;
@@ -151,12 +293,7 @@ TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>
   if (world == 1) {
     train(0);
   } else {
-    auto store = comm::make_memory_store();
-    testing::run_threads(world, [&](int rank) {
-      auto group = comm::create_process_group(testing::thread_world_options(store, rank, world));
-      comm::ThreadGroupScope scope("world", group);
-      train(rank);
-    });
+    testing::run_thread_job(world, train, "gloo");
   }
   for (auto& m : owned) {
     for (auto& [name, values] : m) {
@@ -315,15 +452,15 @@ TEST(Partition, ModelCheckpointOfAPlacedNetworkEqualsOneProcess) {
   auto folder = [&](int r) { return dir.file(fmt::format("worker_{}", r)); };
   train(8, dir.file("single"), "");
   for (const bool resumed : {false, true}) {
-    auto store = comm::make_memory_store();
-    testing::run_threads(8, [&](int rank) {
-      comm::ThreadGroupScope scope(
-          "world", comm::create_process_group(testing::thread_world_options(store, rank, 8)));
-      const int index = resumed ? 9 + rank : rank;
-      place_like_the_seed(*nets[index]);
-      if (!resumed) return train(index, folder(rank), "");
-      train(index, folder(rank) + "/resumed", folder(rank) + "/lenet-1_2.ckpt");
-    });
+    testing::run_thread_job(
+        8,
+        [&](int rank) {
+          const int index = resumed ? 9 + rank : rank;
+          place_like_the_seed(*nets[index]);
+          if (!resumed) return train(index, folder(rank), "");
+          train(index, folder(rank) + "/resumed", folder(rank) + "/lenet-1_2.ckpt");
+        },
+        "gloo");
   }
   const train::ParamMap want = train::load_checkpoint(dir.file("single") + "/lenet-1_4.ckpt");
   ASSERT_GT(want.size(), 10u);
@@ -476,12 +613,7 @@ std::vector<double> train_shared(int world, std::vector<double>* weight) {
   if (world == 1) {
     train(0);
   } else {
-    auto store = comm::make_memory_store();
-    testing::run_threads(world, [&](int rank) {
-      comm::ThreadGroupScope scope(
-          "world", comm::create_process_group(testing::thread_world_options(store, rank, world)));
-      train(rank);
-    });
+    testing::run_thread_job(world, train, "gloo");
   }
   return losses;
 }
@@ -498,155 +630,11 @@ TEST(Partition, ParameterUsedOnTwoRanksLivesWithItsFirstUser) {
   for (size_t k = 0; k < w_single.size(); ++k) EXPECT_LE(rel_diff(w_placed[k], w_single[k]), 1e-5);
 }
 
-// ---- partition() on a traced graph: golden IR, rules, errors ----
-
-class TwoStage : public nn::Cell {
- public:
-  TwoStage() : Cell("TwoStage") {
-    fc1 = register_module("fc1", std::make_shared<nn::Dense>(4, 3));
-    fc2 = register_module("fc2", std::make_shared<nn::Dense>(3, 2));
-    relu = register_module("relu", std::make_shared<nn::ReLU>());
-  }
-  Tensor construct(const Tensor& x) override { return (*fc2)((*relu)((*fc1)(x))); }
-  std::shared_ptr<nn::Dense> fc1, fc2;
-  std::shared_ptr<nn::ReLU> relu;
-};
-
-// Traces one SGD training step of `net` (as TrainOneStep does) and returns it with the index of
-// its first optimizer node.
-std::pair<ir::Graph, int> trace_step(const std::shared_ptr<nn::Cell>& net, optim::Optimizer& opt,
-                                     const Shape& data, const Shape& label) {
-  ir::Graph g;
-  g.name = "train_step";
-  int step_begin = -1;
-  auto with_loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
-  {
-    ir::Tracer tracer(g);
-    {
-      const Tensor x = tracer.add_input({data, DType::kFloat32}, "data");
-      const Tensor y = tracer.add_input({label, DType::kFloat32}, "label");
-      for (const auto& [name, p] : with_loss->parameters_and_names()) tracer.add_parameter(p, name);
-      const Tensor loss = (*with_loss)(x, y);
-      g.outputs = {tracer.value_of(loss)};
-      const std::vector<Tensor> grads = autodiff::graph_grad(loss, opt.parameters());
-      step_begin = static_cast<int>(g.nodes.size());
-      ir::ScopeGuard scope("optimizer", opt.name());
-      opt.apply(grads);
-    }
-    tracer.finish();
-  }
-  return {std::move(g), step_begin};
-}
-
-parallel::PartitionOptions options(int world, int step_begin, int micro = 1) {
-  parallel::PartitionOptions o;
-  o.world_size = world;
-  o.step_begin = step_begin;
-  o.micro_batches = micro;
-  o.send_op = &runtime::rpc_send_op();
-  o.recv_op = &runtime::rpc_recv_op();
-  return o;
-}
-
-// Each rank's graph against tests/parallel/golden/<name>_rank<r>.ir (NOTE [Golden files] in
-// testing/golden.h).
-void expect_golden(const parallel::Partition& p, const std::string& name) {
-  const auto dir = std::filesystem::path(CLEAVE_TESTS_DIR) / "parallel/golden";
-  for (size_t r = 0; r < p.ranks.size(); ++r) {
-    EXPECT_TRUE(testing::matches_golden(ir::dump_text(p.ranks[r]),
-                                        dir / fmt::format("{}_rank{}.ir", name, r)))
-        << "rank " << r;
-  }
-}
-
-int count_ops(const ir::Graph& g, const std::string& op) {
-  return static_cast<int>(std::count_if(g.nodes.begin(), g.nodes.end(), [&](const ir::Node& n) {
-    return n.is_op() && n.op->name == op;
-  }));
-}
-
-TEST(Partition, GoldenPerRankGraphs) {
-  set_seed(5);
-  auto net = std::make_shared<TwoStage>();
-  net->fc1->place("MS_WORKER", 1);
-  optim::SGD opt(net->trainable_params(), 0.1);
-  auto [g, step_begin] = trace_step(net, opt, {2, 4}, {2, 2});
-  const parallel::Partition p = parallel::partition(g, options(2, step_begin));
-  expect_golden(p, "two_stage");
-  // fc1 and its gradient and update on 1; relu, fc2, the loss and the rest on 0.
-  EXPECT_EQ(count_ops(p.ranks[1], "MatMul"), 2);  // forward and weight gradient of fc1
-  EXPECT_EQ(count_ops(p.ranks[1], "SGD"), 2);     // fc1.weight, fc1.bias
-  EXPECT_EQ(count_ops(p.ranks[0], "SGD"), 2);     // fc2.weight, fc2.bias
-  EXPECT_EQ(p.ranks[0].outputs.size(), 1u);
-  EXPECT_TRUE(p.ranks[1].outputs.empty());
-  // Forward: fc1's output 1 -> 0; backward: its gradient 0 -> 1. Tags are distinct.
-  ASSERT_EQ(p.cuts.size(), 2u);
-  EXPECT_EQ(p.cuts[0].src_rank, 1);
-  EXPECT_EQ(p.cuts[0].dst_rank, 0);
-  EXPECT_EQ(p.cuts[1].src_rank, 0);
-  EXPECT_EQ(p.cuts[1].dst_rank, 1);
-  EXPECT_NE(p.cuts[0].tag, p.cuts[1].tag);
-  for (const ir::Graph& rank : p.ranks) ir::verify(rank);
-}
-
-TEST(Partition, GoldenMicroBatchedGraphs) {
-  set_seed(5);
-  auto net = std::make_shared<TwoStage>();
-  net->fc2->place("MS_WORKER", 1);
-  optim::SGD opt(net->trainable_params(), 0.1);
-  auto [g, step_begin] = trace_step(net, opt, {2, 4}, {2, 2});
-  const parallel::Partition p = parallel::partition(g, options(2, step_begin, 2));
-  expect_golden(p, "two_stage_mb2");
-  EXPECT_EQ(p.ranks[0].inputs.size(), 4u);  // data_0, label_0, data_1, label_1
-  // The loss is averaged where it is computed (rank 0) and the gradients of fc2 on rank 1.
-  EXPECT_EQ(count_ops(p.ranks[1], "Add"), 2);
-  for (const ir::Graph& rank : p.ranks) ir::verify(rank);
-}
-
-TEST(Partition, UnlabelledOpsRunOnWorkerZero) {
-  set_seed(5);
-  auto net = std::make_shared<TwoStage>();
-  net->fc2->place("MS_WORKER", 2);
-  optim::SGD opt(net->trainable_params(), 0.1);
-  auto [g, step_begin] = trace_step(net, opt, {2, 4}, {2, 2});
-  const parallel::Partition p = parallel::partition(g, options(3, step_begin));
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const ir::Node& n = g.nodes[i];
-    if (!n.is_op()) continue;
-    const bool in_fc2 = n.scope.find("fc2-Dense") != std::string::npos;
-    if (n.op->mutates_inputs) {
-      const std::string& param = g.nodes[n.inputs[0].node].name;
-      EXPECT_EQ(p.node_rank[i], param.rfind("_backbone.fc2", 0) == 0 ? 2 : 0) << param;
-    } else {
-      EXPECT_EQ(p.node_rank[i], in_fc2 ? 2 : 0) << n.name << " in " << n.scope;
-    }
-  }
-  EXPECT_EQ(count_ops(p.ranks[1], "RpcSend") + count_ops(p.ranks[1], "RpcRecv"), 0);
-  EXPECT_EQ(p.ranks[1].num_ops(), 0);  // rank 1 owns nothing
-}
-
-TEST(Partition, RejectsABadRoleOrRank) {
-  set_seed(5);
-  auto net = std::make_shared<TwoStage>();
-  net->fc2->place("MS_WORKER", 3);
-  optim::SGD opt(net->trainable_params(), 0.1);
-  auto [g, step_begin] = trace_step(net, opt, {2, 4}, {2, 2});
-  EXPECT_ERROR(parallel::partition(g, options(3, step_begin)),
-               "is placed on MS_WORKER rank 3; expected a rank in [0, 3)", "fc2-Dense");
-  for (ir::Node& n : g.nodes) {
-    if (n.placement.rank == 3) n.placement = {"MS_SCHED", 0};
-  }
-  EXPECT_ERROR(parallel::partition(g, options(3, step_begin)), "is placed on role 'MS_SCHED'",
-               "only workers run graph ops");
-  EXPECT_ERROR(parallel::partition(g, options(3, step_begin, 0)), "micro_batches is 0");
-  EXPECT_ERROR(net->place("MS_SCHED", 0), "role is 'MS_SCHED'", "only workers run graph ops");
-}
-
 TEST(Partition, MicroBatchesMustDivideTheBatch) {
   testing::ModeGuard graph(runtime::GRAPH_MODE);
   runtime::set_auto_parallel_context({.pipeline_micro_batches = 3});
   set_seed(5);
-  auto net = std::make_shared<TwoStage>();
+  auto net = std::make_shared<nn::Dense>(4, 2);
   auto with_loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
   auto opt = std::make_shared<optim::SGD>(net->trainable_params(), 0.1);
   optim::TrainOneStep step(with_loss, opt);
@@ -666,19 +654,19 @@ TEST(Partition, WorkersThatTracedDifferentStepsAreRefused) {
     nets.push_back(std::make_shared<testing::LeNet5>());
   }
   const auto batches = lenet_batches(1, 4);
-  auto store = comm::make_memory_store();
-  testing::run_threads(2, [&](int rank) {
-    comm::ThreadGroupScope scope(
-        "world", comm::create_process_group(testing::thread_world_options(store, rank, 2)));
-    nets[rank]->fc3->place("MS_WORKER", rank);  // each worker places fc3 elsewhere
-    auto with_loss = std::make_shared<nn::WithLossCell>(
-        nets[rank], std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"));
-    auto opt = std::make_shared<optim::Momentum>(nets[rank]->trainable_params(), 0.01, 0.9);
-    optim::TrainOneStep step(with_loss, opt);
-    EXPECT_ERROR(step(batches[0].data, batches[0].label),
-                 "the workers traced different training steps",
-                 "every worker must run the same program");
-  });
+  testing::run_thread_job(
+      2,
+      [&](int rank) {
+        nets[rank]->fc3->place("MS_WORKER", rank);  // each worker places fc3 elsewhere
+        auto with_loss = std::make_shared<nn::WithLossCell>(
+            nets[rank], std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"));
+        auto opt = std::make_shared<optim::Momentum>(nets[rank]->trainable_params(), 0.01, 0.9);
+        optim::TrainOneStep step(with_loss, opt);
+        EXPECT_ERROR(step(batches[0].data, batches[0].label),
+                     "the workers traced different training steps",
+                     "every worker must run the same program");
+      },
+      "gloo");
 }
 
 TEST(Partition, PlacedNetworksNeedGraphMode) {
@@ -687,20 +675,20 @@ TEST(Partition, PlacedNetworksNeedGraphMode) {
   std::vector<std::shared_ptr<testing::LeNet5>> nets = {std::make_shared<testing::LeNet5>(),
                                                         std::make_shared<testing::LeNet5>()};
   const auto batches = lenet_batches(1, 4);
-  auto store = comm::make_memory_store();
-  testing::run_threads(2, [&](int rank) {
-    comm::ThreadGroupScope scope(
-        "world", comm::create_process_group(testing::thread_world_options(store, rank, 2)));
-    nets[rank]->fc3->place("MS_WORKER", 1);
-    auto with_loss = std::make_shared<nn::WithLossCell>(
-        nets[rank], std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"));
-    auto opt = std::make_shared<optim::Momentum>(nets[rank]->trainable_params(), 0.01, 0.9);
-    optim::TrainOneStep step(with_loss, opt);
-    EXPECT_ERROR(step(batches[0].data, batches[0].label), "the context is PYNATIVE_MODE",
-                 "distributed graph partition needs GRAPH_MODE");
-    optim::Forward forward(nets[rank]);
-    EXPECT_ERROR(forward(batches[0].data), "Forward: the network has cells placed");
-  });
+  testing::run_thread_job(
+      2,
+      [&](int rank) {
+        nets[rank]->fc3->place("MS_WORKER", 1);
+        auto with_loss = std::make_shared<nn::WithLossCell>(
+            nets[rank], std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"));
+        auto opt = std::make_shared<optim::Momentum>(nets[rank]->trainable_params(), 0.01, 0.9);
+        optim::TrainOneStep step(with_loss, opt);
+        EXPECT_ERROR(step(batches[0].data, batches[0].label), "the context is PYNATIVE_MODE",
+                     "distributed graph partition needs GRAPH_MODE");
+        optim::Forward forward(nets[rank]);
+        EXPECT_ERROR(forward(batches[0].data), "Forward: the network has cells placed");
+      },
+      "gloo");
 }
 
 TEST(Partition, WithoutAClusterPlaceHasNoEffect) {
@@ -732,21 +720,21 @@ TEST(Partition, PlacedEvaluationReturnsTheOutputOnWorkerZero) {
   }
   optim::Forward single(nets[5]);
   const std::vector<double> expected = single(x).to_double_vector();
-  auto store = comm::make_memory_store();
-  testing::run_threads(5, [&](int rank) {
-    comm::ThreadGroupScope scope(
-        "world", comm::create_process_group(testing::thread_world_options(store, rank, 5)));
-    place_like_the_seed(*nets[rank]);
-    optim::Forward forward(nets[rank]);
-    const Tensor y = forward(x);
-    if (rank != 0) {
-      EXPECT_FALSE(y.defined());
-      return;
-    }
-    const std::vector<double> got = y.to_double_vector();
-    ASSERT_EQ(got.size(), expected.size());
-    for (size_t k = 0; k < got.size(); ++k) EXPECT_LE(rel_diff(got[k], expected[k]), 1e-6);
-  });
+  testing::run_thread_job(
+      5,
+      [&](int rank) {
+        place_like_the_seed(*nets[rank]);
+        optim::Forward forward(nets[rank]);
+        const Tensor y = forward(x);
+        if (rank != 0) {
+          EXPECT_FALSE(y.defined());
+          return;
+        }
+        const std::vector<double> got = y.to_double_vector();
+        ASSERT_EQ(got.size(), expected.size());
+        for (size_t k = 0; k < got.size(); ++k) EXPECT_LE(rel_diff(got[k], expected[k]), 1e-6);
+      },
+      "gloo");
 }
 
 }  // namespace
