@@ -1,19 +1,14 @@
 // Distributed graph partition (cleave/parallel/partition.h): the per-rank graphs of traced steps
 // read from text (tests/parallel/golden/*_step.ir) and cut with no thread or process, compared
-// with golden per-rank texts; placement rules and errors; and, on thread ranks over Gloo
-// (testing::run_thread_job), placed training equals one process and micro-batching equals the
-// unpipelined step. Each thread rank has its own copy of the network, initialised from the same
-// seed, as every worker process would.
+// with golden per-rank texts; placement rules and errors; and, on thread ranks
+// (parallel/placed_lenet.h), placed training equals one process and micro-batching equals the
+// unpipelined step. The 8-rank runs are in partition_slow_test.cc.
 #include "cleave/parallel/partition.h"
 
 #include <gtest/gtest.h>
-#include <pthread.h>
-#include <sched.h>
 
 #include <filesystem>
-#include <mutex>
 #include <regex>
-#include <set>
 
 #include "cleave/cleave.h"
 #include "cleave/comm/group_registry.h"
@@ -21,7 +16,7 @@
 #include "cleave/ir/parse.h"
 #include "cleave/runtime/core_binding.h"
 #include "cleave/runtime/rpc.h"
-#include "data/data_files.h"
+#include "parallel/placed_lenet.h"
 #include "testing/env.h"
 #include "testing/golden.h"
 #include "testing/gradcheck.h"
@@ -32,7 +27,13 @@
 namespace cleave {
 namespace {
 
+using testing::expect_same;
+using testing::lenet_batches;
+using testing::place_like_the_seed;
 using testing::rel_diff;
+using testing::train_lenet;
+using testing::train_seed_placement_with;
+using testing::TrainingRun;
 
 // ---- partition() on traced steps read from text: golden per-rank texts, rules, errors ----
 //
@@ -172,176 +173,6 @@ TEST(Partition, RejectsABadRoleOrRank) {
 
 // ---- training on thread ranks equals one process ----
 
-struct Batch {
-  Tensor data, label;
-};
-
-std::vector<Batch> lenet_batches(int steps, int64_t batch) {
-  set_seed(7);
-  std::vector<Batch> out;
-  for (int i = 0; i < steps; ++i) {
-    Tensor label = Tensor::empty({batch}, DType::kInt32);
-    for (int64_t k = 0; k < batch; ++k)
-      label.data<int32_t>()[k] = static_cast<int32_t>((i * 7 + k * 3) % 10);
-    // Learnable: each image is shifted by its label.
-    Tensor data = Tensor::normal({batch, 1, 32, 32});
-    float* x = data.data<float>();
-    for (int64_t k = 0; k < batch; ++k) {
-      for (int64_t e = 0; e < 32 * 32; ++e)
-        x[k * 32 * 32 + e] += 0.3f * static_cast<float>(label.data<int32_t>()[k] - 4.5);
-    }
-    out.push_back({data, label});
-  }
-  return out;
-}
-
-// The seed's placement: fc1 -> 0, fc2 -> 1, fc3 -> 2, conv1 -> 3, conv2 -> 4.
-void place_like_the_seed(testing::LeNet5& net) {
-  net.fc1->place("MS_WORKER", 0);
-  net.fc2->place("MS_WORKER", 1);
-  net.fc3->place("MS_WORKER", 2);
-  net.conv1->place("MS_WORKER", 3);
-  net.conv2->place("MS_WORKER", 4);
-}
-
-struct TrainingRun {
-  std::vector<double> losses;
-  std::map<std::string, std::vector<double>> params;  // on the rank that owns them
-  std::map<std::string, std::vector<double>> initial;
-  std::vector<std::vector<bool>> inputs_read;  // per rank: TrainOneStep::inputs_read()
-  int sends = 0;                               // RpcSend nodes of all ranks' graphs
-  int zero_copy_buffers = 0;  // of all ranks' executors (NOTE [Zero-copy cut edges])
-  std::vector<runtime::CoreBinding> bindings;  // per rank (NOTE [Placed workers on few cores])
-  std::vector<int> affinity;  // per rank: how many cores its thread may run on afterwards
-  // With share_state: per rank, the whole training state (train::train_state_tensors) after
-  // TrainOneStep::share_placed_state (NOTE [Saving a placed network]).
-  std::vector<std::map<std::string, std::vector<double>>> state;
-};
-
-using Placer = std::function<void(testing::LeNet5&)>;
-
-// Trains LeNet-5 (Momentum 0.01/0.9, seed 1) on `batches`; on `world` thread ranks with `place`
-// applied when world > 1. Returns rank 0's losses and each parameter as held by the rank that
-// updates it (the rank of its node in the partition).
-TrainingRun train_lenet(int world, const Placer& place, const std::vector<Batch>& batches,
-                        int micro_batches = 1, bool share_state = false) {
-  std::mutex counts_mutex;
-  testing::ModeGuard graph(runtime::GRAPH_MODE);
-  runtime::set_auto_parallel_context({.pipeline_micro_batches = micro_batches});
-  runtime::rpc_send_op();  // registers the primitives before the threads look ops up
-  std::vector<std::shared_ptr<testing::LeNet5>> nets;
-  for (int r = 0; r < world; ++r) {
-    set_seed(1);
-    nets.push_back(std::make_shared<testing::LeNet5>());
-  }
-  TrainingRun run;
-  run.inputs_read.resize(world);
-  run.bindings.resize(world);
-  run.affinity.resize(world);
-  run.state.resize(world);
-  std::vector<std::map<std::string, std::vector<double>>> owned(world);
-  auto train = [&](int rank) {
-    testing::LeNet5& net = *nets[rank];
-    if (world > 1) place(net);
-    auto loss_fn = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
-    auto with_loss = std::make_shared<nn::WithLossCell>(nets[rank], loss_fn);
-    std::map<std::string, std::vector<double>> initial;
-    for (const auto& [name, p] : with_loss->parameters_and_names())
-      initial[name] = p.to_double_vector();
-    auto opt = std::make_shared<optim::Momentum>(net.trainable_params(), 0.01, 0.9);
-    optim::TrainOneStep step(with_loss, opt);
-    for (const Batch& b : batches) {
-      const Tensor loss = step(b.data, b.label);
-      if (rank == 0) {
-        EXPECT_TRUE(loss.defined());
-        run.losses.push_back(loss.item());
-      } else {
-        EXPECT_FALSE(loss.defined()) << "rank " << rank << " returned a loss";
-      }
-    }
-    EXPECT_EQ(step.placed(), world > 1) << "rank " << rank;
-    run.inputs_read[rank] = step.inputs_read();
-    run.bindings[rank] = runtime::core_binding();
-    if (share_state) {
-      const train::NamedTensors state = train::train_state_tensors(*with_loss, opt.get(), {});
-      std::vector<Tensor> values;
-      for (const auto& [name, t] : state) values.push_back(t);
-      step.share_placed_state(values);
-      for (const auto& [name, t] : state) run.state[rank][name] = t.to_double_vector();
-    }
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0)
-      run.affinity[rank] = CPU_COUNT(&set);
-    // Which parameters this rank updated: those bound in its graph next to an update op.
-    const ir::Graph& g = step.last_executor()->graph();
-    {
-      std::lock_guard<std::mutex> lock(counts_mutex);
-      run.zero_copy_buffers += step.last_executor()->zero_copy_buffers();
-      for (const ir::Node& n : g.nodes) run.sends += n.is_op() && n.op->name == "RpcSend";
-    }
-    for (const ir::Node& n : g.nodes) {
-      if (!n.is_op() || !n.op->mutates_inputs) continue;
-      const ir::Node& p = g.nodes[n.inputs[0].node];
-      owned[rank][p.name] = p.value.to_double_vector();
-    }
-    if (rank == 0) {
-      for (const auto& [name, p] : with_loss->parameters_and_names())
-        run.initial[name] = initial[name];
-    }
-  };
-  if (world == 1) {
-    train(0);
-  } else {
-    testing::run_thread_job(world, train, "gloo");
-  }
-  for (auto& m : owned) {
-    for (auto& [name, values] : m) {
-      EXPECT_EQ(run.params.count(name), 0u) << name << " is updated on two ranks";
-      run.params[name] = values;
-    }
-  }
-  runtime::set_auto_parallel_context({});
-  return run;
-}
-
-// The largest rel_diff of two equally long lists.
-double worst_rel_diff(const std::vector<double>& got, const std::vector<double>& want) {
-  double worst = 0;
-  for (size_t k = 0; k < want.size(); ++k) worst = std::max(worst, rel_diff(got[k], want[k]));
-  return worst;
-}
-
-// The seed's placement on 5 thread-ranks, trained with the environment variable `var` set to
-// `value`.
-TrainingRun train_seed_placement_with(const char* var, const char* value,
-                                      const std::vector<Batch>& batches, int micro_batches) {
-  testing::ScopedEnv env(var, value);
-  return train_lenet(5, place_like_the_seed, batches, micro_batches);
-}
-
-void expect_same(const TrainingRun& placed, const TrainingRun& single, double tolerance) {
-  ASSERT_EQ(placed.losses.size(), single.losses.size());
-  for (size_t i = 0; i < single.losses.size(); ++i) {
-    EXPECT_LE(rel_diff(placed.losses[i], single.losses[i]), tolerance)
-        << "step " << i << ": " << placed.losses[i] << " vs " << single.losses[i];
-  }
-  ASSERT_EQ(placed.params.size(), single.params.size());
-  double moved = 0;  // training changed the parameters (the comparison is not of initial values)
-  for (const auto& [name, values] : single.params) {
-    const std::vector<double>& before = single.initial.at(name);
-    for (size_t k = 0; k < values.size(); ++k)
-      moved = std::max(moved, std::abs(values[k] - before[k]));
-  }
-  EXPECT_GT(moved, 1e-4);
-  for (const auto& [name, values] : single.params) {
-    auto it = placed.params.find(name);
-    ASSERT_NE(it, placed.params.end()) << name << " is updated on no rank";
-    ASSERT_EQ(it->second.size(), values.size());
-    EXPECT_LE(worst_rel_diff(it->second, values), tolerance) << name;
-  }
-}
-
 TEST(Partition, SeedPlacementTrainsLikeOneProcess) {
   const auto batches = lenet_batches(100, 16);
   const TrainingRun single = train_lenet(1, {}, batches);
@@ -387,98 +218,6 @@ TEST(Partition, CopiedMessagesTrainAlike) {
                "expected microseconds from 0 to 1000000");
 }
 
-TEST(Partition, EveryWorkerGathersTheTrainingStateOfOneProcess) {
-  // NOTE [Saving a placed network]: after share_placed_state every worker, including those that
-  // own nothing (5-7), holds the parameters and momentum accumulators one process ends with.
-  const auto batches = lenet_batches(6, 8);
-  const TrainingRun single = train_lenet(1, {}, batches, 1, true);
-  const TrainingRun placed = train_lenet(8, place_like_the_seed, batches, 2, true);
-  ASSERT_FALSE(single.state[0].empty());
-  for (int r = 0; r < 8; ++r) {
-    ASSERT_EQ(placed.state[r].size(), single.state[0].size()) << "rank " << r;
-    for (const auto& [name, want] : single.state[0]) {
-      const std::vector<double>& got = placed.state[r].at(name);
-      ASSERT_EQ(got.size(), want.size()) << name;
-      EXPECT_LE(worst_rel_diff(got, want), 1e-4) << "rank " << r << ": " << name;
-    }
-  }
-  // The comparison is of trained values: fc3's weight (updated on rank 2 only) and its momentum
-  // accumulator moved away from where every rank started.
-  const std::string w = "_backbone.fc3.weight";
-  ASSERT_TRUE(single.initial.count(w) && single.state[0].count("moments." + w));
-  double weight_moved = 0, accum = 0;
-  for (size_t k = 0; k < single.initial.at(w).size(); ++k) {
-    weight_moved =
-        std::max(weight_moved, std::abs(single.state[0].at(w)[k] - single.initial.at(w)[k]));
-    accum = std::max(accum, std::abs(single.state[0].at("moments." + w)[k]));
-  }
-  EXPECT_GT(weight_moved, 1e-5);
-  EXPECT_GT(accum, 1e-5);
-}
-
-TEST(Partition, ModelCheckpointOfAPlacedNetworkEqualsOneProcess) {
-  // Model.train with ModelCheckpoint on the seed's placement over 8 thread-ranks, each saving into
-  // its own folder (as seed 000's workers run in worker_N/): every worker's file, also those of
-  // ranks that own nothing, holds what one process saves (NOTE [Saving a placed network]). Then
-  // fresh networks (another seed) on 8 thread-ranks resume from the step-2 files and end where
-  // the uninterrupted run ended.
-  testing::ModeGuard graph(runtime::GRAPH_MODE);
-  runtime::rpc_send_op();
-  testing::TempDir dir;
-  auto data = [] {
-    return dataset::GeneratorDataset(
-               [](int64_t i) -> dataset::Row {
-                 Tensor image = Tensor::full({1, 32, 32}, 0.05 * static_cast<double>(i % 7));
-                 image.data<float>()[i % 1024] += 1.0f;
-                 return {image, Tensor::scalar(static_cast<double>(i % 10), DType::kInt32)};
-               },
-               32, {"image", "label"}, {.shuffle = false})
-        ->batch(8);
-  };
-  std::vector<std::shared_ptr<testing::LeNet5>> nets;  // 0-7 ranks, 8 one process, 9-16 resumed
-  for (int r = 0; r < 17; ++r) {
-    set_seed(r < 9 ? 1 : 2);
-    nets.push_back(std::make_shared<testing::LeNet5>());
-  }
-  auto train = [&](int index, const std::string& folder, const std::string& resume_from) {
-    auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
-    auto opt = std::make_shared<optim::Momentum>(nets[index]->trainable_params(), 0.01, 0.9);
-    train::Model model(nets[index], loss, opt);
-    if (!resume_from.empty()) model.load_train_state(resume_from);
-    auto ckpt = std::make_shared<train::ModelCheckpoint>(
-        train::CheckpointConfig{.save_checkpoint_steps = 2}, "lenet", folder);
-    model.train(1, data(), {ckpt});
-  };
-  auto folder = [&](int r) { return dir.file(fmt::format("worker_{}", r)); };
-  train(8, dir.file("single"), "");
-  for (const bool resumed : {false, true}) {
-    testing::run_thread_job(
-        8,
-        [&](int rank) {
-          const int index = resumed ? 9 + rank : rank;
-          place_like_the_seed(*nets[index]);
-          if (!resumed) return train(index, folder(rank), "");
-          train(index, folder(rank) + "/resumed", folder(rank) + "/lenet-1_2.ckpt");
-        },
-        "gloo");
-  }
-  const train::ParamMap want = train::load_checkpoint(dir.file("single") + "/lenet-1_4.ckpt");
-  ASSERT_GT(want.size(), 10u);
-  for (const std::string& file :
-       {folder(0) + "/lenet-1_4.ckpt", folder(3) + "/lenet-1_4.ckpt", folder(5) + "/lenet-1_4.ckpt",
-        folder(0) + "/resumed/lenet-1_4.ckpt", folder(4) + "/resumed/lenet-1_4.ckpt"}) {
-    SCOPED_TRACE(file);
-    const train::ParamMap got = train::load_checkpoint(file);
-    ASSERT_EQ(got.size(), want.size());
-    for (const auto& [name, t] : want) {
-      ASSERT_TRUE(got.count(name)) << name;
-      const std::vector<double> a = got.at(name).to_double_vector(), b = t.to_double_vector();
-      ASSERT_EQ(a.size(), b.size()) << name;
-      EXPECT_LE(worst_rel_diff(a, b), 1e-5) << name;
-    }
-  }
-}
-
 TEST(Partition, SplitCoresByLoad) {
   // Seed 000's measured loads (ms per run at M = 4) on 2 cores: the largest first, each onto the
   // least loaded core; idle workers stay unbound.
@@ -489,49 +228,6 @@ TEST(Partition, SplitCoresByLoad) {
   EXPECT_EQ(runtime::split_cores({2, 3, 1}, 1), (std::vector<int>{0, 0, 0}));
   EXPECT_EQ(runtime::split_cores({}, 2), (std::vector<int>{}));
   EXPECT_ERROR(runtime::split_cores({1}, 0), "split_cores: 0 cores");
-}
-
-TEST(Partition, BusyWorkersAreBoundToCores) {
-  // 8 ranks, the seed's placement: after kWarmupRuns + kMeasuredRuns steps the busy ranks 0-4 bind
-  // their threads to one core each (CLEAVE_BIND_CORES=1 binds even when cores are plentiful);
-  // ranks 5-7 ran no kernels and stay free. Training is unchanged.
-  const int steps = runtime::kWarmupRuns + runtime::kMeasuredRuns + 2;
-  const auto batches = lenet_batches(steps, 8);
-  const TrainingRun single = train_lenet(1, {}, batches);
-  testing::ScopedEnv bind("CLEAVE_BIND_CORES", "1");
-  const TrainingRun bound = train_lenet(8, place_like_the_seed, batches);
-  expect_same(bound, single, 1e-5);
-  const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  for (int r = 0; r < 8; ++r) {
-    const runtime::CoreBinding& b = bound.bindings[r];
-    EXPECT_TRUE(b.decided) << "rank " << r;
-    EXPECT_EQ(b.summary, bound.bindings[0].summary) << "rank " << r;
-    if (r < 5) {
-      EXPECT_GE(b.cpu, 0) << "rank " << r << ": " << b.summary;
-      EXPECT_EQ(bound.affinity[r], 1) << "rank " << r;
-    } else {
-      EXPECT_EQ(b.cpu, -1) << "rank " << r;
-    }
-  }
-  EXPECT_NE(bound.bindings[0].summary.find("5 busy workers on"), std::string::npos)
-      << bound.bindings[0].summary;
-  if (cores >= 5) {  // each busy rank its own core
-    std::set<int> used;
-    for (int r = 0; r < 5; ++r) used.insert(bound.bindings[r].cpu);
-    EXPECT_EQ(used.size(), 5u) << bound.bindings[0].summary;
-  }
-  // 0 on any worker: nobody binds.
-  bind.set("CLEAVE_BIND_CORES", "0");
-  const TrainingRun free = train_lenet(8, place_like_the_seed, batches);
-  for (int r = 0; r < 8; ++r) {
-    EXPECT_EQ(free.bindings[r].cpu, -1) << "rank " << r;
-    EXPECT_NE(free.bindings[r].summary.find("not bound: CLEAVE_BIND_CORES=0"), std::string::npos)
-        << free.bindings[r].summary;
-  }
-  // A bad value is an error naming the variable, at the first step.
-  bind.set("CLEAVE_BIND_CORES", "yes");
-  EXPECT_ERROR(train_lenet(5, place_like_the_seed, {batches[0]}),
-               "CLEAVE_BIND_CORES='yes' is invalid", "expected auto");
 }
 
 TEST(Partition, MicroBatchesEqualTheUnpipelinedStep) {
