@@ -1,7 +1,6 @@
 // cleave::init() in this process: how it decides to join (standalone, mpirun's variables, a rank
 // table), the group queries, and the errors for bad environment values and backends.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,34 +11,29 @@
 #include "cleave/cluster/cluster.h"
 #include "cleave/comm/process_group.h"
 #include "cluster/processes.h"
+#include "testing/env.h"
 #include "testing/gradcheck.h"
 
 namespace cleave {
 namespace {
 
-// Sets `vars` (and unsets every other variable init() reads) for one test; restores them after.
+// Sets `vars` and unsets every other variable init() reads, for one test; restores them and
+// releases the cluster after.
 class Env {
  public:
-  explicit Env(const std::map<std::string, std::string>& vars) {
-    for (const char* name : kNames) {
-      const char* old = getenv(name);
-      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-      unsetenv(name);
-    }
-    for (const auto& [name, value] : vars) setenv(name.c_str(), value.c_str(), 1);
+  explicit Env(const std::map<std::string, std::string>& vars) : env_(unset_all()) {
+    for (const auto& [name, value] : vars) env_.set(name, value);
   }
   ~Env() {
     if (is_initialized()) release();
-    for (const auto& [name, value] : saved_) {
-      if (value) {
-        setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        unsetenv(name.c_str());
-      }
-    }
   }
 
  private:
+  static std::map<std::string, std::optional<std::string>> unset_all() {
+    std::map<std::string, std::optional<std::string>> none;
+    for (const char* name : kNames) none[name] = std::nullopt;
+    return none;
+  }
   static constexpr const char* kNames[] = {"MS_ROLE",
                                            "MS_SCHED_HOST",
                                            "MS_SCHED_PORT",
@@ -55,7 +49,7 @@ class Env {
                                            "OMPI_COMM_WORLD_LOCAL_RANK",
                                            "OMPI_COMM_WORLD_LOCAL_SIZE",
                                            "CLEAVE_HEARTBEAT_TIMEOUT_MS"};
-  std::map<std::string, std::optional<std::string>> saved_;
+  testing::ScopedEnv env_;
 };
 
 std::map<std::string, std::string> worker_env(std::map<std::string, std::string> changes) {

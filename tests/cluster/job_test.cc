@@ -35,24 +35,6 @@ TEST(ClusterJob, SchedulerAndFourWorkersSucceed) {
   EXPECT_EQ(count("all_reduce over 'evens' ok"), 2) << all;
 }
 
-TEST(ClusterJob, JobsOfOneTwoThreeAndEightWorkersSucceed) {
-  for (int size : {1, 2, 3, 8}) {
-    Job job("size" + std::to_string(size), size);
-    pid_t scheduler = job.scheduler();
-    std::vector<pid_t> workers;
-    for (int i = 0; i < size; ++i) workers.push_back(job.worker(std::to_string(i), {"roundtrip"}));
-    std::string all;
-    for (int i = 0; i < size; ++i) {
-      EXPECT_EQ(job.wait(workers[i]), 0) << job.log("worker_" + std::to_string(i) + ".log");
-      all += job.log("worker_" + std::to_string(i) + ".log");
-    }
-    EXPECT_EQ(job.wait(scheduler), 0) << job.log("scheduler.log");
-    for (int rank = 0; rank < size; ++rank) {
-      EXPECT_NE(all.find(fmt::format("rank {} of {} ok", rank, size)), std::string::npos) << all;
-    }
-  }
-}
-
 TEST(ClusterJob, NodeIdFixesTheRank) {
   Job job("node_id", 2);
   pid_t scheduler = job.scheduler();

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "cleave/comm/process_group.h"
 #include "cleave/core/dtype.h"
-#include "comm/thread_world.h"
+#include "testing/env.h"
 #include "testing/gradcheck.h"
+#include "testing/ranks.h"
 
 namespace cleave::comm {
 namespace {
@@ -20,14 +22,9 @@ class Collectives : public ::testing::TestWithParam<std::string> {
   // TCP path keeps its tests now that ranks of one host use shared memory.
   void run_world(int size, const std::function<void(ProcessGroup&)>& fn) {
     const bool tcp = GetParam() == "gloo_tcp";
-    if (tcp) setenv("CLEAVE_COMM_SHM", "0", 1);
-    try {
-      testing::run_world(size, fn, std::chrono::seconds(20), tcp ? "gloo" : GetParam());
-    } catch (...) {
-      if (tcp) unsetenv("CLEAVE_COMM_SHM");
-      throw;
-    }
-    if (tcp) unsetenv("CLEAVE_COMM_SHM");
+    std::optional<testing::ScopedEnv> shm_off;
+    if (tcp) shm_off.emplace("CLEAVE_COMM_SHM", "0");
+    testing::run_world(size, fn, std::chrono::seconds(20), tcp ? "gloo" : GetParam());
   }
 };
 

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "cleave/core/error.h"
-#include "comm/thread_world.h"
+#include "testing/ranks.h"
 
 namespace cleave::comm {
 namespace {

@@ -13,8 +13,8 @@
 #include "cleave/comm/process_group.h"
 #include "cleave/core/dtype.h"
 #include "cleave/core/error.h"
-#include "comm/thread_world.h"
 #include "testing/gradcheck.h"
+#include "testing/ranks.h"
 
 namespace cleave::comm {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "cleave/comm/group_registry.h"
 #include "cleave/comm/process_group.h"
-#include "comm/thread_world.h"
 #include "testing/gradcheck.h"
+#include "testing/ranks.h"
 
 namespace cleave::comm {
 namespace {

@@ -23,8 +23,9 @@
 #include "cleave/core/error.h"
 #include "comm/backends.h"
 #include "comm/shm_testing.h"
-#include "comm/thread_world.h"
+#include "testing/env.h"
 #include "testing/gradcheck.h"
+#include "testing/ranks.h"
 
 namespace cleave::comm {
 namespace {
@@ -37,7 +38,7 @@ const std::vector<int64_t> kCounts = {0, 1, 7919, 300007};
 
 using shm_testing::leftover_segments;
 using shm_testing::run_on_hosts;
-using shm_testing::ShmSetting;
+using testing::ScopedEnv;
 
 // A float that is not a small integer, distinct per rank and element, so that the order of the
 // additions shows in the last bits.
@@ -120,7 +121,7 @@ TEST(ShmCollectives, GlooGroupsOnOneHostUseSharedMemoryUnlessTurnedOff) {
   run_world(3, [](ProcessGroup& g) { EXPECT_EQ(collective_transport(g), "shm"); });
   run_world(1, [](ProcessGroup& g) { EXPECT_EQ(collective_transport(g), "tcp"); });
   {
-    ShmSetting off("0");
+    ScopedEnv off("CLEAVE_COMM_SHM", "0");
     run_world(3, [](ProcessGroup& g) { EXPECT_EQ(collective_transport(g), "tcp"); });
   }
   run_world(
@@ -271,7 +272,7 @@ TEST(ShmCollectives, TwoRanksEqualGlooOverTcpBitForBit) {
   const int64_t n = 300007;
   std::vector<Tensor> results[2];
   for (const char* setting : {"0", "1"}) {
-    ShmSetting shm(setting);
+    ScopedEnv shm("CLEAVE_COMM_SHM", setting);
     std::mutex mutex;
     run_world(2, [&](ProcessGroup& g) {
       EXPECT_EQ(collective_transport(g), std::string(setting) == "0" ? "tcp" : "shm");

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <thread>
 
-#include "comm/thread_world.h"
 #include "testing/gradcheck.h"
+#include "testing/ranks.h"
 
 namespace cleave {
 namespace {

@@ -1,10 +1,10 @@
 // The gloo backend's shared-memory point-to-point (NOTE [Shared-memory point-to-point] in
-// src/comm/shm/shm_p2p.h), ranks as threads: every byte of messages of 0, 1, 31676 (7919 floats)
-// and 64 MB bytes (more than a ring) over world sizes 2, 3, 4, 8; tags received in another order
-// than sent; equal tags in posting order; every rank sending a large message to every other at
-// once; isend long before its irecv; send_async / recv_async; a sub-group; a group over several
-// hosts (shared memory on a host, TCP across); a size mismatch; a receive that never matches;
-// the switch back to TCP; nothing left in /dev/shm.
+// src/comm/shm/shm_p2p.h), ranks as threads: every byte of messages of 0, 1 and 31676 (7919
+// floats) bytes over world sizes 2, 3, 4, 8 (64 MB, more than a ring: shm_p2p_slow_test.cc,
+// labelled slow); tags received in another order than sent; equal tags in posting order; every
+// rank sending a large message to every other at once; isend long before its irecv; send_async /
+// recv_async; a sub-group; a group over several hosts (shared memory on a host, TCP across); a
+// size mismatch; a receive that never matches; the switch back to TCP; nothing left in /dev/shm.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -27,54 +27,28 @@
 #include "comm/backends.h"
 #include "comm/file_store.h"
 #include "comm/shm_testing.h"
-#include "comm/thread_world.h"
+#include "testing/env.h"
+#include "testing/ranks.h"
 
 namespace cleave::comm {
 namespace {
 
+using shm_testing::exchange_with_every_other;
+using shm_testing::expect_message;
 using shm_testing::leftover_segments;
+using shm_testing::message;
+using shm_testing::room;
 using shm_testing::run_on_hosts;
-using shm_testing::ShmSetting;
+using shm_testing::send_around_ring;
 using std::chrono::milliseconds;
+using testing::ScopedEnv;
 
-constexpr int64_t kBig = int64_t{64} << 20;
-// 0 bytes, 1 byte, a prime number of floats, and 64 MB (64 rings of the largest size).
-const std::vector<int64_t> kBytes = {0, 1, 7919 * 4, kBig};
+// 0 bytes, 1 byte and a prime number of floats (64 MB: shm_p2p_slow_test.cc).
+const std::vector<int64_t> kBytes = {0, 1, 7919 * 4};
 
 void run_world(int size, const std::function<void(ProcessGroup&)>& fn,
                milliseconds timeout = std::chrono::seconds(30)) {
   cleave::testing::run_world(size, fn, timeout, "gloo");
-}
-
-unsigned char pattern(int64_t i, int src, int dst, int salt) {
-  return static_cast<unsigned char>(i * 131 + (i >> 12) + src * 17 + dst * 5 + salt * 29);
-}
-
-// A message of `bytes` bytes from `src` to `dst` (Float32 when a whole number of floats, else
-// Bool); `salt` tells messages of one pair apart.
-Tensor message(int64_t bytes, int src, int dst, int salt) {
-  Tensor t = bytes % 4 == 0 ? Tensor::empty(Shape({bytes / 4}), DType::kFloat32)
-                            : Tensor::empty(Shape({bytes}), DType::kBool);
-  auto* p = static_cast<unsigned char*>(t.raw_data());
-  for (int64_t i = 0; i < bytes; ++i) p[i] = pattern(i, src, dst, salt);
-  return t;
-}
-
-Tensor room(int64_t bytes) {
-  Tensor t = bytes % 4 == 0 ? Tensor::zeros(Shape({bytes / 4}), DType::kFloat32)
-                            : Tensor::zeros(Shape({bytes}), DType::kBool);
-  return t;
-}
-
-void expect_message(const Tensor& got, int src, int dst, int salt, const std::string& what) {
-  const auto* p = static_cast<const unsigned char*>(got.raw_data());
-  for (int64_t i = 0; i < static_cast<int64_t>(got.nbytes()); ++i) {
-    if (p[i] != pattern(i, src, dst, salt)) {
-      FAIL() << what << ": byte " << i << " of " << got.nbytes() << " from rank " << src
-             << " to rank " << dst << " (salt " << salt << ") is " << int{p[i]} << ", want "
-             << int{pattern(i, src, dst, salt)};
-    }
-  }
 }
 
 TEST(ShmP2P, GlooGroupsOnOneHostSendThroughSharedMemoryUnlessTurnedOff) {
@@ -92,7 +66,7 @@ TEST(ShmP2P, GlooGroupsOnOneHostSendThroughSharedMemoryUnlessTurnedOff) {
     EXPECT_EQ(shm_messages_sent(g), g.rank() == 0 ? 1u : 0u);
   });
   {
-    ShmSetting off("0");
+    ScopedEnv off("CLEAVE_COMM_SHM", "0");
     run_world(2, [&](ProcessGroup& g) {
       EXPECT_EQ(p2p_transport(g), "tcp");
       ping(g);
@@ -103,36 +77,11 @@ TEST(ShmP2P, GlooGroupsOnOneHostSendThroughSharedMemoryUnlessTurnedOff) {
   EXPECT_TRUE(leftover_segments().empty());
 }
 
-// A ring: every rank sends to the next and receives from the previous, each size in turn, with
-// send/recv on even ranks first and recv/send on odd ones (so that a blocking send must complete
-// before its peer's matching receive is posted: 64 MB through a ring of 1 MB), then exchange().
+// A ring (shm_testing::send_around_ring) of each size of kBytes over world sizes 2, 3, 4 and 8.
 TEST(ShmP2P, EveryByteArrivesOverWorldSizesAndMessageSizes) {
   for (int size : {2, 3, 4, 8}) {
-    run_world(size, [size](ProcessGroup& g) {
-      const int r = g.rank(), next = (r + 1) % size, prev = (r + size - 1) % size;
-      for (int64_t bytes : kBytes) {
-        if (bytes == kBig && size > 4) continue;  // memory: 64 MB x 2 x 8 threads
-        const std::string what = fmt::format("{} bytes over {} ranks", bytes, size);
-        Tensor in = room(bytes);
-        if (r % 2 == 0 || size % 2 == 1) {
-          // With an odd size one pair has two senders first: the ring holds at most 1 MB, so
-          // only small messages can; big ones go through exchange below only.
-          if (size % 2 == 1 && bytes == kBig) {
-            g.exchange({{message(bytes, r, next, 1), next}}, {{in, prev}}, 5);
-            expect_message(in, prev, r, 1, what);
-            continue;
-          }
-          g.send(message(bytes, r, next, 1), next, 5);
-          g.recv(in, prev, 5);
-        } else {
-          g.recv(in, prev, 5);
-          g.send(message(bytes, r, next, 1), next, 5);
-        }
-        expect_message(in, prev, r, 1, what);
-        Tensor in2 = room(bytes);
-        g.exchange({{message(bytes, r, next, 2), next}}, {{in2, prev}}, 6);
-        expect_message(in2, prev, r, 2, what + " (exchange)");
-      }
+    run_world(size, [](ProcessGroup& g) {
+      for (int64_t bytes : kBytes) send_around_ring(g, bytes);
       EXPECT_EQ(p2p_transport(g), "shm");
     });
   }
@@ -190,28 +139,11 @@ TEST(ShmP2P, TagsMatchInAnyOrderAndEqualTagsInPostingOrder) {
   });
 }
 
-// Every rank sends 8 MB to every other in one exchange (and 64 MB both ways on 2 ranks): the rings
-// fill up on both sides, and waiting drains the incoming rings while the outgoing ones are full.
+// Every rank sends 8 MB to every other in one exchange (64 MB both ways on 2 ranks:
+// shm_p2p_slow_test.cc): the rings fill up on both sides, and waiting drains the incoming rings
+// while the outgoing ones are full.
 TEST(ShmP2P, EveryRankSendingLargeMessagesToEveryOtherAtOnceDoesNotDeadlock) {
-  auto all_pairs = [](int64_t bytes) {
-    return [bytes](ProcessGroup& g) {
-      const int r = g.rank();
-      std::vector<PeerBuffer> sends, recvs;
-      std::vector<Tensor> got(static_cast<size_t>(g.size()));
-      for (int p = 0; p < g.size(); ++p) {
-        if (p == r) continue;
-        sends.push_back({message(bytes, r, p, 7), p});
-        got[p] = room(bytes);
-        recvs.push_back({got[p], p});
-      }
-      g.exchange(sends, recvs, 11);
-      for (int p = 0; p < g.size(); ++p) {
-        if (p != r) expect_message(got[p], p, r, 7, fmt::format("{} bytes all pairs", bytes));
-      }
-    };
-  };
-  run_world(4, all_pairs(int64_t{8} << 20));
-  run_world(2, all_pairs(kBig));
+  run_world(4, [](ProcessGroup& g) { exchange_with_every_other(g, int64_t{8} << 20); });
   // The same through two asynchronous exchanges per rank (two threads driving one group).
   run_world(3, [](ProcessGroup& g) {
     const int r = g.rank(), next = (r + 1) % 3, prev = (r + 2) % 3;

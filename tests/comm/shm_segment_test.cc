@@ -13,7 +13,7 @@
 #include "comm/shm/shm_barrier.h"
 #include "comm/shm/shm_mapping.h"
 #include "comm/shm_testing.h"
-#include "comm/thread_world.h"
+#include "testing/ranks.h"
 
 namespace cleave::comm {
 namespace {

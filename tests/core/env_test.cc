@@ -6,26 +6,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <regex>
 #include <string>
 
 #include "cleave/core/error.h"
+#include "testing/env.h"
 
 namespace cleave::env {
 namespace {
 
-// Sets `name` for the life of the object.
-class Set {
- public:
-  Set(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~Set() { ::unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using testing::ScopedEnv;
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -37,10 +29,10 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 TEST(Env, UnsetOrEmptyGivesTheDefault) {
-  ::unsetenv("CLEAVE_RPC_SPIN_US");
+  ScopedEnv spin("CLEAVE_RPC_SPIN_US", std::nullopt);
   EXPECT_EQ(integer("CLEAVE_RPC_SPIN_US", 0, 1'000'000), 2000);
   EXPECT_FALSE(is_set("CLEAVE_RPC_SPIN_US"));
-  Set empty("CLEAVE_RPC_SPIN_US", "");
+  spin.set("CLEAVE_RPC_SPIN_US", "");
   EXPECT_EQ(integer("CLEAVE_RPC_SPIN_US", 0, 1'000'000), 2000);
   EXPECT_TRUE(flag("CLEAVE_RPC_SHM"));
   EXPECT_EQ(choice("CLEAVE_BIND_CORES", {"auto", "1", "0"}), 0u);
@@ -48,9 +40,9 @@ TEST(Env, UnsetOrEmptyGivesTheDefault) {
 }
 
 TEST(Env, AcceptedValuesAreRead) {
-  Set spin("CLEAVE_RPC_SPIN_US", "0");
-  Set shm("CLEAVE_RPC_SHM", "0");
-  Set bind("CLEAVE_BIND_CORES", "1");
+  ScopedEnv spin("CLEAVE_RPC_SPIN_US", "0");
+  ScopedEnv shm("CLEAVE_RPC_SHM", "0");
+  ScopedEnv bind("CLEAVE_BIND_CORES", "1");
   EXPECT_EQ(integer("CLEAVE_RPC_SPIN_US", 0, 1'000'000), 0);
   EXPECT_FALSE(flag("CLEAVE_RPC_SHM"));
   EXPECT_EQ(choice("CLEAVE_BIND_CORES", {"auto", "1", "0"}), 1u);
@@ -58,14 +50,14 @@ TEST(Env, AcceptedValuesAreRead) {
 
 TEST(Env, AValueOutsideTheAcceptedOnesNamesTheVariableAndWhatIsExpected) {
   {
-    Set bad("CLEAVE_RPC_SPIN_US", "20ms");
+    ScopedEnv bad("CLEAVE_RPC_SPIN_US", "20ms");
     EXPECT_EQ(error_of([] { integer("CLEAVE_RPC_SPIN_US", 0, 1'000'000); }),
               "CLEAVE_RPC_SPIN_US='20ms' is invalid; expected microseconds from 0 to 1000000 (how "
               "long a placed graph's wait for a message polls, yielding the core, before it "
               "sleeps; default 2000)");
   }
   for (const char* value : {"-1", "1000001", "99999999999999999999", " 5", "5 "}) {
-    Set bad("CLEAVE_RPC_SPIN_US", value);
+    ScopedEnv bad("CLEAVE_RPC_SPIN_US", value);
     EXPECT_NE(error_of([] {
                 integer("CLEAVE_RPC_SPIN_US", 0, 1'000'000);
               }).find(std::string("CLEAVE_RPC_SPIN_US='") + value + "' is invalid"),
@@ -73,14 +65,14 @@ TEST(Env, AValueOutsideTheAcceptedOnesNamesTheVariableAndWhatIsExpected) {
         << value;
   }
   {
-    Set bad("CLEAVE_RPC_SHM", "yes");
+    ScopedEnv bad("CLEAVE_RPC_SHM", "yes");
     EXPECT_NE(error_of([] {
                 flag("CLEAVE_RPC_SHM");
               }).find("CLEAVE_RPC_SHM='yes' is invalid; expected 0 or 1"),
               std::string::npos);
   }
   {
-    Set bad("CLEAVE_BIND_CORES", "always");
+    ScopedEnv bad("CLEAVE_BIND_CORES", "always");
     EXPECT_NE(error_of([] {
                 choice("CLEAVE_BIND_CORES", {"auto", "1", "0"});
               }).find("CLEAVE_BIND_CORES='always' is invalid; expected auto, 1 or 0"),

@@ -2,14 +2,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <regex>
-#include <sstream>
 
 #include "cleave/cleave.h"
+#include "testing/golden.h"
 #include "testing/gradcheck.h"
 
 namespace cleave::ir {
@@ -23,12 +21,7 @@ class TinyNet : public nn::Cell {
   Tensor w;
 };
 
-std::string read(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::read_text;
 
 class GraphDump : public ::testing::Test {
  protected:
@@ -52,8 +45,8 @@ class GraphDump : public ::testing::Test {
   }
   // The stage's text, with the process-wide graph number taken out of the graph name.
   std::string stage(const std::string& name) {
-    return std::regex_replace(read(graph_dir_ / (name + ".ir")), std::regex("@train_step_[0-9]+"),
-                              "@train_step");
+    return std::regex_replace(read_text(graph_dir_ / (name + ".ir")),
+                              std::regex("@train_step_[0-9]+"), "@train_step");
   }
 
   std::filesystem::path dir_, graph_dir_;
@@ -63,28 +56,22 @@ class GraphDump : public ::testing::Test {
   std::unique_ptr<optim::TrainOneStep> step_;
 };
 
-// Each stage's text against tests/ir/golden/<stage>.ir. CLEAVE_UPDATE_GOLDEN=1 rewrites the
-// golden files from this run (review the diff before committing).
+// Each stage's text against tests/ir/golden/<stage>.ir (CLEAVE_UPDATE_GOLDEN: NOTE [Golden
+// files] in testing/golden.h).
 TEST_F(GraphDump, EveryStageMatchesItsGoldenText) {
   const std::filesystem::path golden_dir = std::filesystem::path(CLEAVE_TESTS_DIR) / "ir/golden";
-  const bool update = std::getenv("CLEAVE_UPDATE_GOLDEN") != nullptr;
   for (const char* s : {"01_trace", "07_autodiff", "10_optimizer", "16_constant_fold", "17_cse",
                         "18_dce", "19_execute"}) {
     const std::string text = stage(s);
     ASSERT_FALSE(text.empty()) << s << ".ir was not written";
     EXPECT_TRUE(std::filesystem::exists(graph_dir_ / (std::string(s) + ".dot"))) << s;
-    const std::filesystem::path golden = golden_dir / (std::string(s) + ".ir");
-    if (update) {
-      std::filesystem::create_directories(golden_dir);
-      std::ofstream(golden) << text;
-      continue;
-    }
-    EXPECT_EQ(text, read(golden)) << "stage " << s << " differs from " << golden;
+    EXPECT_TRUE(testing::matches_golden(text, golden_dir / (std::string(s) + ".ir")))
+        << "stage " << s;
   }
 }
 
 TEST_F(GraphDump, DotFileIsAGraphvizDigraph) {
-  const std::string dot = read(graph_dir_ / "19_execute.dot");
+  const std::string dot = read_text(graph_dir_ / "19_execute.dot");
   EXPECT_EQ(dot.rfind("digraph \"train_step_", 0), 0u);
   EXPECT_NE(dot.find("ApplyMomentum"), std::string::npos);
   EXPECT_NE(dot.find("%para3__backbone.w"), std::string::npos);

@@ -6,24 +6,18 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "cleave/core/error.h"
 #include "cleave/ir/passes.h"
 #include "cleave/ir/registry.h"
+#include "testing/golden.h"
 
 namespace cleave::ir {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::read_text;
 
 std::string error_of(std::string_view text) {
   try {
@@ -40,7 +34,7 @@ TEST(ParseText, EveryGoldenDumpPrintsBackToItsText) {
                           "examples/sharding_propagation/golden"}) {
     for (const auto& e : fs::recursive_directory_iterator(fs::path(CLEAVE_SOURCE_DIR) / dir)) {
       if (e.path().extension() != ".ir") continue;
-      const std::string text = read(e.path());
+      const std::string text = read_text(e.path());
       const ParsedGraph parsed = parse_file(e.path());
       EXPECT_EQ(dump_text(parsed.graph, parsed.notes), text) << e.path();
       ++files;

@@ -12,8 +12,8 @@
 #include "cleave/cleave.h"
 #include "cleave/parallel/strategy_file.h"
 #include "cleave/runtime/sharded_parameters.h"
-#include "comm/thread_world.h"
 #include "testing/gradcheck.h"
+#include "testing/ranks.h"
 
 namespace cleave::parallel {
 namespace {

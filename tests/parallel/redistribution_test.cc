@@ -212,50 +212,55 @@ void check_every_pair(int64_t rank) {
 TEST(Redistribution, EveryPairOf2DLayoutsGivesEveryRankItsSlice) { check_every_pair(2); }
 TEST(Redistribution, EveryPairOf3DLayoutsGivesEveryRankItsSlice) { check_every_pair(3); }
 
-std::vector<Kind> kinds(const RedistributionPlan& p) {
-  std::vector<Kind> out;
-  for (const RedistributionStep& s : p.steps) out.push_back(s.kind);
-  return out;
-}
-
+// The cheapest plans of NOTE [Redistribution], from layout text to plan text, for a (16, 32)
+// Float32 tensor unless a case names another shape.
 TEST(Redistribution, KnownCheapestPlans) {
-  const Shape s{16, 32};
-  const DType f = DType::kFloat32;
-  // Replicated -> split: a local slice, nothing sent.
-  const RedistributionPlan& slice =
-      parallel::plan_redistribution(Layout({8}, {{}, {}}), Layout({8}, {{0}, {}}), s, f);
-  EXPECT_EQ(kinds(slice), std::vector<Kind>{Kind::kSlice});
-  EXPECT_EQ(slice.bytes, 0);
-  // Split -> replicated: one AllGather.
-  EXPECT_EQ(
-      kinds(parallel::plan_redistribution(Layout({8}, {{0}, {}}), Layout({8}, {{}, {}}), s, f)),
-      std::vector<Kind>{Kind::kAllGather});
-  // Pending sums -> replicated: one AllReduce; -> split on dim 0: one ReduceScatter (half the
-  // bytes of an AllReduce).
-  const Layout partial({8}, {{}, {}}, {0});
-  EXPECT_EQ(kinds(parallel::plan_redistribution(partial, Layout({8}, {{}, {}}), s, f)),
-            std::vector<Kind>{Kind::kAllReduce});
-  EXPECT_EQ(kinds(parallel::plan_redistribution(partial, Layout({8}, {{0}, {}}), s, f)),
-            std::vector<Kind>{Kind::kReduceScatter});
-  // Moving a split from dim 0 to dim 1 on the same devices: one AlltoAll.
-  EXPECT_EQ(
-      kinds(parallel::plan_redistribution(Layout({4}, {{0}, {}}), Layout({4}, {{}, {0}}), s, f)),
-      std::vector<Kind>{Kind::kAllToAll});
-  // Seed 003: a data-parallel input ([8], dim 0) to MatMul's ((2, 4), ...) on [2, 4, 1]: the
-  // minor part of dim 0's split moves to dim 1, one AlltoAll over 4 ranks.
-  const RedistributionPlan& seed =
-      parallel::plan_redistribution(Layout({8}, {{0}, {}}), Layout({2, 4, 1}, {{0}, {1}}), s, f);
-  EXPECT_EQ(kinds(seed), std::vector<Kind>{Kind::kAllToAll});
-  EXPECT_EQ(seed.steps[0].axes, std::vector<int>{1});
-  // Slicing before gathering: dim 0 over 2 -> dim 1 over 4 on [2, 4]: slice dim 1 first, then
-  // gather dim 0 on the smaller slice.
-  const RedistributionPlan& order =
-      parallel::plan_redistribution(Layout({2, 4}, {{0}, {}}), Layout({2, 4}, {{}, {1}}), s, f);
-  EXPECT_EQ(kinds(order), (std::vector<Kind>{Kind::kSlice, Kind::kAllGather}));
-  // No common device matrix ([2, 3] and [3, 2] on 6 devices): through the replicated tensor.
-  const RedistributionPlan& fallback = parallel::plan_redistribution(
-      Layout({2, 3}, {{0}, {}}), Layout({3, 2}, {{0}, {}}), Shape{6, 6}, f);
-  EXPECT_EQ(kinds(fallback), (std::vector<Kind>{Kind::kAllGather, Kind::kSlice}));
+  const struct {
+    const char* from;
+    const char* to;
+    const char* plan;
+    Shape shape = Shape{16, 32};
+  } cases[] = {
+      // Replicated -> split: a local slice, nothing sent.
+      {"layout(dev=[8], map=(-1, -1))", "layout(dev=[8], map=(0, -1))", "Slice(dim 0 over axis 0)"},
+      // Split -> replicated: one AllGather.
+      {"layout(dev=[8], map=(0, -1))", "layout(dev=[8], map=(-1, -1))",
+       "AllGather(dim 0 over axes (0))"},
+      // Pending sums -> replicated: one AllReduce; -> split on dim 0: one ReduceScatter.
+      {"layout(dev=[8], map=(-1, -1), partial=(0))", "layout(dev=[8], map=(-1, -1))",
+       "AllReduce(sum over axes (0))"},
+      {"layout(dev=[8], map=(-1, -1), partial=(0))", "layout(dev=[8], map=(0, -1))",
+       "ReduceScatter(dim 0 over axis 0)"},
+      // Moving a split from dim 0 to dim 1 on the same devices: one AlltoAll.
+      {"layout(dev=[4], map=(0, -1))", "layout(dev=[4], map=(-1, 0))",
+       "AlltoAll(axis 0: dim 0 -> dim 1)"},
+      // Seed 003: a data-parallel input ([8], dim 0) to MatMul's ((2, 4), ...) on [2, 4, 1]: the
+      // minor part of dim 0's split moves to dim 1, one AlltoAll over 4 ranks (axis 1 of [2, 4]).
+      {"layout(dev=[8], map=(0, -1))", "layout(dev=[2, 4, 1], map=(0, 1))",
+       "AlltoAll(axis 1: dim 0 -> dim 1)"},
+      // Slicing before gathering: dim 0 over 2 -> dim 1 over 4 on [2, 4]: slice dim 1 first, then
+      // gather dim 0 on the smaller slice.
+      {"layout(dev=[2, 4], map=(0, -1))", "layout(dev=[2, 4], map=(-1, 1))",
+       "Slice(dim 1 over axis 1) -> AllGather(dim 0 over axes (0))"},
+      // No common device matrix ([2, 3] and [3, 2] on 6 devices): through the replicated tensor.
+      {"layout(dev=[2, 3], map=(0, -1))", "layout(dev=[3, 2], map=(0, -1))",
+       "AllGather(dim 0 over axes (0)) -> Slice(dim 0 over axis 0)", Shape{6, 6}},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(parallel::plan_redistribution(Layout::parse(c.from), Layout::parse(c.to), c.shape,
+                                            DType::kFloat32)
+                  .to_string(),
+              c.plan)
+        << c.from << " -> " << c.to;
+  }
+  // A slice sends nothing; a ReduceScatter half what an AllReduce sends.
+  auto bytes = [](const char* from, const char* to) {
+    return parallel::plan_redistribution(Layout::parse(from), Layout::parse(to), Shape{16, 32},
+                                         DType::kFloat32)
+        .bytes;
+  };
+  EXPECT_EQ(bytes(cases[0].from, cases[0].to), 0);
+  EXPECT_EQ(2 * bytes(cases[3].from, cases[3].to), bytes(cases[2].from, cases[2].to));
 }
 
 }  // namespace

@@ -9,9 +9,9 @@
 
 #include "cleave/cleave.h"
 #include "cleave/runtime/sharded_parameters.h"
-#include "comm/thread_world.h"
 #include "testing/gradcheck.h"
 #include "testing/op_sharding.h"
+#include "testing/ranks.h"
 
 namespace cleave {
 namespace {

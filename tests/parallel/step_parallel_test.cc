@@ -1,5 +1,8 @@
-// SEMI_AUTO_PARALLEL training on thread ranks equals one device: losses on every rank and the
-// gathered parameters.
+// The step-parallel rewrite (SEMI_AUTO_PARALLEL): seed 003's forward read from text, planned for 8
+// devices and materialized for one rank with no process (one line per op of the rank's graph),
+// its errors; and training seed 003's network on 8 thread ranks equals one device (losses on every
+// rank and the gathered parameters). Seed 000's and 002's networks with a strategy on every op
+// train on 8 thread ranks in step_parallel_slow_test.cc.
 #include "cleave/parallel/step_parallel.h"
 
 #include <fmt/ranges.h>
@@ -8,9 +11,10 @@
 #include <mutex>
 
 #include "cleave/cleave.h"
+#include "cleave/ir/parse.h"
 #include "cleave/runtime/sharded_parameters.h"
-#include "comm/thread_world.h"
 #include "testing/gradcheck.h"
+#include "testing/ranks.h"
 
 namespace cleave {
 namespace {
@@ -66,18 +70,18 @@ TEST(SemiAutoParallel, SeedNetOnEightThreadRanksEqualsOneDevice) {
 
   runtime::set_auto_parallel_context({.parallel_mode = runtime::SEMI_AUTO_PARALLEL});
   std::vector<TrainResult> runs(world);
-  auto store = comm::make_memory_store();
-  std::vector<std::shared_ptr<comm::ProcessGroup>> groups(world);
-  testing::run_threads(world, [&](int rank) {
-    groups[rank] = comm::create_process_group(testing::thread_world_options(store, rank, world));
-    comm::ThreadGroupScope scope("world", groups[rank]);
-    const int64_t rows = 16 / world;
-    runs[rank] = train(
-        [&](SeedNet& net) {
-          net.matmul.shard({{2, 4}, {4, 1}});
-        },
-        x.narrow_rows(rank * rows, rows).clone(), y.narrow_rows(rank * rows, rows).clone(), steps);
-  });
+  testing::run_thread_job(
+      world,
+      [&](int rank) {
+        const int64_t rows = 16 / world;
+        runs[rank] = train(
+            [&](SeedNet& net) {
+              net.matmul.shard({{2, 4}, {4, 1}});
+            },
+            x.narrow_rows(rank * rows, rows).clone(), y.narrow_rows(rank * rows, rows).clone(),
+            steps);
+      },
+      "gloo");
   runtime::reset_auto_parallel_context();
   for (int r = 0; r < world; ++r) {
     for (int s = 0; s < steps; ++s) {
@@ -91,103 +95,107 @@ TEST(SemiAutoParallel, SeedNetOnEightThreadRanksEqualsOneDevice) {
   }
 }
 
-}  // namespace
-}  // namespace cleave
+// ---- the plan and each rank's graph, text in and text out, without any process ----
 
-namespace cleave {
-namespace {
+// Seed 003's forward traced with global shapes (SeedNet(32, 16, 16) on a batch of 16): matmul
+// split ((2, 4), (4, 1)) for 8 devices; the ReLU and the second MatMul as the text gives them.
+std::string seed_forward(const std::string& relu_strategy, const std::string& matmul2_strategy,
+                         const std::string& matmul_strategy = "((2, 4), (4, 1))") {
+  return fmt::format(R"(# IR entry: @seed
+%para1_data: <Tensor[Float32], (16, 32)> : input
+%para2_w: <Tensor[Float32], (32, 16)> : parameter
+%para3_w2: <Tensor[Float32], (16, 16)> : parameter
 
-// Seed 003's forward traced with global shapes, planned for 8 devices and materialized for one
-// rank, without any process: the ops, their local shapes and the groups of the inserted
-// communication.
-struct SeedPlan {
-  std::vector<std::string> ops;
-  std::vector<std::string> shapes;  // "(in) x (in) -> (out)"
-  std::vector<std::vector<int64_t>> groups;
-};
+subgraph @seed(%para1_data, %para2_w, %para3_w2) {{
+  %4(out) = MatMul(%para1_data, %para2_w) {{instance name: network.matmul}} primitive_attrs: {{transpose_a: false, transpose_b: false}} {{in_strategy: {}}}
+      : (<Tensor[Float32], (16, 32)>, <Tensor[Float32], (32, 16)>) -> (<Tensor[Float32], (16, 16)>)
+      # scope: (Default/network-Net)
+  %5(out) = ReLU(%4) {{instance name: network.relu}}{}
+      : (<Tensor[Float32], (16, 16)>) -> (<Tensor[Float32], (16, 16)>)
+      # scope: (Default/network-Net)
+  %6(out) = MatMul(%5, %para3_w2) {{instance name: network.matmul2}} primitive_attrs: {{transpose_a: false, transpose_b: false}}{}
+      : (<Tensor[Float32], (16, 16)>, <Tensor[Float32], (16, 16)>) -> (<Tensor[Float32], (16, 16)>)
+      # scope: (Default/network-Net)
+  return(%6)
+}}
+)",
+                     matmul_strategy,
+                     relu_strategy.empty() ? "" : " {in_strategy: " + relu_strategy + "}",
+                     matmul2_strategy.empty() ? "" : " {in_strategy: " + matmul2_strategy + "}");
+}
 
-SeedPlan plan_seed(int64_t rank, bool derived_by_hand) {
-  set_seed(7);
-  SeedNet net(32, 16, 16);
-  net.matmul.shard({{2, 4}, {4, 1}});
-  if (derived_by_hand) {
-    net.relu.shard({{2, 4}});
-    net.matmul2.shard({{2, 4}, {4, 1}});
-  }
-  ir::Graph g;
-  g.name = "seed";
-  {
-    ir::Tracer tracer(g);
-    const Tensor x = tracer.add_input({Shape{16, 32}, DType::kFloat32}, "data");
-    tracer.add_parameter(net.w, "w");
-    tracer.add_parameter(net.w2, "w2");
-    g.outputs = {tracer.value_of(net(x))};
-  }
-  const parallel::ParallelPlan plan = parallel::plan_step_parallel(g, {.device_num = 8});
-  const parallel::LocalStep local = parallel::materialize(g, plan, rank);
-  SeedPlan out;
-  for (const ir::Node& n : local.graph.nodes) {
+// One line per op of `g`: its primitive, local shapes and group ("over" its rank_list).
+std::string ops_text(const ir::Graph& g) {
+  std::string out;
+  for (const ir::Node& n : g.nodes) {
     if (!n.is_op()) continue;
-    out.ops.push_back(n.op->name);
     std::vector<std::string> in;
-    for (const ir::ValueRef& v : n.inputs) in.push_back(local.graph.meta(v).shape.to_string());
-    out.shapes.push_back(
-        fmt::format("{} -> {}", fmt::join(in, " x "), n.outputs[0].shape.to_string()));
-    if (n.attrs.has("rank_list"))
-      out.groups.push_back(n.attrs.get<std::vector<int64_t>>("rank_list"));
+    for (const ir::ValueRef& v : n.inputs) in.push_back(g.meta(v).shape.to_string());
+    out += fmt::format("{} {} -> {}", n.op->name, fmt::join(in, " x "),
+                       n.outputs[0].shape.to_string());
+    if (n.attrs.has("rank_list")) {
+      out += " over " + ir::attr_to_string(n.attrs.get<std::vector<int64_t>>("rank_list"));
+    }
+    out += "\n";
   }
   return out;
 }
 
+// The graph of `rank` of the text's forward planned for 8 devices.
+std::string rank_ops(const std::string& text, int64_t rank) {
+  ir::Graph g = ir::parse_text(text).graph;
+  const parallel::ParallelPlan plan = parallel::plan_step_parallel(g, {.device_num = 8});
+  return ops_text(parallel::materialize(g, plan, rank).graph);
+}
+
 TEST(StepParallelPlan, SeedThreeFiguresOnRankZeroWithoutACluster) {
-  const SeedPlan p = plan_seed(0, /*derived_by_hand=*/true);
-  // ... and the output, (8, 16) rows on [2, 4, 1]'s axis 0, gathered for the graph's result.
-  const std::vector<std::string> ops = {"AlltoAll", "MatMul", "AllReduce", "Slice",
-                                        "ReLU",     "MatMul", "AllReduce", "AllGather"};
-  EXPECT_EQ(p.ops, ops);
-  EXPECT_EQ(p.shapes[0], "(2, 32) -> (8, 8)");
-  EXPECT_EQ(p.shapes[1], "(8, 8) x (8, 16) -> (8, 16)");
-  EXPECT_EQ(p.shapes[3], "(8, 16) -> (8, 4)");
-  EXPECT_EQ(p.shapes[4], "(8, 4) -> (8, 4)");
-  EXPECT_EQ(p.shapes[5], "(8, 4) x (4, 16) -> (8, 16)");
-  const std::vector<std::vector<int64_t>> groups = {
-      {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 4}};
-  EXPECT_EQ(p.groups, groups);
+  const std::string seed = seed_forward("((2, 4))", "((2, 4), (4, 1))");
+  // Rank 0's rows of the data-parallel batch move to matmul's ((2, 4), ...) blocks (AlltoAll),
+  // the split reduction is completed (AllReduce), the ReLU takes its column block (Slice), the
+  // second MatMul reduces again, and the output, (8, 16) rows on [2, 4, 1]'s axis 0, is gathered
+  // for the graph's result.
+  EXPECT_EQ(rank_ops(seed, 0), R"(AlltoAll (2, 32) -> (8, 8) over (0, 1, 2, 3)
+MatMul (8, 8) x (8, 16) -> (8, 16)
+AllReduce (8, 16) -> (8, 16) over (0, 1, 2, 3)
+Slice (8, 16) -> (8, 4)
+ReLU (8, 4) -> (8, 4)
+MatMul (8, 4) x (4, 16) -> (8, 16)
+AllReduce (8, 16) -> (8, 16) over (0, 1, 2, 3)
+AllGather (8, 16) -> (16, 16) over (0, 4)
+)");
   // Rank 5 computes the same ops with its own groups.
-  const SeedPlan p5 = plan_seed(5, true);
-  EXPECT_EQ(p5.ops, ops);
-  const std::vector<std::vector<int64_t>> groups5 = {
-      {4, 5, 6, 7}, {4, 5, 6, 7}, {4, 5, 6, 7}, {1, 5}};
-  EXPECT_EQ(p5.groups, groups5);
+  EXPECT_EQ(rank_ops(seed, 5), R"(AlltoAll (2, 32) -> (8, 8) over (4, 5, 6, 7)
+MatMul (8, 8) x (8, 16) -> (8, 16)
+AllReduce (8, 16) -> (8, 16) over (4, 5, 6, 7)
+Slice (8, 16) -> (8, 4)
+ReLU (8, 4) -> (8, 4)
+MatMul (8, 4) x (4, 16) -> (8, 16)
+AllReduce (8, 16) -> (8, 16) over (4, 5, 6, 7)
+AllGather (8, 16) -> (16, 16) over (1, 5)
+)");
 }
 
 TEST(StepParallelPlan, UnconfiguredOperatorsAreDataParallel) {
-  const SeedPlan p = plan_seed(0, /*derived_by_hand=*/false);
-  EXPECT_EQ(p.shapes[3], "(8, 16) -> (2, 16)");  // the ReLU's rows
-  EXPECT_EQ(p.shapes[5], "(2, 16) x (16, 16) -> (2, 16)");
+  // Without strategies the ReLU and the second MatMul split the batch over the 8 devices.
+  EXPECT_EQ(rank_ops(seed_forward("", ""), 0), R"(AlltoAll (2, 32) -> (8, 8) over (0, 1, 2, 3)
+MatMul (8, 8) x (8, 16) -> (8, 16)
+AllReduce (8, 16) -> (8, 16) over (0, 1, 2, 3)
+Slice (8, 16) -> (2, 16)
+ReLU (2, 16) -> (2, 16)
+MatMul (2, 16) x (16, 16) -> (2, 16)
+AllGather (2, 16) -> (16, 16) over (0, 1, 2, 3, 4, 5, 6, 7)
+)");
 }
 
 TEST(StepParallelPlan, InvalidStrategyIsAnErrorBeforeAnyCommunication) {
-  set_seed(7);
-  SeedNet net(32, 16, 16);
-  net.matmul.shard({{2, 4}, {3, 1}});
-  ir::Graph g;
-  {
-    ir::Tracer tracer(g);
-    const Tensor x = tracer.add_input({Shape{16, 32}, DType::kFloat32}, "data");
-    tracer.add_parameter(net.w, "w");
-    tracer.add_parameter(net.w2, "w2");
-    g.outputs = {tracer.value_of(net(x))};
-  }
+  ir::Graph g = ir::parse_text(seed_forward("", "", "((2, 4), (3, 1))")).graph;
   EXPECT_ERROR(
       parallel::plan_step_parallel(g, {.device_num = 8}),
       "MatMul 'network.matmul' (scope Default/network-Net): strategy ((2, 4), (3, 1)) for "
       "inputs of shapes (16, 32), (32, 16) on 8 devices is invalid: input 1 dim 0 is split "
       "3 ways but input 0 dim 1 is split 4 ways; they must match (the reduction "
       "dimension)");
-  for (ir::Node& n : g.nodes) {
-    if (n.name == "network.matmul") n.strategy = {{2, 4}, {4, 1}};
-  }
+  g = ir::parse_text(seed_forward("", "")).graph;
   EXPECT_ERROR(parallel::plan_step_parallel(
                    g, {.device_num = 6, .dataset = parallel::DatasetSplit::kFullBatch}),
                "on 6 devices is invalid",
@@ -195,169 +203,6 @@ TEST(StepParallelPlan, InvalidStrategyIsAnErrorBeforeAnyCommunication) {
   EXPECT_ERROR(parallel::plan_step_parallel(g, {.device_num = 6}),
                "input 0 ('data') of global shape (16, 32): with dataset_strategy \"data_parallel\" "
                "its dim 0 is split over the 6 devices, but 16 is not divisible by 6");
-}
-
-}  // namespace
-}  // namespace cleave
-
-namespace cleave {
-namespace {
-
-// Seed 002's MLP with a strategy on every operator for 8 devices (examples/semi_auto_parallel's
-// NOTE [The model-parallel strategies]): column- and row-split MatMuls, data-parallel tail.
-class ShardedMlp : public nn::Cell {
- public:
-  explicit ShardedMlp(bool shard) : Cell("Mlp") {
-    flatten = register_module("flatten", std::make_shared<nn::Flatten>());
-    fc1 = register_module("fc1", std::make_shared<nn::Dense>(28 * 28, 64));
-    relu1 = register_module("relu1", std::make_shared<nn::ReLU>());
-    fc2 = register_module("fc2", std::make_shared<nn::Dense>(64, 64));
-    relu2 = register_module("relu2", std::make_shared<nn::ReLU>());
-    fc3 = register_module("fc3", std::make_shared<nn::Dense>(64, 10));
-    if (!shard) return;
-    flatten->flatten.shard({{8, 1, 1, 1}});
-    fc1->matmul.shard({{2, 1}, {4, 1}});
-    fc1->bias_add.shard({{2, 4}, {4}});
-    relu1->relu.shard({{2, 4}});
-    fc2->matmul.shard({{2, 4}, {1, 4}});
-    fc2->bias_add.shard({{8, 1}, {1}});
-    relu2->relu.shard({{8, 1}});
-    fc3->matmul.shard({{8, 1}, {1, 1}});
-    fc3->bias_add.shard({{8, 1}, {1}});
-  }
-  Tensor construct(const Tensor& x) override {
-    return (*fc3)((*relu2)((*fc2)((*relu1)((*fc1)((*flatten)(x))))));
-  }
-  std::shared_ptr<nn::Flatten> flatten;
-  std::shared_ptr<nn::Dense> fc1, fc2, fc3;
-  std::shared_ptr<nn::ReLU> relu1, relu2;
-};
-
-// Seed 000's LeNet-5 (32x32 images) with a strategy on every operator for 8 devices: each ReLU and
-// pooling its own instance so that each has one strategy. conv1 splits the batch 4 ways and its
-// output channels 2 ways; conv2 its input channels 2 ways (a reduction: a pending sum,
-// AllReduce'd); the dense layers as ShardedMlp's.
-class ShardedLeNet : public nn::Cell {
- public:
-  explicit ShardedLeNet(bool shard) : Cell("LeNet5") {
-    const nn::Conv2dOptions conv{
-        .pad_mode = "valid", .has_bias = false, .weight_init = nn::TruncatedNormal(0.02)};
-    const nn::DenseOptions dense{.weight_init = nn::TruncatedNormal(0.02),
-                                 .bias_init = nn::TruncatedNormal(0.02)};
-    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(1, 6, 5, conv));
-    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(6, 16, 5, conv));
-    fc1 = register_module("fc1", std::make_shared<nn::Dense>(16 * 5 * 5, 120, dense));
-    fc2 = register_module("fc2", std::make_shared<nn::Dense>(120, 84, dense));
-    fc3 = register_module("fc3", std::make_shared<nn::Dense>(84, 10, dense));
-    for (int i = 0; i < 4; ++i) {
-      relu[i] = register_module(fmt::format("relu{}", i + 1), std::make_shared<nn::ReLU>());
-    }
-    for (int i = 0; i < 2; ++i) {
-      pool[i] =
-          register_module(fmt::format("pool{}", i + 1), std::make_shared<nn::MaxPool2d>(2, 2));
-    }
-    flatten = register_module("flatten", std::make_shared<nn::Flatten>());
-    if (!shard) return;
-    conv1->conv2d.shard({{4, 1, 1, 1}, {2, 1, 1, 1}});
-    relu[0]->relu.shard({{4, 2, 1, 1}});
-    pool[0]->max_pool.shard({{4, 2, 1, 1}});
-    conv2->conv2d.shard({{4, 2, 1, 1}, {1, 2, 1, 1}});
-    relu[1]->relu.shard({{8, 1, 1, 1}});
-    pool[1]->max_pool.shard({{8, 1, 1, 1}});
-    flatten->flatten.shard({{8, 1, 1, 1}});
-    fc1->matmul.shard({{2, 1}, {4, 1}});
-    fc1->bias_add.shard({{2, 4}, {4}});
-    relu[2]->relu.shard({{2, 4}});
-    fc2->matmul.shard({{2, 4}, {1, 4}});
-    fc2->bias_add.shard({{8, 1}, {1}});
-    relu[3]->relu.shard({{8, 1}});
-    fc3->matmul.shard({{8, 1}, {1, 1}});
-    fc3->bias_add.shard({{8, 1}, {1}});
-  }
-  Tensor construct(const Tensor& x) override {
-    Tensor h = (*pool[0])((*relu[0])((*conv1)(x)));
-    h = (*flatten)((*pool[1])((*relu[1])((*conv2)(h))));
-    h = (*relu[2])((*fc1)(h));
-    return (*fc3)((*relu[3])((*fc2)(h)));
-  }
-  std::shared_ptr<nn::Conv2d> conv1, conv2;
-  std::shared_ptr<nn::Dense> fc1, fc2, fc3;
-  std::shared_ptr<nn::ReLU> relu[4];
-  std::shared_ptr<nn::MaxPool2d> pool[2];
-  std::shared_ptr<nn::Flatten> flatten;
-};
-
-// Trains `make(sharded)` with Momentum on `batches` (global); returns losses and the gathered
-// parameters. Each thread rank feeds its slice of every batch (dataset_strategy data_parallel).
-TrainResult train_batches(const std::function<std::shared_ptr<nn::Cell>()>& make,
-                          const std::vector<std::pair<Tensor, Tensor>>& batches, int rank,
-                          int world) {
-  std::shared_ptr<nn::Cell> net;
-  {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
-    set_seed(11);
-    net = make();
-  }
-  auto loss = std::make_shared<nn::WithLossCell>(
-      net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(/*sparse=*/true, "mean"));
-  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.05, 0.9);
-  optim::TrainOneStep step(loss, opt);
-  TrainResult run;
-  for (const auto& [x, y] : batches) {
-    const int64_t rows = x.dim(0) / world;
-    run.losses.push_back(
-        step(x.narrow_rows(rank * rows, rows).clone(), y.narrow_rows(rank * rows, rows).clone())
-            .item());
-  }
-  for (const Tensor& p : net->trainable_params())
-    run.params.push_back(runtime::gather_parameter(p));
-  return run;
-}
-
-void expect_equal_to_one_device(const std::function<std::shared_ptr<nn::Cell>(bool)>& make,
-                                const Shape& image, int steps) {
-  // Four fixed batches, cycled: the loss must fall.
-  std::vector<std::pair<Tensor, Tensor>> batches;
-  set_seed(3);
-  for (int s = 0; s < steps; ++s) {
-    if (s < 4) {
-      batches.emplace_back(Tensor::normal(image),
-                           ops::cast(Tensor::uniform({image[0]}, 0, 10), DType::kInt32));
-    } else {
-      batches.push_back(batches[static_cast<size_t>(s % 4)]);
-    }
-  }
-  runtime::reset_auto_parallel_context();
-  const TrainResult single = train_batches([&] { return make(false); }, batches, 0, 1);
-  const int world = 8;
-  runtime::set_auto_parallel_context({.parallel_mode = runtime::SEMI_AUTO_PARALLEL});
-  std::vector<TrainResult> runs(world);
-  testing::run_thread_job(world, [&](int rank) {
-    runs[rank] = train_batches([&] { return make(true); }, batches, rank, world);
-  });
-  runtime::reset_auto_parallel_context();
-  for (int r = 0; r < world; ++r) {
-    ASSERT_EQ(runs[r].losses.size(), single.losses.size());
-    for (size_t s = 0; s < single.losses.size(); ++s) {
-      EXPECT_NEAR(runs[r].losses[s], single.losses[s], 1e-5 * std::abs(single.losses[s]))
-          << "rank " << r << " step " << s;
-    }
-    for (size_t p = 0; p < single.params.size(); ++p) {
-      EXPECT_TRUE(testing::all_close(runs[r].params[p], single.params[p], 1e-6, 1e-5))
-          << "rank " << r << " parameter " << p;
-    }
-  }
-  EXPECT_LT(single.losses.back(), single.losses.front());
-}
-
-TEST(SemiAutoParallel, MlpWithAStrategyOnEveryOpTrains20StepsOnEightThreadRanks) {
-  expect_equal_to_one_device([](bool shard) { return std::make_shared<ShardedMlp>(shard); },
-                             Shape{32, 1, 28, 28}, 20);
-}
-
-TEST(SemiAutoParallel, LeNetWithAStrategyOnEveryOpTrains20StepsOnEightThreadRanks) {
-  expect_equal_to_one_device([](bool shard) { return std::make_shared<ShardedLeNet>(shard); },
-                             Shape{16, 1, 32, 32}, 20);
 }
 
 }  // namespace

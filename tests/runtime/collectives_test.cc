@@ -1,12 +1,12 @@
-// The collective primitives, eagerly, on a gloo world of ranks as threads (each thread registers
-// its world group with ThreadGroupScope): forward values, the gradient rule of each primitive by
+// The collective primitives, eagerly, on jobs of thread ranks (testing::run_thread_job: each
+// thread's world group installed for it): forward values, the gradient rule of each primitive by
 // finite differences over the whole world, standalone identities, and bad input.
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "cleave/cleave.h"
-#include "comm/thread_world.h"
 #include "testing/gradcheck.h"
+#include "testing/ranks.h"
 
 namespace cleave {
 namespace {
@@ -15,15 +15,7 @@ using comm::ProcessGroup;
 using comm::ReduceOp;
 using testing::all_close;
 using testing::random_f64;
-
-// Runs fn on a world of `size` thread ranks, each with the world group registered for its thread.
-void run_ranks(int size, const std::function<void(ProcessGroup&)>& fn) {
-  testing::run_world(size, [&](ProcessGroup& g) {
-    std::shared_ptr<ProcessGroup> shared(&g, [](ProcessGroup*) {});
-    comm::ThreadGroupScope scope(comm::kHcclWorldGroup, shared);
-    fn(g);
-  });
-}
+using testing::run_thread_job;
 
 Tensor iota(const Shape& shape, double start, DType dtype = DType::kFloat64) {
   return ops::cast(ops::add(ops::reshape(Tensor::arange(0, static_cast<double>(shape.numel()), 1,
@@ -97,7 +89,7 @@ TEST(CollectivePrimitives, StandaloneCollectivesAreIdentities) {
 
 TEST(CollectivePrimitives, ForwardValues) {
   for (int size : {2, 3, 4}) {
-    run_ranks(size, [&](ProcessGroup& g) {
+    run_thread_job(size, [&](ProcessGroup& g) {
       const int r = g.rank();
       const Tensor x = iota(Shape({2, 2}), 10.0 * r);  // rank r: 10r + (0, 1, 2, 3)
       double base = 0;
@@ -134,7 +126,7 @@ TEST(CollectivePrimitives, AllToAllMatchesSplitAndConcat) {
   const Shape shape({2, 4, 3});
   for (int64_t split_dim : {0, 1}) {
     for (int64_t concat_dim : {0, 1, 2}) {
-      run_ranks(size, [&](ProcessGroup& g) {
+      run_thread_job(size, [&](ProcessGroup& g) {
         auto input_of = [&](int r) { return iota(shape, 100.0 * r); };
         const Tensor y = ops::all_to_all(
             input_of(g.rank()),
@@ -151,7 +143,7 @@ TEST(CollectivePrimitives, AllToAllMatchesSplitAndConcat) {
 }
 
 TEST(CollectivePrimitives, NeighborExchangeRingAndSendRecv) {
-  run_ranks(3, [&](ProcessGroup& g) {
+  run_thread_job(3, [&](ProcessGroup& g) {
     const int r = g.rank(), left = (r + 2) % 3, right = (r + 1) % 3;
     const auto got =
         ops::neighbor_exchange({iota(Shape({2}), 10.0 * r), iota(Shape({3}), 10.0 * r)},
@@ -176,7 +168,7 @@ TEST(CollectivePrimitives, NeighborExchangeRingAndSendRecv) {
 TEST(CollectiveGradients, AllReduceEveryOp) {
   for (ReduceOp op :
        {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProd}) {
-    run_ranks(3, [&](ProcessGroup& g) {
+    run_thread_job(3, [&](ProcessGroup& g) {
       check_world_grad(g, Shape({2, 2}),
                        [&](const Tensor& x) { return ops::all_reduce(x, {.op = op}); });
     });
@@ -185,7 +177,7 @@ TEST(CollectiveGradients, AllReduceEveryOp) {
 
 TEST(CollectiveGradients, AllGatherAndReduceScatter) {
   for (int size : {2, 4}) {
-    run_ranks(size, [&](ProcessGroup& g) {
+    run_thread_job(size, [&](ProcessGroup& g) {
       check_world_grad(g, Shape({1, 3}), [](const Tensor& x) { return ops::all_gather(x); });
       check_world_grad(g, Shape({size, 2}), [](const Tensor& x) { return ops::reduce_scatter(x); });
       check_world_grad(g, Shape({size, 1}), [](const Tensor& x) {
@@ -196,7 +188,7 @@ TEST(CollectiveGradients, AllGatherAndReduceScatter) {
 }
 
 TEST(CollectiveGradients, BroadcastFromEachRoot) {
-  run_ranks(3, [&](ProcessGroup& g) {
+  run_thread_job(3, [&](ProcessGroup& g) {
     for (int64_t root = 0; root < 3; ++root) {
       check_world_grad(g, Shape({3}),
                        [&](const Tensor& x) { return ops::broadcast(x, {.root_rank = root}); });
@@ -205,7 +197,7 @@ TEST(CollectiveGradients, BroadcastFromEachRoot) {
 }
 
 TEST(CollectiveGradients, AllToAllSwapsSplitAndConcat) {
-  run_ranks(2, [&](ProcessGroup& g) {
+  run_thread_job(2, [&](ProcessGroup& g) {
     check_world_grad(g, Shape({2, 2, 1}), [](const Tensor& x) {
       return ops::all_to_all(x, {.split_count = 2, .split_dim = 1, .concat_dim = 0});
     });
@@ -213,7 +205,7 @@ TEST(CollectiveGradients, AllToAllSwapsSplitAndConcat) {
 }
 
 TEST(CollectiveGradients, NeighborExchangeAndSendRecv) {
-  run_ranks(2, [&](ProcessGroup& g) {
+  run_thread_job(2, [&](ProcessGroup& g) {
     const int other = 1 - g.rank();
     check_world_grad(g, Shape({3}), [&](const Tensor& x) {
       return ops::neighbor_exchange({x}, {.send_rank_ids = {other},
@@ -240,7 +232,7 @@ TEST(CollectiveGradients, NeighborExchangeAndSendRecv) {
 }
 
 TEST(CollectivePrimitives, BadInputIsAnError) {
-  run_ranks(2, [&](ProcessGroup& g) {
+  run_thread_job(2, [&](ProcessGroup& g) {
     const Tensor x = iota(Shape({3, 2}), 0);
     EXPECT_ERROR(ops::reduce_scatter(x), "ReduceScatter: input 0 has shape (3, 2)",
                  "divisible by the size of group 'hccl_world_group' (2)");
@@ -310,7 +302,7 @@ TEST(CommPrimitives, InferReadsOnlyAttributes) {
 
 TEST(CommPrimitives, GatherAndScatterOnAnyAxisOverRankLists) {
   // 6 ranks: groups {0, 2, 4} and {1, 3, 5} made from rank lists at the first use.
-  run_ranks(6, [](ProcessGroup& g) {
+  run_thread_job(6, [](ProcessGroup& g) {
     const int r = g.rank();
     std::vector<int64_t> ranks;
     for (int64_t q = r % 2; q < 6; q += 2) ranks.push_back(q);
@@ -333,7 +325,7 @@ TEST(CommPrimitives, GatherAndScatterOnAnyAxisOverRankLists) {
 }
 
 TEST(CommPrimitives, ReduceLeavesTheSumOnTheRootOnly) {
-  run_ranks(3, [](ProcessGroup& g) {
+  run_thread_job(3, [](ProcessGroup& g) {
     const Tensor y = call_on_ranks("Reduce", iota(Shape({2}), g.rank()), {0, 1, 2},
                                    {{"root_rank", int64_t{1}}, {"op", std::string("sum")}});
     const std::vector<double> expected =

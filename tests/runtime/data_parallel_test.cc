@@ -9,8 +9,8 @@
 #include <mutex>
 
 #include "cleave/cleave.h"
-#include "comm/thread_world.h"
 #include "testing/gradcheck.h"
+#include "testing/ranks.h"
 
 namespace cleave {
 namespace {

@@ -4,22 +4,15 @@
 #include <gtest/gtest.h>
 
 #include "cleave/cleave.h"
-#include "comm/thread_world.h"
 #include "testing/gradcheck.h"
+#include "testing/ranks.h"
 
 namespace cleave {
 namespace {
 
 using comm::ProcessGroup;
 using testing::all_close;
-
-void run_ranks(int size, const std::function<void(ProcessGroup&)>& fn) {
-  testing::run_world(size, [&](ProcessGroup& g) {
-    std::shared_ptr<ProcessGroup> shared(&g, [](ProcessGroup*) {});
-    comm::ThreadGroupScope scope(comm::kHcclWorldGroup, shared);
-    fn(g);
-  });
-}
+using testing::run_thread_job;
 
 // The 2 x 2 grid: rank 2i + j holds block (i, j); -1 off the edge.
 ops::NeighborExchangeV2Options grid_options(int rank, std::vector<int64_t> lens) {
@@ -39,7 +32,7 @@ TEST(NeighborExchangeV2, HalosMatchTheWholeImageOnAGrid) {
   auto whole = [&](int64_t c, int64_t row, int64_t col) {
     return 100.0 * c + 10.0 * row + static_cast<double>(col);
   };
-  run_ranks(4, [&](ProcessGroup& g) {
+  run_thread_job(4, [&](ProcessGroup& g) {
     const int bi = g.rank() / 2, bj = g.rank() % 2;
     Tensor x = Tensor::empty(Shape({1, 2, H, W}), DType::kFloat64);
     for (int64_t c = 0; c < 2; ++c)
@@ -62,7 +55,7 @@ TEST(NeighborExchangeV2, HalosMatchTheWholeImageOnAGrid) {
 }
 
 TEST(NeighborExchangeV2, PeriodicColumnOfTwoKeepsTopAndBottomApart) {
-  run_ranks(2, [&](ProcessGroup& g) {
+  run_thread_job(2, [&](ProcessGroup& g) {
     const int64_t other = 1 - g.rank();
     const Tensor x =
         ops::add(ops::reshape(Tensor::arange(0, 6, 1, DType::kFloat64), Shape({1, 1, 3, 2})),
@@ -82,7 +75,7 @@ TEST(NeighborExchangeV2, PeriodicColumnOfTwoKeepsTopAndBottomApart) {
 }
 
 TEST(NeighborExchangeV2, GradientByFiniteDifferences) {
-  run_ranks(4, [&](ProcessGroup& g) {
+  run_thread_job(4, [&](ProcessGroup& g) {
     const auto options = grid_options(g.rank(), {1, 1, 1, 1});
     const Tensor x0 = testing::random_f64(Shape({1, 1, 2, 3}), -1, 1, 10 + g.rank());
     const Tensor w = testing::random_f64(Shape({1, 1, 4, 5}), -1, 1, 20 + g.rank());

@@ -9,11 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include "cleave/cleave.h"
 #include "cleave/ir/parse.h"
@@ -21,6 +19,7 @@
 #include "cleave/parallel/strategy_file.h"
 #include "cleave/runtime/pipeline.h"
 #include "testing/failing_world.h"
+#include "testing/golden.h"
 
 namespace cleave::runtime {
 namespace {
@@ -29,12 +28,9 @@ namespace fs = std::filesystem;
 
 const fs::path kSeeds = fs::path(CLEAVE_TESTS_DIR) / "runtime/golden/seeds";
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+// The golden dumps compared here belong to other tests (tests/ir/golden to graph_dump_test.cc, the
+// seeds' to seed_graphs_test.cc): read here, rewritten there (NOTE [Golden files]).
+using testing::read_text;
 
 // Per parameter of `optimizer`, its state tensors laid out like it ("<state>.<index>").
 std::vector<std::vector<Tensor>> like_parameters(const optim::Optimizer& optimizer) {
@@ -83,7 +79,7 @@ std::unique_ptr<TextCompile> from_text(std::string_view text, CompileOptions opt
   return c;
 }
 std::unique_ptr<TextCompile> from_file(const fs::path& path, CompileOptions options = {}) {
-  return from_text(read(path), options);
+  return from_text(read_text(path), options);
 }
 
 // The first node whose name is `name` (or whose scope starts with `scope`), for the indices a
@@ -261,16 +257,16 @@ TEST(PipelinePasses, TraceTakesATracedGraph) {
   auto c = from_text("");
   c->program.traced = std::make_shared<ir::Graph>(ir::parse_file(kTiny / "01_trace.ir").graph);
   run_pass("trace", c->state);
-  EXPECT_EQ(c->text(), read(kTiny / "01_trace.ir"));
+  EXPECT_EQ(c->text(), read_text(kTiny / "01_trace.ir"));
 }
 
 TEST(PipelinePasses, AutodiffThenOptimizerGiveTheCompiledStages) {
   auto c = from_file(kTiny / "01_trace.ir");
   c->train_with_momentum(0.1, 0.9);
   run_pass("autodiff", c->state);
-  EXPECT_EQ(c->text(), read(kTiny / "07_autodiff.ir"));
+  EXPECT_EQ(c->text(), read_text(kTiny / "07_autodiff.ir"));
   run_pass("optimizer", c->state);
-  EXPECT_EQ(c->text(), read(kTiny / "10_optimizer.ir"));
+  EXPECT_EQ(c->text(), read_text(kTiny / "10_optimizer.ir"));
 }
 
 // ---- the parallel passes on seed 003 (sharding propagation on 8 devices) ----
@@ -294,7 +290,7 @@ TEST(PipelinePasses, PropagationAndStepParallelBeginGiveTheSeedsStrategies) {
   }
   run_pass("step_parallel_begin", c->state);
   EXPECT_EQ(ir::dump_text(c->state.graph, c->state.dump_notes),
-            read(seed / "train_step/04_step_parallel_begin.ir"));
+            read_text(seed / "train_step/04_step_parallel_begin.ir"));
 }
 
 TEST(PipelinePasses, StrategyFilesWrittenAndReadBackGiveTheSameStrategies) {
@@ -325,9 +321,9 @@ TEST(PipelinePasses, HoistThenOrderTheTailGiveTheCompiledStages) {
   ASSERT_GT(c->state.mirrors_begin, 0);
   ASSERT_GT(c->state.step_begin, c->state.mirrors_begin);
   run_pass("hoist_collectives", c->state);
-  EXPECT_EQ(c->text(), read(seed / "12_hoist_collectives.ir"));
+  EXPECT_EQ(c->text(), read_text(seed / "12_hoist_collectives.ir"));
   run_pass("order_tail_by_collectives", c->state);
-  EXPECT_EQ(c->text(), read(seed / "13_order_tail_by_collectives.ir"));
+  EXPECT_EQ(c->text(), read_text(seed / "13_order_tail_by_collectives.ir"));
 }
 
 // ---- the partition of seed 000 (LeNet placed on workers 0..4 of 8) ----
@@ -343,12 +339,12 @@ TEST(PipelinePasses, PartitionCutsTheSeedsPlacedStepIntoItsRankGraphs) {
     c->state.step_begin = first_in_scope(c->state.graph, "Default/optimizer");
     run_pass("partition", c->state);
     EXPECT_TRUE(c->state.placed);
-    EXPECT_EQ(c->text(), read(seed / fmt::format("14_partition_rank{}.ir", rank)));
+    EXPECT_EQ(c->text(), read_text(seed / fmt::format("14_partition_rank{}.ir", rank)));
   }
   // Rank 0 also wrote every rank's graph, as the pipeline does.
   for (int r = 0; r < 8; ++r) {
     const std::string name = fmt::format("14_partition_rank{}.ir", r);
-    EXPECT_EQ(read(out / "train_step" / name), read(seed / name)) << name;
+    EXPECT_EQ(read_text(out / "train_step" / name), read_text(seed / name)) << name;
   }
   fs::remove_all(out);
 }

@@ -13,25 +13,25 @@
 // give the same graphs. Dumps are compared by folder and stage name, not by the NN_ of their file
 // name (a stage's position in the pipeline), and graph names are normalised ("train_step_12" ->
 // "train_step": the counter behind them is process-wide). CLEAVE_UPDATE_GOLDEN=1 rewrites the
-// goldens from the run instead of comparing; CLEAVE_UPDATE_GOLDEN=new adds the stages without one.
+// goldens from the run instead of comparing; CLEAVE_UPDATE_GOLDEN=new adds the stages without one
+// (NOTE [Golden files] in testing/golden.h).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include "cleave/cleave.h"
 #include "cleave/ir/parse.h"
-#include "comm/thread_world.h"
 #include "common/lenet.h"
 #include "common/manual_parallel.h"
 #include "common/resnet.h"
 #include "common/sharding_propagation.h"
+#include "testing/env.h"
 #include "testing/failing_world.h"
+#include "testing/golden.h"
+#include "testing/ranks.h"
 
 namespace cleave {
 namespace {
@@ -39,13 +39,6 @@ namespace {
 namespace fs = std::filesystem;
 
 std::mutex g_init_mutex;  // the global generator is not thread-safe
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string normalise(const std::string& text) {
   static const std::regex counter("(train_step|forward)_[0-9]+");
@@ -66,7 +59,7 @@ std::map<std::string, Dump> dumps(const fs::path& dir) {
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
     if (!e.is_regular_file() || e.path().extension() != ".ir") continue;
     const std::string file = normalise(fs::relative(e.path(), dir).string());
-    out[std::regex_replace(file, number, "/$1")] = {file, normalise(read_file(e.path()))};
+    out[std::regex_replace(file, number, "/$1")] = {file, normalise(testing::read_text(e.path()))};
   }
   return out;
 }
@@ -79,15 +72,15 @@ void compare_with_golden(const std::string& seed, const fs::path& out, bool load
                          const std::string& folders = "") {
   const std::map<std::string, Dump> got = dumps(out);
   const fs::path golden = fs::path(CLEAVE_TESTS_DIR) / "runtime/golden/seeds" / seed;
-  const char* update = std::getenv("CLEAVE_UPDATE_GOLDEN");
-  if (update != nullptr && loaded && (std::string(update) == "1" || std::string(update) == "new")) {
-    // "new" adds the stages that have no golden yet and leaves the others as they are.
+  const testing::GoldenUpdate update = testing::golden_update();
+  if (update != testing::GoldenUpdate::kCompare && loaded) {
+    // kNew adds the stages that have no golden yet and leaves the others as they are; kAll
+    // replaces the seed's goldens (a stage the pipeline no longer writes goes).
     const std::map<std::string, Dump> have = dumps(golden);
-    if (std::string(update) == "1") fs::remove_all(golden);
+    if (update == testing::GoldenUpdate::kAll) fs::remove_all(golden);
     for (const auto& [stage, dump] : got) {
-      if (std::string(update) == "new" && have.count(stage) != 0) continue;
-      fs::create_directories((golden / dump.file).parent_path());
-      std::ofstream(golden / dump.file) << dump.text;
+      if (update == testing::GoldenUpdate::kNew && have.count(stage) != 0) continue;
+      testing::write_text(golden / dump.file, dump.text);
     }
     return;
   }
@@ -231,19 +224,13 @@ void sharding_propagation(int rank, Use use) {
   train_step(step, zeros({2, 32}), zeros({2, 16}), use);
 }
 
-// The placed seed's cut edges over the world group, not shared-memory mailboxes: a mailbox's
-// channel attribute is set when the step is loaded and would differ between the two checks.
-class NoMailboxes {
- public:
-  NoMailboxes() { ::setenv("CLEAVE_RPC_SHM", "0", 1); }
-  ~NoMailboxes() { ::unsetenv("CLEAVE_RPC_SHM"); }
-};
-
 TEST(SeedGraphs, LeNetPlacedOnEightWorkersCompilesWithoutCommunicating) {
   check("000_lenet_place", 8, {}, Use::kCompile, lenet_place);
 }
 TEST(SeedGraphs, LeNetPlacedOnEightWorkersRuns) {
-  NoMailboxes no_mailboxes;
+  // The cut edges over the world group, not shared-memory mailboxes: a mailbox's channel
+  // attribute is set when the step is loaded and would differ between the two checks.
+  testing::ScopedEnv no_mailboxes("CLEAVE_RPC_SHM", "0");
   check("000_lenet_place", 8, {}, Use::kRun, lenet_place);
 }
 

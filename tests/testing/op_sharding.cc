@@ -11,8 +11,8 @@
 #include "cleave/parallel/step_parallel.h"
 #include "cleave/runtime/pipeline.h"
 #include "cleave/runtime/sharded_parameters.h"
-#include "comm/thread_world.h"
 #include "testing/gradcheck.h"
+#include "testing/ranks.h"
 
 namespace cleave::testing {
 namespace {

@@ -1,10 +1,19 @@
-// Ranks as threads over the in-memory store: the multi-rank harness of the comm tests.
+// Ranks as threads: the one multi-rank harness of the unit tests (STYLE.md, "Tests"). Three
+// levels, each built on the one before:
+//   run_threads(size, fn(rank))         plain threads; the first exception is rethrown;
+//   run_world(size, fn(group))          each thread a rank of a world over the in-memory store;
+//   run_thread_job(size, fn(rank|group)) the same with each thread's world group installed
+//                                        (ThreadGroupScope), as the runtime sees a job.
+// Groups live until every rank has finished, as processes keep theirs until the job ends: a rank
+// leaving early must not cut its peers' last messages.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,8 +64,6 @@ inline void run_world(int size, const std::function<void(comm::ProcessGroup&)>& 
                       std::chrono::milliseconds timeout = std::chrono::seconds(20),
                       const std::string& backend = "gloo") {
   auto store = comm::make_memory_store();
-  // Groups are destroyed only after every rank has finished, as processes would keep theirs
-  // until the job ends: a rank leaving early must not cut its peers' last messages.
   std::vector<std::shared_ptr<comm::ProcessGroup>> groups(static_cast<size_t>(size));
   run_threads(size, [&](int rank) {
     auto& group = groups[static_cast<size_t>(rank)];
@@ -65,18 +72,31 @@ inline void run_world(int size, const std::function<void(comm::ProcessGroup&)>& 
   });
 }
 
-// A job of `size` thread ranks as the runtime sees one: each thread's "world" group installed
-// (ThreadGroupScope) on the inproc backend (gloo where it is not built), then fn(rank).
-inline void run_thread_job(int size, const std::function<void(int rank)>& fn) {
-  auto store = comm::make_memory_store();
-  std::vector<std::shared_ptr<comm::ProcessGroup>> groups(static_cast<size_t>(size));
-  run_threads(size, [&](int rank) {
-    comm::ProcessGroupOptions o = thread_world_options(store, rank, size);
-    if (comm::backend_available("inproc")) o.backend = "inproc";
-    groups[static_cast<size_t>(rank)] = comm::create_process_group(o);
-    comm::ThreadGroupScope scope("world", groups[static_cast<size_t>(rank)]);
-    fn(rank);
-  });
+// The backend of run_thread_job when none is named: inproc, or gloo where inproc is not built.
+inline std::string default_job_backend() {
+  return comm::backend_available("inproc") ? "inproc" : "gloo";
+}
+
+// A job of `size` thread ranks as the runtime sees one: each thread's world group (registered
+// under every world name: "world", "hccl_world_group", ...) installed with ThreadGroupScope, then
+// fn(group). Rethrows the first exception of a rank once all have finished.
+inline void run_thread_job(int size, const std::function<void(comm::ProcessGroup&)>& fn,
+                           const std::string& backend = default_job_backend()) {
+  run_world(
+      size,
+      [&](comm::ProcessGroup& group) {
+        comm::ThreadGroupScope scope(comm::kWorldGroup,
+                                     std::shared_ptr<comm::ProcessGroup>(&group, [](auto*) {}));
+        fn(group);
+      },
+      std::chrono::seconds(20), backend);
+}
+
+// The same, running fn(rank).
+inline void run_thread_job(int size, const std::function<void(int rank)>& fn,
+                           const std::string& backend = default_job_backend()) {
+  run_thread_job(
+      size, [&](comm::ProcessGroup& group) { fn(group.rank()); }, backend);
 }
 
 }  // namespace cleave::testing
