@@ -1,5 +1,5 @@
 // A rank that stays alive but never enters the collective its peers wait in (NOTE [Stuck
-// collectives] in src/cluster/scheduler.h): every process ends with status 1 and one line naming
+// collectives] in src/cluster/liveness.h): every process ends with status 1 and one line naming
 // the stuck rank, its host and what it and this process were doing, within
 // CLEAVE_STUCK_TIMEOUT_MS (2 s here) plus a few heartbeats; a rank that computes for longer than
 // that bound is not stuck.

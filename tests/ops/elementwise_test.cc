@@ -115,7 +115,8 @@ TEST(Unary, ReferenceValuesOnAGrid) {
 }
 
 TEST(Unary, Float32ErfIsAccurateEverywhere) {
-  // The rational approximation (NOTE [Float32 erf]) over and beyond its clamped range.
+  // The rational approximation (NOTE [Float32 transcendental kernels] in
+  // src/kernels/cpu/elementwise.h) over and beyond its clamped range.
   const Tensor x = Tensor::arange(-6, 6, 0.001, DType::kFloat64);
   EXPECT_TRUE(all_close(ops::erf(ops::cast(x, DType::kFloat32)), ops::erf(x), 3e-7, 0));
 }

@@ -1,7 +1,7 @@
 // DATA_PARALLEL on thread ranks: N ranks with batch b train as one process with batch N * b,
 // gradient buckets change nothing but the number of AllReduces and where they start, and
 // parameter_broadcast makes ranks started from different seeds equal (NOTE [Gradient buckets] in
-// src/runtime/pipeline.cc).
+// cleave/parallel/data_parallel.h).
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
