@@ -32,3 +32,93 @@ double estimate_op_cost(const ir::Graph& graph, const ir::Node& node) {
 }
 
 }  // namespace cleave::parallel
+
+namespace cleave::parallel {
+
+namespace {
+
+double slice_bytes(const ir::TensorMeta& m, const Layout& l) {
+  return static_cast<double>(l.slice_shape(m.shape).numel() * dtype_size(m.dtype));
+}
+
+Collective collective_of(RedistributionStep::Kind k) {
+  switch (k) {
+    case RedistributionStep::Kind::kAllReduce:
+      return Collective::kAllReduce;
+    case RedistributionStep::Kind::kReduceScatter:
+      return Collective::kReduceScatter;
+    case RedistributionStep::Kind::kAllGather:
+      return Collective::kAllGather;
+    case RedistributionStep::Kind::kAllToAll:
+      return Collective::kAllToAll;
+    case RedistributionStep::Kind::kSlice:
+      break;
+  }
+  return Collective::kBroadcast;  // not reached: a slice is no collective
+}
+
+}  // namespace
+
+OpCost CostModel::op_cost(const RuleContext& ctx, const OpSharding& sharding) const {
+  OpCost cost;
+  for (size_t k = 0; k < ctx.inputs.size() && k < sharding.inputs.size(); ++k) {
+    cost.memory_bytes += slice_bytes(ctx.inputs[k], sharding.inputs[k]);
+  }
+  for (size_t k = 0; k < ctx.outputs.size() && k < sharding.outputs.size(); ++k) {
+    cost.memory_bytes += slice_bytes(ctx.outputs[k], sharding.outputs[k]);
+  }
+  const ShardingRule* rule = find_rule(ctx.op);
+  const auto cls = rule != nullptr ? rule->compute_class() : ShardingRule::ComputeClass::kMemory;
+  cost.compute_s = compute_s(cls, sharding.compute_flops, cost.memory_bytes);
+  for (const Layout& l : sharding.outputs) {
+    if (!l.is_partial()) continue;
+    int64_t n = 1;
+    for (int a : l.partial()) n *= l.device_matrix()[static_cast<size_t>(a)];
+    // forward_comm_bytes holds the sum over the partial outputs; they share one group here.
+    cost.comm_s = collective_s(Collective::kAllReduce, sharding.forward_comm_bytes, n);
+    break;
+  }
+  return cost;
+}
+
+double CostModel::redistribution_s(const RedistributionPlan& plan) const {
+  double s = 0;
+  for (const RedistributionStep& step : plan.steps) {
+    int64_t group = 1;
+    for (int a : step.axes) group *= step.dev[static_cast<size_t>(a)];
+    if (step.kind == RedistributionStep::Kind::kSlice) {
+      s += compute_s(ShardingRule::ComputeClass::kMemory, 0, step.bytes);
+    } else {
+      s += collective_s(collective_of(step.kind), step.bytes, group);
+    }
+  }
+  return s;
+}
+
+double ConstantCostModel::compute_s(ShardingRule::ComputeClass cls, double flops,
+                                    double bytes) const {
+  const double memory = bytes / rates_.memory_bytes_per_s;
+  switch (cls) {
+    case ShardingRule::ComputeClass::kMatMul:
+      return std::max(memory, flops / rates_.matmul_flops_per_s);
+    case ShardingRule::ComputeClass::kConvolution:
+      return std::max(memory, flops / rates_.conv_flops_per_s);
+    case ShardingRule::ComputeClass::kMemory:
+      break;
+  }
+  return memory;
+}
+
+double ConstantCostModel::collective_s(Collective c, double bytes_sent, int64_t group_size) const {
+  if (group_size <= 1) return 0;
+  // A ring: n - 1 steps (twice that for an AllReduce), each paying the latency.
+  const double steps = static_cast<double>(group_size - 1) * (c == Collective::kAllReduce ? 2 : 1);
+  return steps * rates_.latency_s + bytes_sent / rates_.bandwidth_bytes_per_s;
+}
+
+const CostModel& default_cost_model() {
+  static const ConstantCostModel model;
+  return model;
+}
+
+}  // namespace cleave::parallel

@@ -1,9 +1,23 @@
-// Cost model: how long an op is estimated to take, in abstract cost units, for planning (the
-// schedule simulation of partition(); later the strategy search). Nothing is measured: the
-// estimate reads only the shapes of the graph.
+// Cost model: how long an op and a redistribution are estimated to take, for planning (the
+// schedule simulation of partition(), the strategy search).
+//
+// NOTE [Cost model]
+// Two estimates live here. estimate_op_cost() reads only the shapes of a graph and answers in
+// abstract units (place()'s schedule simulation uses it). CostModel answers in seconds and bytes
+// for one rank: an operator under one sharding (OpCost) and a redistribution plan. Its primitives
+// are the time of a computation of a compute class (ShardingRule::compute_class) of so many
+// floating-point operations touching so many bytes, and the time of a collective in which each
+// rank sends so many bytes (the ring figure that OpSharding::forward_comm_bytes and
+// RedistributionStep::bytes already hold) over a group of so many ranks. Everything else
+// (op_cost, redistribution_s) is composed from those two, so a model calibrated on a machine
+// (measured throughputs, latencies and bandwidths) and a constant one differ only in them.
 #pragma once
 
+#include <cstdint>
+
 #include "cleave/ir/graph.h"
+#include "cleave/parallel/redistribution.h"
+#include "cleave/parallel/sharding_rule.h"
 
 namespace cleave::parallel {
 
@@ -14,5 +28,55 @@ namespace cleave::parallel {
 // multiply-add count of a matmul (mk * kn * mn = (mkn)^2), and close to it for a convolution.
 // Requires node.is_op() and inputs that refer to nodes of `graph`.
 double estimate_op_cost(const ir::Graph& graph, const ir::Node& node);
+
+// The collectives a plan can contain, as the cost model tells them apart.
+enum class Collective { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast };
+
+// What one operator costs one rank under one sharding (NOTE [Cost model]).
+struct OpCost {
+  double compute_s = 0;     // the rank's slice of the forward computation
+  double comm_s = 0;        // the forward communication the sharding needs (partial outputs)
+  double memory_bytes = 0;  // the slices of its inputs and outputs that the rank holds
+};
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  // Seconds for a computation of class `cls` doing `flops` floating-point operations and reading
+  // and writing `bytes`, on one rank.
+  virtual double compute_s(ShardingRule::ComputeClass cls, double flops, double bytes) const = 0;
+  // Seconds for collective `c` over `group_size` ranks in which each rank sends `bytes_sent`
+  // (0 for a group of one).
+  virtual double collective_s(Collective c, double bytes_sent, int64_t group_size) const = 0;
+
+  // The cost of `sharding` of the op `ctx` describes, on one rank.
+  OpCost op_cost(const RuleContext& ctx, const OpSharding& sharding) const;
+  // Seconds for every step of `plan` (a local slice costs its copy).
+  double redistribution_s(const RedistributionPlan& plan) const;
+};
+
+// A model of constant throughputs, latency and bandwidth: what cleave plans with when no machine
+// profile is given. The defaults are round figures of one core of a current x86 server.
+class ConstantCostModel : public CostModel {
+ public:
+  struct Rates {
+    double matmul_flops_per_s = 50e9;
+    double conv_flops_per_s = 30e9;
+    double memory_bytes_per_s = 5e9;
+    double latency_s = 20e-6;            // per step of a collective
+    double bandwidth_bytes_per_s = 2e9;  // per rank sending
+  };
+  ConstantCostModel() = default;
+  explicit ConstantCostModel(Rates rates) : rates_(rates) {}
+  double compute_s(ShardingRule::ComputeClass cls, double flops, double bytes) const override;
+  double collective_s(Collective c, double bytes_sent, int64_t group_size) const override;
+  const Rates& rates() const { return rates_; }
+
+ private:
+  Rates rates_;
+};
+
+// The model the search uses when the context names no machine profile.
+const CostModel& default_cost_model();
 
 }  // namespace cleave::parallel
