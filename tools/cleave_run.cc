@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "cleave/core/env.h"
+#include "cleave/core/threads.h"
 #include "cleave/flags.h"
 
 namespace {
@@ -204,6 +205,17 @@ int main(int argc, char** argv) {
       {"CLEAVE_JOB_TOKEN", token},
   };
   if (cluster_time_out > 0) common["MS_TOPO_TIMEOUT"] = std::to_string(cluster_time_out);
+  // NOTE [Threads per worker] in cleave/core/threads.h: every process of this host, from its
+  // start (OpenMP reads the variable once, when the process starts).
+  if (!cleave::threads::user_thread_setting() && local_worker_num > 1) {
+    const int cores = cleave::threads::available_cores();
+    const int share = cleave::threads::thread_share(cores, local_worker_num);
+    common["OMP_NUM_THREADS"] = std::to_string(share);
+    std::fprintf(stderr,
+                 "cleave-run: %d workers share this host's %d core%s: OMP_NUM_THREADS=%d for each "
+                 "(set OMP_NUM_THREADS to choose another number)\n",
+                 local_worker_num, cores, cores == 1 ? "" : "s", share);
+  }
 
   struct sigaction action = {};
   action.sa_handler = on_signal;

@@ -8,8 +8,8 @@
 # Environment (defaults): MS_WORKER_NUM (8), MS_SCHED_HOST (127.0.0.1), MS_SCHED_PORT (8118),
 # EXEC_PATH, the execution folder (out/lenet_place at the repository root; its sched/ and
 # worker_*/ folders are replaced on every run), DATA_PATH (without it, MNIST is generated once
-# with cleave-datagen into $CLEAVE_DATA_DIR, default datasets/), OMP_NUM_THREADS (1 per process:
-# 9 processes share this machine's cores). Worker N is started with MS_NODE_ID=N, so that
+# with cleave-datagen into $CLEAVE_DATA_DIR, default datasets/), OMP_NUM_THREADS (unset: each
+# worker takes its share of this host's cores, cores / workers, and worker 0 says what it chose). Worker N is started with MS_NODE_ID=N, so that
 # worker_N.log is rank N's output (the seed lets the scheduler assign ranks).
 # Builds build/Release first when the programs are missing. Arguments go to every process
 # (--epochs, --per-print-times, --seed, --micro-batches, --max-steps, --stats; --help).
@@ -58,7 +58,6 @@ if [ "$port_ok" -ne 1 ]; then
   exit 2
 fi
 export DATA_PATH
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 pids=()
 names=()

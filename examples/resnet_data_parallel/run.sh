@@ -48,7 +48,6 @@ fi
 table=$(cd "$(dirname "$table")" && pwd)/$(basename "$table")
 export MINDSPORE_HCCL_CONFIG_PATH=$table RANK_TABLE_FILE=$table RANK_SIZE
 export CLEAVE_RANK_TABLE_PORT=${CLEAVE_RANK_TABLE_PORT:-8129}
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 cd "$execute_path"
 echo "run.sh: each rank runs in its folder device<i> of $execute_path"

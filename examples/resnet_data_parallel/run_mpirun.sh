@@ -21,7 +21,7 @@ source "$root/examples/common/exec_path.sh"
 log_dir=$(absolute_path "${LOG_DIR:-$execute_path/log_output}")
 
 mpi_args=(-n "${NP:-2}" --oversubscribe --bind-to none --output-filename "$log_dir"
-  -x DATA_PATH -x OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}")
+  -x DATA_PATH)
 if [ "$(id -u)" = 0 ]; then mpi_args+=(--allow-run-as-root); fi
 cd "$execute_path"
 exec mpirun "${mpi_args[@]}" "$bin/resnet_data_parallel" "$@"

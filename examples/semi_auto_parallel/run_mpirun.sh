@@ -21,8 +21,7 @@ example=semi_auto_parallel
 source "$root/examples/common/exec_path.sh"
 log_dir=$(absolute_path "${LOG_DIR:-$execute_path/log_output}")
 
-mpi_args=(-n "${NP:-8}" --oversubscribe --bind-to none --output-filename "$log_dir"
-  -x OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}")
+mpi_args=(-n "${NP:-8}" --oversubscribe --bind-to none --output-filename "$log_dir")
 if [ "$(id -u)" = 0 ]; then mpi_args+=(--allow-run-as-root); fi
 cd "$execute_path"
 exec mpirun "${mpi_args[@]}" "$bin/semi_auto_parallel" "$@"

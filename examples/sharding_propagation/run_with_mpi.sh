@@ -17,7 +17,7 @@ source "$root/examples/common/exec_path.sh"
 rm -rf "${execute_path:?}/device"
 mkdir "$execute_path/device"
 cd "$execute_path/device"
-mpi_args=(-n "${NP:-8}" --oversubscribe --bind-to none -x OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}")
+mpi_args=(-n "${NP:-8}" --oversubscribe --bind-to none)
 if [ "$(id -u)" = 0 ]; then mpi_args+=(--allow-run-as-root); fi
 echo "run_with_mpi.sh: training in $(pwd); output in $(pwd)/train.log"
 mpirun "${mpi_args[@]}" "$bin/sharding_propagation" "$@" > train.log 2>&1

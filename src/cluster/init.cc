@@ -17,6 +17,7 @@
 #include "cleave/comm/group_registry.h"
 #include "cleave/comm/process_group.h"
 #include "cleave/core/error.h"
+#include "cleave/core/threads.h"
 #include "cluster/config.h"
 #include "cluster/join.h"
 #include "cluster/scheduler.h"
@@ -230,6 +231,9 @@ void init(const std::string& backend) {
   s.groups = cluster::GroupTable(s.membership.rank, s.membership.world_size);
   connect_backend(s);
   s.initialized = true;
+  // NOTE [Threads per worker] in cleave/core/threads.h: the first worker of a host says it.
+  const std::optional<std::string> share = threads::share_host_cores(s.membership.local_size);
+  if (share && s.membership.local_rank == 0) std::fprintf(stderr, "cleave: %s\n", share->c_str());
   state = std::move(s);
 }
 

@@ -5,6 +5,7 @@
 
 #include "cleave/core/error.h"
 #include "cleave/core/random.h"
+#include "cleave/core/threads.h"
 
 namespace cleave::dataset::detail {
 
@@ -118,7 +119,14 @@ OrderedWorkerIterator::OrderedWorkerIterator(std::unique_ptr<Iterator> child, Wo
     : child_(std::move(child)), work_(std::move(work)), capacity_(std::max<int64_t>(capacity, 1)) {
   CLEAVE_ASSERT(num_workers >= 1);
   workers_.reserve(static_cast<size_t>(num_workers));
-  for (int i = 0; i < num_workers; ++i) workers_.emplace_back([this] { run_worker(); });
+  // NOTE [Threads per worker] (cleave/core/threads.h): a worker's kernels take this process's
+  // share.
+  for (int i = 0; i < num_workers; ++i) {
+    workers_.emplace_back([this] {
+      threads::adopt_intra_op_threads();
+      run_worker();
+    });
+  }
 }
 
 OrderedWorkerIterator::~OrderedWorkerIterator() {

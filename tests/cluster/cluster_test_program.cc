@@ -39,6 +39,8 @@
 //   kinds                 reads store key 'never_set' for 300 ms and adds to a key holding text
 //                         through the scheduler; prints the kind of each error ("store get:
 //                         unavailable", "store add: invalid argument"), releases, exits 0.
+//   threads               prints its rank, local rank and the OpenMP threads of its kernels and
+//                         of a thread it starts after init() (NOTE [Threads per worker]).
 // An error that ends the program is printed and reported to the job (cleave::report_failure).
 #include <csignal>
 #include <cstdio>
@@ -53,6 +55,7 @@
 #include "cleave/comm/group_registry.h"
 #include "cleave/core/error.h"
 #include "cleave/core/tensor.h"
+#include "cleave/core/threads.h"
 #include "cleave/runtime/collectives.h"
 #include "comm/backends.h"
 
@@ -337,12 +340,30 @@ int error_kinds() {
   return 0;
 }
 
+// Prints the OpenMP threads this worker's kernels and a thread cleave starts would use, after
+// init() (NOTE [Threads per worker] in cleave/core/threads.h).
+int threads_mode() {
+  cleave::init();
+  int adopted = 0;
+  std::thread([&] {
+    cleave::threads::adopt_intra_op_threads();
+    adopted = cleave::threads::intra_op_threads();
+  }).join();
+  std::printf("rank %d of %d: local %d of %d, %d OpenMP threads, %d in a started thread\n",
+              cleave::get_rank(), cleave::get_group_size(), cleave::get_local_rank(),
+              cleave::get_local_size(), cleave::threads::intra_op_threads(), adopted);
+  std::fflush(stdout);
+  cleave::release();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "roundtrip";
   try {
     if (mode == "roundtrip") return roundtrip(argc > 2 ? std::stoi(argv[2]) : 0);
+    if (mode == "threads") return threads_mode();
     if (mode == "hang") return hang();
     if (mode == "mpi") return mpi();
     if (mode == "fail") return fail_rank(argc > 2 ? std::stoi(argv[2]) : 0);

@@ -73,15 +73,17 @@ class Processes {
 
   std::string path(const std::string& file) const { return (dir_ / file).string(); }
 
-  // Starts argv with this environment minus every MS_*, CLEAVE_*, OMPI_* and RANK_* variable,
-  // plus `env`; stdout and stderr go to path(log).
+  // Starts argv with this environment minus every MS_*, CLEAVE_*, OMPI_* and RANK_* variable and
+  // OMP_NUM_THREADS (the tests choose the processes' threads), plus `env`; stdout and stderr go
+  // to path(log).
   pid_t start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
               const std::string& log) {
     std::vector<std::string> entries;
     for (char** entry = environ; *entry != nullptr; ++entry) {
       std::string text = *entry;
       if (text.rfind("MS_", 0) == 0 || text.rfind("CLEAVE_", 0) == 0 ||
-          text.rfind("OMPI_", 0) == 0 || text.rfind("RANK_", 0) == 0) {
+          text.rfind("OMPI_", 0) == 0 || text.rfind("RANK_", 0) == 0 ||
+          text.rfind("OMP_NUM_THREADS=", 0) == 0) {
         continue;
       }
       entries.push_back(text);
