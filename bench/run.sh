@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Benchmarks, side by side with a peer in one run.
 # Usage: bench/run.sh core|graph|comm|data|place|shard|dp [SECONDS_PER_ROW]
+# Every suite first prints MACHINE cpu="<model>" isa=<avx512|avx2|sse> cores=<N>, and appends
+# those fields to each BENCH row; the suites with a PyTorch peer (core, dp) print a PEER line per
+# thread count saying how the peer runs (NOTE [Peers at their best] below).
 #   core: training-step throughput against PyTorch (Debian python3-torch), same threads.
 #     Prints one line per row: BENCH <row> cleave=<samples/s> torch=<samples/s> ratio=<cleave/torch>
 #   graph: GRAPH_MODE against PYNATIVE_MODE (one thread). Prints per row
@@ -66,13 +69,37 @@ fi
 python=/usr/bin/python3
 "$python" -c "import torch" 2>/dev/null || python=python3
 
+# NOTE [Peers at their best]: this machine's environment may set OPENBLAS_CORETYPE and
+# OPENBLAS_L2_SIZE (a work-around for old OpenBLAS builds on some processors); they force older
+# kernels on newer CPUs and halve OpenBLAS's sgemm there, and a user's machine would not have
+# them. A peer (PyTorch and the OpenBLAS it calls) runs without them, in its own process only:
+# cleave's runs, the tests and CI keep the environment as it is. Its threads are the row's (as
+# OMP_NUM_THREADS and torch.set_num_threads, as PyTorch's documentation recommends), and the
+# kernel it then runs is printed once (PEER line, bench/peer_info.py).
+peer() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@"; }
+peer_line() {  # threads
+  OMP_NUM_THREADS=$1 peer "$python" "$root/bench/peer_info.py" 2>/dev/null ||
+    echo "PEER torch=unavailable"
+}
+
+# Every row says what it ran on: the CPU model, its widest vector ISA and the cores this run may
+# use, appended to each BENCH line.
+cpu_model=$(lscpu 2>/dev/null | awk -F: '/^Model name/ { sub(/^[ \t]+/, "", $2); print $2; exit }')
+isa=$(grep -m1 -o -w -E 'avx512f' /proc/cpuinfo >/dev/null && echo avx512 ||
+      { grep -m1 -q -w avx2 /proc/cpuinfo && echo avx2 || echo sse; })
+machine_fields="cpu=\"${cpu_model:-unknown}\" isa=$isa cores=$(nproc)"
+echo "MACHINE $machine_fields"
+exec > >(awk -v m="$machine_fields" '/^BENCH / { print $0 " " m; fflush(); next } { print; fflush() }')
+
 case "$suite" in
   core)
     rows="lenet5_train_b32_t1 lenet5_train_b32_t2 lenet5_eval_b256_t2 mlp_train_b32_t1 mlp_train_b256_t1 twomatmul_train_b16_t1"
+    peer_line 1
+    peer_line 2
     for row in $rows; do
       threads=${row##*_t}
       c=$(OMP_NUM_THREADS=$threads "$build/bench/core_bench" "$row" "$seconds" | awk '{print $2}')
-      t=$(OMP_NUM_THREADS=$threads "$python" "$root/bench/torch_core.py" "$row" "$seconds" | awk '{print $2}')
+      t=$(OMP_NUM_THREADS=$threads peer "$python" "$root/bench/torch_core.py" "$row" "$seconds" | awk '{print $2}')
       ratio=$(awk -v c="$c" -v t="$t" 'BEGIN { printf "%.2f", c / t }')
       echo "BENCH $row cleave=$c torch=$t ratio=$ratio"
     done
@@ -223,15 +250,16 @@ case "$suite" in
     fi
     work=$(mktemp -d)
     field() { tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
+    peer_line 1
     for model in lenet resnet_small resnet50; do
       one=$(OMP_NUM_THREADS=1 "$build/bench/dp_bench" "$model" 32 "$seconds")
       OMP_NUM_THREADS=1 "$bin/cleave-run" --worker_num 2 --log_dir "$work/$model" -- \
         "$build/bench/dp_bench" "$model" 32 "$seconds" >/dev/null
       two=$(grep -h "^dp_" "$work/$model/worker_0.log")
       # A PyTorch job that does not end within 5 minutes counts as no measurement (nan).
-      torch_one=$(OMP_NUM_THREADS=1 timeout 300 "$python" "$root/bench/torch_dp.py" "$model" 32 "$seconds" 1 ||
+      torch_one=$(OMP_NUM_THREADS=1 peer timeout 300 "$python" "$root/bench/torch_dp.py" "$model" 32 "$seconds" 1 ||
         echo "samples_per_s=nan")
-      torch_two=$(OMP_NUM_THREADS=1 timeout 300 "$python" "$root/bench/torch_dp.py" "$model" 32 "$seconds" 2 ||
+      torch_two=$(OMP_NUM_THREADS=1 peer timeout 300 "$python" "$root/bench/torch_dp.py" "$model" 32 "$seconds" 2 ||
         echo "samples_per_s=nan")
       awk -v m="$model" -v c1="$(field samples_per_s <<< "$one")" -v c2="$(field samples_per_s <<< "$two")" \
           -v t1="$(field samples_per_s <<< "$torch_one")" -v t2="$(field samples_per_s <<< "$torch_two")" \
