@@ -17,9 +17,29 @@ int64_t device_count(const DeviceMatrix& dev) {
   return n;
 }
 
+namespace {
+
+// A device matrix a user may pass: at least one axis, every axis of size >= 1.
+void check_device_matrix(const DeviceMatrix& dev, std::string_view where) {
+  CLEAVE_CHECK_ARG(!dev.empty(), "{}: the device matrix is empty; expected at least one axis",
+                   where);
+  for (int64_t d : dev) {
+    CLEAVE_CHECK_ARG(d >= 1, "{}: device matrix {} has an axis of size {}; expected sizes >= 1",
+                     where, device_matrix_to_string(dev), d);
+  }
+}
+
+void check_rank(int64_t rank, const DeviceMatrix& dev, std::string_view where) {
+  check_device_matrix(dev, where);
+  CLEAVE_CHECK_ARG(rank >= 0 && rank < device_count(dev),
+                   "{}: rank {} is outside device matrix {}; expected a rank in 0..{}", where, rank,
+                   device_matrix_to_string(dev), device_count(dev) - 1);
+}
+
+}  // namespace
+
 std::vector<int64_t> rank_to_coordinate(int64_t rank, const DeviceMatrix& dev) {
-  CLEAVE_ASSERT(rank >= 0 && rank < device_count(dev), "rank {} outside device matrix {}", rank,
-                device_matrix_to_string(dev));
+  check_rank(rank, dev, "rank_to_coordinate");
   std::vector<int64_t> c(dev.size());
   for (size_t a = dev.size(); a-- > 0;) {
     c[a] = rank % dev[a];
@@ -29,12 +49,34 @@ std::vector<int64_t> rank_to_coordinate(int64_t rank, const DeviceMatrix& dev) {
 }
 
 int64_t coordinate_to_rank(std::span<const int64_t> coordinate, const DeviceMatrix& dev) {
+  check_device_matrix(dev, "coordinate_to_rank");
+  CLEAVE_CHECK_ARG(
+      coordinate.size() == dev.size(),
+      "coordinate_to_rank: a coordinate of {} entries on device matrix {}; expected {}",
+      coordinate.size(), device_matrix_to_string(dev), dev.size());
   int64_t rank = 0;
-  for (size_t a = 0; a < dev.size(); ++a) rank = rank * dev[a] + coordinate[a];
+  for (size_t a = 0; a < dev.size(); ++a) {
+    CLEAVE_CHECK_ARG(coordinate[a] >= 0 && coordinate[a] < dev[a],
+                     "coordinate_to_rank: coordinate {} on axis {} of device matrix {}; expected "
+                     "0..{}",
+                     coordinate[a], a, device_matrix_to_string(dev), dev[a] - 1);
+    rank = rank * dev[a] + coordinate[a];
+  }
   return rank;
 }
 
 std::vector<int64_t> ranks_along(int64_t rank, const DeviceMatrix& dev, std::span<const int> axes) {
+  check_rank(rank, dev, "ranks_along");
+  std::vector<bool> seen(dev.size(), false);
+  for (int a : axes) {
+    CLEAVE_CHECK_ARG(a >= 0 && a < static_cast<int>(dev.size()) && !seen[static_cast<size_t>(a)],
+                     "ranks_along: axis {} of ({}) is {} device matrix {}; expected distinct axes "
+                     "in 0..{}",
+                     a, fmt::join(axes, ", "),
+                     a >= 0 && a < static_cast<int>(dev.size()) ? "repeated on" : "outside",
+                     device_matrix_to_string(dev), dev.size() - 1);
+    seen[static_cast<size_t>(a)] = true;
+  }
   std::vector<int64_t> c = rank_to_coordinate(rank, dev);
   int64_t count = 1;
   for (int a : axes) count *= dev[static_cast<size_t>(a)];
@@ -73,18 +115,23 @@ Layout::Layout(DeviceMatrix dev, std::vector<DimAxes> tensor_map, std::vector<in
       map_(std::move(tensor_map)),
       partial_(std::move(partial)),
       partial_op_(partial_op) {
-  CLEAVE_ASSERT(!dev_.empty(), "a device matrix has at least one axis");
+  check_device_matrix(dev_, "Layout");
   std::vector<bool> used(dev_.size(), false);
   auto use = [&](int a) {
-    CLEAVE_ASSERT(a >= 0 && a < static_cast<int>(dev_.size()) && !used[static_cast<size_t>(a)],
-                  "layout axis {} is out of range or used twice ({})", a, to_string());
+    CLEAVE_CHECK_ARG(a >= 0 && a < static_cast<int>(dev_.size()),
+                     "Layout: axis {} is outside device matrix {}; expected an axis in 0..{}", a,
+                     device_matrix_to_string(dev_), dev_.size() - 1);
+    CLEAVE_CHECK_ARG(!used[static_cast<size_t>(a)],
+                     "Layout: axis {} is used twice ({}); expected each device axis at most once "
+                     "over the tensor map and the partial axes",
+                     a, to_string());
     used[static_cast<size_t>(a)] = true;
   };
-  for (int64_t d : dev_) CLEAVE_ASSERT(d >= 1, "device axis of size {}", d);
   for (const DimAxes& axes : map_) {
     for (size_t k = 0; k < axes.size(); ++k) {
       use(axes[k]);
-      CLEAVE_ASSERT(k == 0 || axes[k] > axes[k - 1], "axes of a dim must ascend ({})", to_string());
+      CLEAVE_CHECK_ARG(k == 0 || axes[k] > axes[k - 1],
+                       "Layout: the axes of a dimension must ascend ({})", to_string());
     }
   }
   std::sort(partial_.begin(), partial_.end());
@@ -102,6 +149,9 @@ bool Layout::is_replicated() const {
 }
 
 int64_t Layout::splits(int64_t dim) const {
+  CLEAVE_CHECK_ARG(dim >= 0 && dim < tensor_rank(),
+                   "Layout::splits: dimension {} of {}; expected a dimension in 0..{}", dim,
+                   to_string(), tensor_rank() - 1);
   int64_t n = 1;
   for (int a : map_[static_cast<size_t>(dim)]) n *= dev_[static_cast<size_t>(a)];
   return n;
@@ -141,14 +191,19 @@ std::string Layout::check_shape(const Shape& global) const {
 }
 
 Shape Layout::slice_shape(const Shape& global) const {
-  CLEAVE_ASSERT(check_shape(global).empty(), "{} cannot lay out {}: {}", to_string(),
-                global.to_string(), check_shape(global));
+  const std::string why = check_shape(global);
+  CLEAVE_CHECK_ARG(why.empty(), "Layout::slice_shape: {} cannot lay out a tensor of shape {}: {}",
+                   to_string(), global.to_string(), why);
   std::vector<int64_t> dims = global.dims();
   for (size_t d = 0; d < dims.size(); ++d) dims[d] /= splits(static_cast<int64_t>(d));
   return Shape(std::move(dims));
 }
 
 int64_t Layout::slice_index(int64_t dim, int64_t rank) const {
+  CLEAVE_CHECK_ARG(dim >= 0 && dim < tensor_rank(),
+                   "Layout::slice_index: dimension {} of {}; expected a dimension in 0..{}", dim,
+                   to_string(), tensor_rank() - 1);
+  check_rank(rank, dev_, "Layout::slice_index");
   const std::vector<int64_t> c = rank_to_coordinate(rank, dev_);
   int64_t index = 0;
   for (int a : map_[static_cast<size_t>(dim)]) {

@@ -39,8 +39,11 @@ std::string RedistributionPlan::to_string() const {
 }
 
 bool unify_device_matrices(const DeviceMatrix& a, const DeviceMatrix& b, UnifiedMatrix& out) {
-  CLEAVE_ASSERT(device_count(a) == device_count(b), "unify {} and {}: different device counts",
-                device_matrix_to_string(a), device_matrix_to_string(b));
+  CLEAVE_CHECK_ARG(device_count(a) == device_count(b),
+                   "unify_device_matrices: {} and {} have different device counts ({} and {}); "
+                   "expected the same",
+                   device_matrix_to_string(a), device_matrix_to_string(b), device_count(a),
+                   device_count(b));
   // The cumulative products from the left are the boundaries of each matrix's axes in the rank's
   // mixed-radix digits; the common matrix has both sets of boundaries, which must divide each
   // other in order.
@@ -327,12 +330,19 @@ RedistributionPlan plan_uncached(const Layout& from, const Layout& to, const Sha
 
 const RedistributionPlan& plan_redistribution(const Layout& from, const Layout& to,
                                               const Shape& global, DType dtype) {
-  CLEAVE_ASSERT(from.num_devices() == to.num_devices() && from.tensor_rank() == global.rank() &&
-                    to.tensor_rank() == global.rank(),
-                "redistribution of {} from {} to {}", global.to_string(), from.to_string(),
-                to.to_string());
-  CLEAVE_ASSERT(!to.is_partial() || to.normalized().partial() == from.normalized().partial(),
-                "redistribution to a partial layout {} from {}", to.to_string(), from.to_string());
+  CLEAVE_CHECK_ARG(from.num_devices() == to.num_devices(),
+                   "plan_redistribution: {} is on {} devices and {} on {}; expected the same "
+                   "device count",
+                   from.to_string(), from.num_devices(), to.to_string(), to.num_devices());
+  for (const Layout* l : {&from, &to}) {
+    const std::string why = l->check_shape(global);
+    CLEAVE_CHECK_ARG(why.empty(), "plan_redistribution: {} cannot lay out a tensor of shape {}: {}",
+                     l->to_string(), global.to_string(), why);
+  }
+  CLEAVE_CHECK_ARG(!to.is_partial() || to.normalized().partial() == from.normalized().partial(),
+                   "plan_redistribution: the target {} is partial over other axes than {}; "
+                   "expected a complete target or the same partial axes",
+                   to.to_string(), from.to_string());
   // The key is the layouts' and shape's numbers (formatting them as text cost more than the
   // propagation's whole choice).
   static std::mutex mutex;

@@ -30,7 +30,8 @@ namespace cleave::parallel {
 using DeviceMatrix = std::vector<int64_t>;
 
 int64_t device_count(const DeviceMatrix& dev);
-// Row-major, last axis fastest. `rank` must be in [0, device_count).
+// Row-major, last axis fastest. An Error for a rank outside [0, device_count), a coordinate of
+// the wrong length or out of range, and axes out of range or repeated (ranks_along).
 std::vector<int64_t> rank_to_coordinate(int64_t rank, const DeviceMatrix& dev);
 int64_t coordinate_to_rank(std::span<const int64_t> coordinate, const DeviceMatrix& dev);
 // The ranks whose coordinates equal `rank`'s on every axis not in `axes`, ordered by their
@@ -51,8 +52,8 @@ class Layout {
 
   // A scalar layout on one device.
   Layout() : dev_{1} {}
-  // Checks the NOTE's rules (broken invariant when violated: layouts are made by cleave, and user
-  // strategies are checked before they become layouts).
+  // Checks the NOTE's rules: an Error names the rule a layout breaks (an empty device matrix, an
+  // axis of size < 1, an axis out of range or used twice, a dimension's axes not ascending).
   Layout(DeviceMatrix dev, std::vector<DimAxes> tensor_map, std::vector<int> partial = {},
          PartialOp partial_op = PartialOp::kSum);
   // Every rank holds the whole tensor of rank `tensor_rank`.
@@ -70,7 +71,8 @@ class Layout {
   // The layout once its pending reduction is done: the partial axes become replica axes.
   Layout completed() const { return is_partial() ? Layout(dev_, map_) : *this; }
 
-  // Number of slices of dimension `dim`.
+  // Number of slices of dimension `dim` (an Error for a dimension out of range, as in
+  // slice_index; slice_shape and slice_offset throw for a shape check_shape() refuses).
   int64_t splits(int64_t dim) const;
   // Axes that hold replicas: neither in the map nor partial.
   std::vector<int> replica_axes() const;

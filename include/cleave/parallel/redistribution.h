@@ -51,10 +51,10 @@ struct RedistributionPlan {
 };
 
 // The cheapest plan from `from` to `to` for a tensor of global shape `global` (NOTE
-// [Redistribution]); cached, thread-safe. Both layouts must describe `global` on the same number
-// of devices (a broken invariant otherwise); `to` must not be partial unless it has the same
-// partial axes as `from`. (A Bool tensor is planned as Int32: redistribute() casts it around
-// the collectives.)
+// [Redistribution]); cached, thread-safe. Both layouts must lay out `global` on the same number
+// of devices, and `to` must not be partial unless it has the same partial axes as `from`: an
+// Error says which rule is broken otherwise. (A Bool tensor is planned as Int32: redistribute()
+// casts it around the collectives.)
 const RedistributionPlan& plan_redistribution(const Layout& from, const Layout& to,
                                               const Shape& global, DType dtype);
 
