@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -144,21 +145,30 @@ TEST(CalibratedCostModel, MonotoneInWorkBytesAndGroupSize) {
 }
 
 // The shipped profile's model is close to what was measured: compute exactly at its points (or
-// the larger time of a smaller point), collectives within the alpha-beta fit's error.
+// the larger time of a smaller point), collectives as close as a two-parameter fit follows a
+// measurement on a shared machine (a loop disturbed by another process is slower than the fit
+// says): for each backend, the median point within 1.5x of the model, 90% within 2x, none off by
+// more than 10x.
 TEST(CalibratedCostModel, DefaultProfileModelIsCloseToItsMeasuredPoints) {
   const MachineProfile& p = default_machine_profile();
   for (const char* backend : {"shm", "gloo"}) {
     const CalibratedCostModel m(p, {.backend = backend});
+    std::vector<double> errors;  // |log(model / measured)|
     for (const auto& [c, fits] : p.backends.at(backend).collectives) {
       for (const CollectiveFit& f : fits) {
         for (const CollectivePoint& pt : f.points) {
           const double s = m.collective_s(c, pt.bytes_sent, f.group_size);
-          EXPECT_LT(std::abs(std::log(s / pt.seconds)), std::log(3.0))
+          errors.push_back(std::abs(std::log(s / pt.seconds)));
+          EXPECT_LT(errors.back(), std::log(10.0))
               << backend << " " << collective_key(c) << " n=" << f.group_size << " bytes "
               << pt.bytes_sent << ": model " << s << " s, measured " << pt.seconds << " s";
         }
       }
     }
+    ASSERT_FALSE(errors.empty()) << backend;
+    std::sort(errors.begin(), errors.end());
+    EXPECT_LT(errors[errors.size() / 2], std::log(1.5)) << backend << ": median";
+    EXPECT_LT(errors[errors.size() * 9 / 10], std::log(2.0)) << backend << ": 90th percentile";
   }
   for (const ComputeTable& t : p.compute) {
     const CalibratedCostModel m(p, {.backend = "shm", .threads = t.threads});
