@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cleave/parallel/calibrated_cost_model.h"
 #include "cleave/parallel/sharding_rule.h"
 
 namespace cleave::parallel {
@@ -116,9 +117,6 @@ double ConstantCostModel::collective_s(Collective c, double bytes_sent, int64_t 
   return steps * rates_.latency_s + bytes_sent / rates_.bandwidth_bytes_per_s;
 }
 
-const CostModel& default_cost_model() {
-  static const ConstantCostModel model;
-  return model;
-}
+const CostModel& default_cost_model() { return cost_model_for_profile(""); }
 
 }  // namespace cleave::parallel

@@ -4,6 +4,7 @@
 
 #include "cleave/core/error.h"
 #include "cleave/ir/graph.h"
+#include "cleave/parallel/machine_profile.h"
 
 namespace cleave::runtime {
 namespace {
@@ -125,6 +126,13 @@ void set_auto_parallel_context(const AutoParallelContext& context) {
       "{}: strategy_ckpt_save_file / strategy_ckpt_load_file hold operator strategies, which "
       "only SEMI_AUTO_PARALLEL and AUTO_PARALLEL have; parallel_mode is {}",
       who, parallel_mode_name(context.parallel_mode));
+  if (!context.cost_model_profile.empty()) {
+    try {
+      parallel::load_machine_profile(context.cost_model_profile);
+    } catch (const Error& e) {
+      CLEAVE_FAIL("{}: cost_model_profile: {}", who, e.what());
+    }
+  }
   global_auto_parallel_context() = context;
 }
 

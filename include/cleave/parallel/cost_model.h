@@ -55,8 +55,8 @@ class CostModel {
   double redistribution_s(const RedistributionPlan& plan) const;
 };
 
-// A model of constant throughputs, latency and bandwidth: what cleave plans with when no machine
-// profile is given. The defaults are round figures of one core of a current x86 server.
+// A model of constant throughputs, latency and bandwidth (for tests and what-if planning). The
+// defaults are round figures of one core of a current x86 server.
 class ConstantCostModel : public CostModel {
  public:
   struct Rates {
@@ -76,7 +76,9 @@ class ConstantCostModel : public CostModel {
   Rates rates_;
 };
 
-// The model the search uses when the context names no machine profile.
+// The model the search uses when the context names no machine profile: the calibrated model
+// (cleave/parallel/calibrated_cost_model.h) of the profile shipped with cleave, for ranks on one
+// host (backend "shm"), one thread per rank; cost_model_for_profile("").
 const CostModel& default_cost_model();
 
 }  // namespace cleave::parallel

@@ -80,6 +80,10 @@ struct AutoParallelContext {
   // (cleave/parallel/strategy_file.h, NOTE [Strategy file]).
   std::string strategy_ckpt_save_file;
   std::string strategy_ckpt_load_file;
+  // The machine profile (JSON, written by cleave-calibrate) whose calibrated cost model the
+  // strategy search plans with (cleave/parallel/calibrated_cost_model.h); empty: the profile
+  // shipped with cleave. set_auto_parallel_context reads and checks the file.
+  std::string cost_model_profile;
   // For a placed network (Cell::place / Primitive::place after cleave::init()): > 1 splits each
   // training batch into this many micro-batches (the batch size must be divisible by it) that run
   // through the placed stages on a 1F1B schedule, so that ranks compute at the same time;

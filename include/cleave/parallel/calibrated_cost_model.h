@@ -1,0 +1,83 @@
+// The cost model of a machine profile (cleave/parallel/machine_profile.h): seconds from what the
+// machine was measured to do.
+//
+// NOTE [Calibrated cost model]
+// Compute. A compute class's measured points (work w_i, rate r_i), ascending in work, give times
+// t_i = w_i / r_i, made non-decreasing (a point measured faster than a smaller one takes the
+// smaller one's time: noise, never a real speed-up of more work). The time of work w is
+//   w <= w_0:          t_0                         small ops are latency-bound: dispatch, setup
+//   w_i < w <= w_i+1:  t_i + (w - w_i) (t_i+1 - t_i) / (w_i+1 - w_i)        linear between points
+//   w > w_last:        t_last + (w - w_last) / r_last                 the largest point's rate
+// so the model passes through every measured point and is non-decreasing in w. A matmul or a
+// convolution takes max(its flops' time, its bytes' time as memory traffic); a memory-bound op its
+// bytes' time. The table used is that of the thread count asked for (Options::threads), or the
+// nearest measured.
+// Communication. A collective over n ranks in which each rank sends b bytes (the ring figure of
+// the redistribution planner) takes latency(n) + b * seconds_per_byte(n), the fit measured for
+// the job's backend (Options::backend) at group size n. Between measured group sizes both terms
+// are interpolated linearly in n; below the smallest measured, the smallest's; above the largest
+// m, the latency grows with the ring's steps, latency(m) (n - 1) / (m - 1), and the time per byte
+// stays latency(m)'s (b already grows with n). Both terms are made non-decreasing in n first, so
+// a larger group never costs less. A group of one costs 0.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cleave/parallel/cost_model.h"
+#include "cleave/parallel/machine_profile.h"
+
+namespace cleave::parallel {
+
+class CalibratedCostModel : public CostModel {
+ public:
+  struct Options {
+    // The backend the job's collectives use: "shm" for several ranks on one host (cleave's gloo
+    // groups go through shared memory there), "gloo" (TCP) across hosts, "mpi", "nccl".
+    std::string backend = "shm";
+    // OpenMP threads per rank. 1 by default: the ranks of a job on one host share its cores, so
+    // a rank computes at about one core's rate (NOTE [Calibrated cost model]).
+    int64_t threads = 1;
+  };
+
+  // Throws Error when the profile has not measured options.backend (with the profile's reason)
+  // or options.threads < 1; `source` names the profile in errors.
+  CalibratedCostModel(const MachineProfile& profile, const Options& options,
+                      const std::string& source = "the machine profile");
+  explicit CalibratedCostModel(const MachineProfile& profile)
+      : CalibratedCostModel(profile, Options{}) {}
+
+  double compute_s(ShardingRule::ComputeClass cls, double flops, double bytes) const override;
+  double collective_s(Collective c, double bytes_sent, int64_t group_size) const override;
+
+  int64_t threads() const { return threads_; }  // the thread count of the table in use
+  const std::string& backend() const { return backend_; }
+
+ private:
+  struct Curve {  // a compute class: work -> seconds (NOTE [Calibrated cost model])
+    std::vector<double> work, seconds;
+    double last_rate = 0;
+    double at(double w) const;
+  };
+  struct GroupFit {
+    int64_t group_size;
+    double latency_s, seconds_per_byte;
+  };
+  static Curve curve_of(const std::vector<ComputePoint>& points);
+
+  int64_t threads_ = 1;
+  std::string backend_;
+  Curve matmul_, convolution_, memory_;
+  std::map<Collective, std::vector<GroupFit>> collectives_;
+};
+
+// The cost model of the profile at `path` for a job on `options.backend` (loaded once per path
+// and options, kept for the process); "" is the shipped default profile. The first model of a
+// profile measured on another machine prints the warning of warn_if_other_machine. Throws Error
+// when the file cannot be read or is not a valid profile.
+const CostModel& cost_model_for_profile(const std::string& path,
+                                        const CalibratedCostModel::Options& options = {});
+
+}  // namespace cleave::parallel
