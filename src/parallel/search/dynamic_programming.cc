@@ -26,6 +26,8 @@ namespace cleave::parallel {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// The most candidate pairs an edge a star elimination makes may hold.
+constexpr int64_t kMaxEdgeCells = int64_t{1} << 18;
 
 struct Entry {
   double cost = 0, mem = 0;
@@ -285,7 +287,7 @@ class Engine {
         for (const WorkNode* side : {&n, &m}) {
           for (int f : side->edges) {
             const int x = other(edges_[static_cast<size_t>(f)], side == &n ? int(v) : u);
-            fits = fits && product * nodes_[static_cast<size_t>(x)].candidates <= (1 << 20);
+            fits = fits && product * nodes_[static_cast<size_t>(x)].candidates <= kMaxEdgeCells;
           }
         }
         if (!fits) continue;
