@@ -1,5 +1,5 @@
 // set_auto_parallel_context: every bad value or combination is an error that names the field and
-// what is allowed; the searches not built yet say so (kUnimplemented), never fall back silently.
+// what is allowed; the search not built yet says so (kUnimplemented), never falls back silently.
 #include <gtest/gtest.h>
 
 #include "cleave/runtime/context.h"
