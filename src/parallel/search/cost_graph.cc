@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "cleave/core/error.h"
 #include "cleave/parallel/redistribution.h"
@@ -41,7 +42,8 @@ class Builder {
         index_(g.nodes.size(), -1),
         shardings_(g.nodes.size()),
         metas_(g.nodes.size()),
-        fixed_(g.nodes.size()) {}
+        fixed_(g.nodes.size()),
+        users_(g.nodes.size()) {}
 
   CostGraph build() {
     CLEAVE_CHECK_ARG(o_.step_parallel.device_num >= 1,
@@ -88,7 +90,10 @@ class Builder {
 
   void add_operator(size_t i) {
     const Node& n = g_.nodes[i];
-    for (const ValueRef& v : n.inputs) metas_[i].push_back(g_.meta(v));
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      metas_[i].push_back(g_.meta(n.inputs[k]));
+      users_[static_cast<size_t>(n.inputs[k].node)].emplace_back(i, k);
+    }
     const RuleContext ctx = context(i);
     const ShardingRule* rule = find_rule(*n.op);
     CLEAVE_CHECK_ARG(rule != nullptr,
@@ -133,26 +138,21 @@ class Builder {
     node.kind = CostNode::Kind::kParameter;
     node.graph_node = static_cast<int>(p);
     node.name = fmt::format("parameter '{}'", param.name);
-    std::map<std::string, int> seen;
-    for (size_t i = 0; i < g_.nodes.size(); ++i) {
-      const Node& n = g_.nodes[i];
-      if (!n.is_op()) continue;
-      for (size_t k = 0; k < n.inputs.size(); ++k) {
-        if (n.inputs[k].node != static_cast<int>(p)) continue;
-        for (const OpSharding& s : shardings_[i]) {
-          const Layout& l = s.inputs[k];
-          if (!seen.emplace(l.normalized().to_string(), 0).second) continue;
-          double cost = 0;
-          if (o_.training && l.replicas() > 1) {
-            const double n_ranks = static_cast<double>(l.replicas());
-            const double sent = 2 * slice_bytes(meta, l) * (n_ranks - 1) / n_ranks;
-            cost = f_.beta * model_.collective_s(Collective::kAllReduce, sent, l.replicas());
-          }
-          node.cost.push_back(cost);
-          node.memory_bytes.push_back(0);
-          node.labels.push_back(l.to_string());
-          layouts_.emplace(std::make_pair(p, node.cost.size() - 1), l);
+    std::set<std::string> seen;
+    for (const auto& [i, k] : users_[p]) {
+      for (const OpSharding& s : shardings_[i]) {
+        const Layout& l = s.inputs[k];
+        if (!seen.insert(l.normalized().to_string()).second) continue;
+        double cost = 0;
+        if (o_.training && l.replicas() > 1) {
+          const double n_ranks = static_cast<double>(l.replicas());
+          const double sent = 2 * slice_bytes(meta, l) * (n_ranks - 1) / n_ranks;
+          cost = f_.beta * model_.collective_s(Collective::kAllReduce, sent, l.replicas());
         }
+        node.cost.push_back(cost);
+        node.memory_bytes.push_back(0);
+        node.labels.push_back(l.to_string());
+        layouts_.emplace(std::make_pair(p, node.cost.size() - 1), l);
       }
     }
     if (node.cost.empty()) return;  // read by no op
@@ -202,8 +202,9 @@ class Builder {
   std::vector<int> index_;  // per graph node: its cost node, -1 for none
   std::vector<std::vector<OpSharding>> shardings_;
   std::vector<std::vector<ir::TensorMeta>> metas_;
-  std::vector<std::optional<Layout>> fixed_;             // graph inputs and constants
-  std::map<std::pair<size_t, size_t>, Layout> layouts_;  // (parameter, candidate) -> layout
+  std::vector<std::optional<Layout>> fixed_;                   // graph inputs and constants
+  std::map<std::pair<size_t, size_t>, Layout> layouts_;        // (parameter, candidate) -> layout
+  std::vector<std::vector<std::pair<size_t, size_t>>> users_;  // per node: (op, input index)
   CostGraph out_;
 };
 

@@ -286,7 +286,8 @@ class Engine {
         bool fits = true;
         for (const WorkNode* side : {&n, &m}) {
           for (int f : side->edges) {
-            const int x = other(edges_[static_cast<size_t>(f)], side == &n ? int(v) : u);
+            const int x =
+                other(edges_[static_cast<size_t>(f)], side == &n ? static_cast<int>(v) : u);
             fits = fits && product * nodes_[static_cast<size_t>(x)].candidates <= kMaxEdgeCells;
           }
         }
