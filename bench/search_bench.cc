@@ -6,6 +6,10 @@
 //   search_bench residual DEVICES OPS   OPS / 4 blocks of MatMul -> BiasAdd -> ReLU -> Add (a
 //                                       residual), hidden size 4096 (shard_bench's generated graph
 //                                       with no strategy given)
+//   search_bench text DEVICES FILE      the graph of an IR text (ir::parse_file), e.g. seed 001's
+//                                       traced ResNet-50 (tests/runtime/golden/seeds/
+//                                       001_resnet50_data_parallel/train_step/01_trace.ir), its
+//                                       inputs read whole by every rank (full_batch)
 //
 // Prints "ROW <graph>_<ops>_d<devices> build_ms=<cost graph> solve_ms=<dynamic programming>
 // total_ms=<search_strategies> ops=<ops> candidates=<all nodes'> eliminations=<n> exact=<nodes
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "cleave/cleave.h"
+#include "cleave/ir/parse.h"
 #include "cleave/parallel/search.h"
 
 namespace {
@@ -95,12 +100,16 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-int run(const std::string& which, int64_t devices, int64_t ops) {
+int run(const std::string& which, int64_t devices, const std::string& arg) {
   std::vector<double> build_ms, solve_ms, total_ms;
   parallel::SearchReport report;
   parallel::SearchOptions o{.step_parallel = {.device_num = devices}};
+  if (which == "text") o.step_parallel.dataset = parallel::DatasetSplit::kFullBatch;
+  const int64_t ops = which == "text" ? 0 : std::atoll(arg.c_str());
   for (int k = 0; k < 4; ++k) {
-    Graph g = which == "chain" ? chain(ops) : residual(ops);
+    Graph g = which == "chain"      ? chain(ops)
+              : which == "residual" ? residual(ops)
+                                    : ir::parse_file(arg).graph;
     auto t0 = std::chrono::steady_clock::now();
     const parallel::CostGraph cost = parallel::build_cost_graph(g, o);
     const double build = ms_since(t0);
@@ -118,9 +127,10 @@ int run(const std::string& which, int64_t devices, int64_t ops) {
   std::printf(
       "ROW %s_%lld_d%lld build_ms=%.1f solve_ms=%.1f total_ms=%.1f ops=%d candidates=%lld "
       "eliminations=%d exact=%d cost_ms=%.4g\n",
-      which.c_str(), static_cast<long long>(ops), static_cast<long long>(devices), median(build_ms),
-      median(solve_ms), median(total_ms), report.ops, static_cast<long long>(report.candidates),
-      report.result.eliminations.total(), report.result.exact_nodes, report.result.cost * 1e3);
+      which.c_str(), static_cast<long long>(report.ops), static_cast<long long>(devices),
+      median(build_ms), median(solve_ms), median(total_ms), report.ops,
+      static_cast<long long>(report.candidates), report.result.eliminations.total(),
+      report.result.exact_nodes, report.result.cost * 1e3);
   return 0;
 }
 
@@ -128,13 +138,14 @@ int run(const std::string& which, int64_t devices, int64_t ops) {
 
 int main(int argc, char** argv) {
   const std::string which = argc == 4 ? argv[1] : "";
-  if ((which != "chain" && which != "residual") || std::atoll(argv[2]) < 1 ||
-      std::atoll(argv[3]) < 4) {
-    std::fprintf(stderr, "usage: search_bench chain|residual DEVICES OPS (OPS >= 4)\n");
+  if ((which != "chain" && which != "residual" && which != "text") || std::atoll(argv[2]) < 1 ||
+      (which != "text" && std::atoll(argv[3]) < 4)) {
+    std::fprintf(stderr,
+                 "usage: search_bench chain|residual DEVICES OPS (OPS >= 4) | text DEVICES FILE\n");
     return 2;
   }
   try {
-    return run(which, std::atoll(argv[2]), std::atoll(argv[3]));
+    return run(which, std::atoll(argv[2]), argv[3]);
   } catch (const Error& e) {
     std::fprintf(stderr, "search_bench: %s\n", e.what());
     return 1;
