@@ -3,8 +3,10 @@
 // (num_shards = get_group_size(), shard_id = get_rank()), the compiled training step all-reduces
 // the gradients in buckets that overlap the backward pass and averages them (mirror_mean), and
 // parameter_broadcast starts every rank from rank 0's weights, so all ranks hold the same
-// parameters after every step. The seed's AUTO_PARALLEL variant needs the cost-model strategy
-// search, which cleave does not have yet: --parallel-mode auto says so.
+// parameters after every step. The seed's AUTO_PARALLEL variant (--parallel-mode auto) has the
+// dynamic-programming search choose every operator's strategy from the cost model
+// (cleave/parallel/search.h); its ranks start from the same seed, since a sharded parameter is
+// sliced from each rank's own initial value (the seed sets no parameter_broadcast there).
 //
 // Started by run.sh (the seed's script: a device<i> folder per rank, RANK_ID, DEVICE_ID and a rank
 // table), under cleave-run, mpirun, or alone (one process). DATA_PATH or --data-path names the
@@ -99,7 +101,7 @@ std::pair<uint64_t, double> fingerprint(const nn::Cell& net) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Seed 001: ResNet-50 on CIFAR-10, data parallel across processes."};
+  CLI::App app{"Seed 001: ResNet-50 on CIFAR-10, data or auto parallel across processes."};
   std::vector<cleave::flags::Variable> variables = {
       {"DATA_PATH", "the cifar-10-batches-bin folder (--data-path)"},
       {"RANK_TABLE_FILE", "a rank table (seed 001's MINDSPORE_HCCL_CONFIG_PATH too), with RANK_ID"},
@@ -123,8 +125,8 @@ int main(int argc, char** argv) {
   app.add_option("--network", o.network, "resnet50 (the seed's) or resnet_small")
       ->check(cleave::flags::one_of({"resnet50", "resnet_small"}));
   app.add_option("--parallel-mode", o.parallel_mode,
-                 "data (DATA_PARALLEL, the seed's first variant) or auto (AUTO_PARALLEL with the "
-                 "strategy search, not built yet)")
+                 "data (DATA_PARALLEL, the seed's first variant) or auto (AUTO_PARALLEL: the "
+                 "dynamic-programming strategy search, every rank from the same seed)")
       ->check(cleave::flags::one_of({"data", "auto"}));
   app.add_option("--parameter-broadcast", o.parameter_broadcast,
                  "broadcast rank 0's initial parameters (true, MindSpore's default in data "
@@ -135,8 +137,8 @@ int main(int argc, char** argv) {
                  "AllReduce per gradient)")
       ->check(cleave::flags::non_negative_number());
   app.add_option("--seed", o.seed,
-                 "seed of the weights and the data augmentation (each rank adds its rank to "
-                 "it, so that parameter_broadcast has something to do)");
+                 "seed of the weights and the data augmentation (in data parallel mode each rank "
+                 "adds its rank to it, so that parameter_broadcast has something to do)");
   if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
   if (o.data_path.empty()) {
     std::fprintf(stderr,
@@ -150,15 +152,15 @@ int main(int argc, char** argv) {
     init();
     const int rank_id = get_rank();
     const int rank_size = get_group_size();
-    set_seed(o.seed + static_cast<uint64_t>(rank_id));
+    const bool auto_parallel = o.parallel_mode == "auto";
+    set_seed(o.seed + (auto_parallel ? 0 : static_cast<uint64_t>(rank_id)));
 
     const int64_t num_classes = 10;
     runtime::AutoParallelContext parallel;
     if (rank_size > 1) {
-      parallel.parallel_mode =
-          o.parallel_mode == "auto" ? runtime::AUTO_PARALLEL : runtime::DATA_PARALLEL;
+      parallel.parallel_mode = auto_parallel ? runtime::AUTO_PARALLEL : runtime::DATA_PARALLEL;
       parallel.mirror_mean = true;
-      parallel.parameter_broadcast = o.parameter_broadcast;
+      parallel.parameter_broadcast = !auto_parallel && o.parameter_broadcast;
       parallel.bucket_cap_mb = o.bucket_cap_mb;
       runtime::set_auto_parallel_context(parallel);
     }

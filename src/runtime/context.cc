@@ -66,9 +66,10 @@ void set_auto_parallel_context(const AutoParallelContext& context) {
                    "{}: search_mode is \"{}\"; expected \"sharding_propagation\", "
                    "\"dynamic_programming\" or \"recursive_programming\"",
                    who, search);
-  if (context.parallel_mode == AUTO_PARALLEL && search != "sharding_propagation") {
+  if (context.parallel_mode == AUTO_PARALLEL && search == "recursive_programming") {
     CLEAVE_UNIMPLEMENTED(
         "{}: search_mode \"{}\" is not built yet; AUTO_PARALLEL supports "
+        "\"dynamic_programming\" (every operator's strategy searched from the cost model) and "
         "\"sharding_propagation\" (give a few operators a strategy with shard(), the others "
         "follow)",
         who, search);

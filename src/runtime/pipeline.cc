@@ -16,6 +16,7 @@
 #include "cleave/parallel/data_parallel.h"
 #include "cleave/parallel/partition.h"
 #include "cleave/parallel/propagation.h"
+#include "cleave/parallel/search.h"
 #include "cleave/parallel/step_parallel.h"
 #include "cleave/parallel/strategy_file.h"
 #include "cleave/runtime/sharded_parameters.h"
@@ -119,6 +120,29 @@ void propagate_strategies(CompileState& s) {
       "sharding propagation: {} edge{} between operators need a redistribution (inserted; see "
       "the step_parallel_begin dump):{}",
       r.inconsistencies.size(), r.inconsistencies.size() == 1 ? "" : "s", lines));
+}
+
+// AUTO_PARALLEL's search, as search_mode names it: sharding propagation, or the dynamic
+// programming (NOTE [Dynamic programming search]), of which rank 0 prints a summary line.
+void search_strategies(CompileState& s) {
+  const std::string& mode = s.options.search_mode;
+  if (mode == "dynamic_programming") {
+    const parallel::SearchReport r = parallel::search_strategies(
+        s.graph, {.step_parallel = s.options.step_parallel, .training = s.program.training()});
+    s.messages.push_back(r.summary());
+    return;
+  }
+  if (mode == "recursive_programming") {
+    CLEAVE_UNIMPLEMENTED(
+        "{}: search_mode \"recursive_programming\" is not built yet; use "
+        "\"dynamic_programming\" or \"sharding_propagation\"",
+        s.program.name);
+  }
+  CLEAVE_CHECK_ARG(mode.empty() || mode == "sharding_propagation",
+                   "{}: search_mode is \"{}\"; expected \"sharding_propagation\", "
+                   "\"dynamic_programming\" or \"recursive_programming\"",
+                   s.program.name, mode);
+  propagate_strategies(s);
 }
 
 void step_parallel_begin(CompileState& s) {
@@ -271,9 +295,12 @@ const std::vector<Pass>& compile_passes() {
        "SEMI_AUTO/AUTO_PARALLEL with strategy_ckpt_load_file",
        [](const CompileState& s) { return sharded(s) && !s.options.strategy_load_file.empty(); },
        load_strategy_file, D::kNone},
-      {"propagate_strategies", "strategies spread from the shard() ones to their neighbours",
+      // One pass for every search_mode: the dumps after it keep their numbers whichever runs.
+      {"search_strategies",
+       "every op's strategy: spread from the shard() ones (sharding_propagation) or searched "
+       "on the cost graph (dynamic_programming)",
        "AUTO_PARALLEL", [](const CompileState& s) { return s.options.mode == AUTO_PARALLEL; },
-       propagate_strategies, D::kNone},
+       search_strategies, D::kNone},
       {"step_parallel_begin", "every op's strategy (given or derived) and its layouts",
        "SEMI_AUTO/AUTO_PARALLEL", sharded, step_parallel_begin},
       {"save_strategy_file", "the strategies and layouts written to strategy_ckpt_save_file",

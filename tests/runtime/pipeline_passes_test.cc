@@ -284,7 +284,7 @@ CompileOptions seed003_options(int64_t rank) {
 TEST(PipelinePasses, PropagationAndStepParallelBeginGiveTheSeedsStrategies) {
   const fs::path seed = kSeeds / "003_sharding_propagation";
   auto c = from_file(seed / "train_step/01_trace.ir", seed003_options(0));
-  run_pass("propagate_strategies", c->state);
+  run_pass("search_strategies", c->state);
   for (const ir::Node& n : c->state.graph.nodes) {
     if (n.is_op()) EXPECT_FALSE(n.strategy.empty()) << n.name << " got no strategy";
   }
@@ -299,7 +299,7 @@ TEST(PipelinePasses, StrategyFilesWrittenAndReadBackGiveTheSameStrategies) {
   CompileOptions o = seed003_options(0);
   o.strategy_save_file = o.strategy_load_file = file.string();
   auto saved = from_file(seed / "train_step/01_trace.ir", o);
-  run_pass("propagate_strategies", saved->state);
+  run_pass("search_strategies", saved->state);
   run_pass("step_parallel_begin", saved->state);
   run_pass("save_strategy_file", saved->state);
   auto loaded = from_file(seed / "train_step/01_trace.ir", o);
@@ -308,6 +308,85 @@ TEST(PipelinePasses, StrategyFilesWrittenAndReadBackGiveTheSameStrategies) {
     EXPECT_EQ(loaded->state.graph.nodes[i].strategy, saved->state.graph.nodes[i].strategy) << i;
   }
   fs::remove(file);
+}
+
+// ---- the dynamic-programming search (4 devices) ----
+
+// An MLP of small weights on a large batch: x (1024, 16) · w1 (16, 16), ReLU, · w2 (16, 16), MSE
+// against the label, and its mean, whose strategy is given. Splitting the batch costs no
+// redistribution and all-reduces only the small gradients; any other plan moves (1024, 16)
+// activations.
+constexpr const char* kSmallWeights = R"(# IR entry: @train_step
+%para1_data: <Tensor[Float32], (1024, 16)> : input
+%para2_label: <Tensor[Float32], (1024, 16)> : input
+%para3_w1: <Tensor[Float32], (16, 16)> : parameter
+%para4_w2: <Tensor[Float32], (16, 16)> : parameter
+
+subgraph @train_step(%para1_data, %para2_label, %para3_w1, %para4_w2) {
+  %4(out) = MatMul(%para1_data, %para3_w1) {instance name: matmul} primitive_attrs: {transpose_a: false, transpose_b: false}
+      : (<Tensor[Float32], (1024, 16)>, <Tensor[Float32], (16, 16)>) -> (<Tensor[Float32], (1024, 16)>)
+      # scope: (Default/network-WithLossCell/_backbone-Mlp)
+  %5(out) = ReLU(%4) {instance name: relu}
+      : (<Tensor[Float32], (1024, 16)>) -> (<Tensor[Float32], (1024, 16)>)
+      # scope: (Default/network-WithLossCell/_backbone-Mlp)
+  %6(out) = MatMul(%5, %para4_w2) {instance name: matmul2} primitive_attrs: {transpose_a: false, transpose_b: false}
+      : (<Tensor[Float32], (1024, 16)>, <Tensor[Float32], (16, 16)>) -> (<Tensor[Float32], (1024, 16)>)
+      # scope: (Default/network-WithLossCell/_backbone-Mlp)
+  %7(out) = MSE(%6, %para2_label) {instance name: mse}
+      : (<Tensor[Float32], (1024, 16)>, <Tensor[Float32], (1024, 16)>) -> (<Tensor[Float32], (1024, 16)>)
+      # scope: (Default/network-WithLossCell/_loss_fn-MSELoss)
+  %8(out) = ReduceMean(%7) {instance name: reducemean} primitive_attrs: {axis: (), keep_dims: false} {in_strategy: ((4, 1))}
+      : (<Tensor[Float32], (1024, 16)>) -> (<Tensor[Float32], ()>)
+      # scope: (Default/network-WithLossCell/_loss_fn-MSELoss)
+  return(%8)
+}
+)";
+
+TEST(PipelinePasses, TheDynamicProgrammingSearchGivesEveryOpAStrategy) {
+  auto c = from_text(kSmallWeights, {.world_size = 4,
+                                     .mode = AUTO_PARALLEL,
+                                     .search_mode = "dynamic_programming",
+                                     .device_num = 4});
+  c->options.step_parallel.device_num = 4;
+  c->train_with_momentum(0.1, 0.9);
+  run_pass("search_strategies", c->state);
+  EXPECT_EQ(c->text(), R"(# IR entry: @train_step
+# Total inputs: 2
+# Total params: 2
+# Total ops: 5
+%para1_data: <Tensor[Float32], (1024, 16)> : input
+%para2_label: <Tensor[Float32], (1024, 16)> : input
+%para3_w1: <Tensor[Float32], (16, 16)> : parameter
+%para4_w2: <Tensor[Float32], (16, 16)> : parameter
+
+subgraph @train_step(%para1_data, %para2_label, %para3_w1, %para4_w2) {
+  %4(out) = MatMul(%para1_data, %para3_w1) {instance name: matmul} primitive_attrs: {transpose_a: false, transpose_b: false} {in_strategy: ((4, 1), (1, 1)), derived: true}
+      : (<Tensor[Float32], (1024, 16)>, <Tensor[Float32], (16, 16)>) -> (<Tensor[Float32], (1024, 16)>)
+      # scope: (Default/network-WithLossCell/_backbone-Mlp)
+  %5(out) = ReLU(%4) {instance name: relu} {in_strategy: ((4, 1)), derived: true}
+      : (<Tensor[Float32], (1024, 16)>) -> (<Tensor[Float32], (1024, 16)>)
+      # scope: (Default/network-WithLossCell/_backbone-Mlp)
+  %6(out) = MatMul(%5, %para4_w2) {instance name: matmul2} primitive_attrs: {transpose_a: false, transpose_b: false} {in_strategy: ((4, 1), (1, 1)), derived: true}
+      : (<Tensor[Float32], (1024, 16)>, <Tensor[Float32], (16, 16)>) -> (<Tensor[Float32], (1024, 16)>)
+      # scope: (Default/network-WithLossCell/_backbone-Mlp)
+  %7(out) = MSE(%6, %para2_label) {instance name: mse} {in_strategy: ((4, 1), (4, 1)), derived: true}
+      : (<Tensor[Float32], (1024, 16)>, <Tensor[Float32], (1024, 16)>) -> (<Tensor[Float32], (1024, 16)>)
+      # scope: (Default/network-WithLossCell/_loss_fn-MSELoss)
+  %8(out) = ReduceMean(%7) {instance name: reducemean} primitive_attrs: {axis: (), keep_dims: false} {in_strategy: ((4, 1))}
+      : (<Tensor[Float32], (1024, 16)>) -> (<Tensor[Float32], ()>)
+      # scope: (Default/network-WithLossCell/_loss_fn-MSELoss)
+  return(%8)
+}
+)");
+  // Rank 0 prints what the search did.
+  ASSERT_EQ(c->state.messages.size(), 1u);
+  EXPECT_TRUE(std::regex_match(
+      c->state.messages[0],
+      std::regex(R"(dynamic programming: 5 ops, 2 parameters, \d+ candidates, \d+ eliminations )"
+                 R"(\(operator \d+, edge \d+, merge \d+, contract \d+, triangle \d+, star 0\), )"
+                 R"(0 nodes left to the exact solver; predicted step cost [0-9.]+ ms, memory )"
+                 R"([0-9.]+ MiB per rank)")))
+      << c->state.messages[0];
 }
 
 // ---- DATA_PARALLEL's schedule on seed 002 (8 ranks, SGD) ----

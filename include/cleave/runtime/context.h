@@ -37,7 +37,9 @@ const Context& get_context();
 //   AUTO_PARALLEL       as SEMI_AUTO_PARALLEL, but the operators without a strategy get one
 //                       from the search (search_mode): "sharding_propagation" spreads the
 //                       shard() strategies to their neighbours (cleave/parallel/propagation.h);
-//                       the other two searches are not built yet.
+//                       "dynamic_programming" searches every operator's strategy from the cost
+//                       model (cleave/parallel/search.h); "recursive_programming" is not built
+//                       yet.
 enum ParallelMode { STAND_ALONE = 0, DATA_PARALLEL = 1, SEMI_AUTO_PARALLEL = 2, AUTO_PARALLEL = 3 };
 // "STAND_ALONE", "DATA_PARALLEL", ...
 const char* parallel_mode_name(ParallelMode mode);

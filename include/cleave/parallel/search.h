@@ -1,0 +1,160 @@
+// Strategy search (AUTO_PARALLEL, search_mode "dynamic_programming"): a strategy for every
+// operator of the traced forward graph, chosen by the cost model.
+//
+// NOTE [Cost graph]
+// The search sees the traced forward graph (global shapes) as a *cost graph*:
+//   - one *operator node* per op, whose *candidates* are its rule's valid strategies on
+//     device_num devices (ShardingRule::shardings), or only the given one for an op configured
+//     with shard() or a strategy file, or only the default one for an op writing into its inputs
+//     (left to the rewrite, as propagation leaves it). A candidate's own cost is
+//       compute_s * c + beta * comm_s * m
+//     (CostModel::op_cost), plus beta * m times the redistribution of every input read from a
+//     graph input (laid out by the dataset strategy) or a constant (replicated) into the layout
+//     the candidate needs; its memory is op_cost's memory_bytes (the slices it reads and writes,
+//     which a training step keeps for the backward);
+//   - one *parameter node* per parameter read by ops, whose candidates are the layouts its
+//     users' candidates read it in; a training step pays, per candidate, beta times the
+//     AllReduce of the gradient over the ranks holding the same slice (the mirror operator);
+//   - one *edge* per tensor between two operators, with the matrix of beta * m times the
+//     redistribution (CostModel::redistribution_s of plan_redistribution) from the producer's
+//     completed output layout to the consumer's input layout, for every pair of candidates; and
+//     one edge from a parameter node to each user, 0 where the user reads the parameter in the
+//     parameter node's layout and forbidden (+inf) elsewhere: one layout per parameter.
+// A training step (SearchOptions::training) has c = 3 and m = 2: the backward computes twice the
+// forward (an input's gradient and a weight's, for each product), and every forward collective
+// or redistribution has a backward one moving as many bytes (AllGather <-> ReduceScatter or a
+// local slice, AllReduce of a partial output <-> AllReduce of the gradient of the replicated
+// input); an evaluation step has c = m = 1 and no gradient reduction. beta weighs communication
+// against computation (1: both are seconds of the step, nothing overlapped). A *plan* picks one
+// candidate per node; its cost is the sum of its candidates' costs and of its edges' entries,
+// its memory the sum of its candidates' memory; the search minimises the cost over the plans
+// whose memory is at most memory_capacity_bytes (0: no limit).
+//
+// NOTE [Dynamic programming search]
+// The cost graph is reduced by eliminations, MindSpore's, each exact: every (cost, memory) pair
+// of a plan of the eliminated part stays representable. A node's or edge's table holds, per
+// candidate (pair of candidates), a *front*: the (cost, memory) pairs no other pair beats on
+// both (Pareto pruning; with no memory limit, only the cheapest). Edges are undirected for the
+// eliminations (the producer is still told apart, for merge and contract):
+//   edge       two edges joining the same two nodes become one: their fronts summed pairwise;
+//   operator   a node v with two edges, to u and w: an edge u-w whose front for (s_u, s_w) is
+//              the union over s_v of edge(u, v) + v + edge(v, w);
+//   triangle   the same where u and w are joined already: the new edge then meets the old one
+//              (an edge elimination follows);
+//   merge      a node v with one edge, to u, that v produces (or v is a parameter): folded into
+//              u, whose front for s_u gains the union over s_v of edge(u, v) + v;
+//   contract   the same where v consumes u's output;
+//   star       when nothing else applies: a node of three edges or more is merged with the
+//              neighbour it shares an edge with into one node whose candidates are the pairs
+//              (bounded: SearchOptions::max_star_candidates), its edges re-pointed;
+// and a node with no edge left is a finished component, its front summed into the result.
+// Every pair remembers how it was made (a decision), so the choice of the last nodes is replayed
+// back through the eliminations to give every node its candidate. Where nodes remain that no
+// elimination reduces, their candidates are enumerated exactly (branch and bound on the cost),
+// or an Error names their operators when their combinations exceed max_exact_combinations.
+// docs/design/search.md works a small example through.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cleave/ir/graph.h"
+#include "cleave/parallel/cost_model.h"
+#include "cleave/parallel/step_parallel.h"
+
+namespace cleave::parallel {
+
+struct SearchOptions {
+  StepParallelOptions step_parallel;      // device_num and the dataset strategy
+  const CostModel* cost_model = nullptr;  // null: default_cost_model()
+  double beta = 1.0;                      // weight of communication (NOTE [Cost graph])
+  double memory_capacity_bytes = 0;       // per rank; 0: no limit
+  bool training = true;                   // a training step (c = 3, m = 2) or a forward only
+  double max_exact_combinations = 1e7;    // what the exact solver may enumerate
+  int64_t max_star_candidates = 4096;     // candidates of a node a star elimination makes
+};
+
+struct CostNode {
+  enum class Kind { kOperator, kParameter };
+  Kind kind = Kind::kOperator;
+  int graph_node = -1;  // its node in the traced graph (-1: made by hand, in tests)
+  std::string name;     // "MatMul 'fc1.matmul' (scope ...)" or "parameter 'fc1.weight'"
+  // Per candidate: its own cost and memory (NOTE [Cost graph]) and how reports print it.
+  std::vector<double> cost;
+  std::vector<double> memory_bytes;
+  std::vector<std::string> labels;
+  std::vector<ir::Strategy> strategies;  // operator nodes of a traced graph: per candidate
+  int64_t num_candidates() const { return static_cast<int64_t>(cost.size()); }
+};
+
+struct CostEdge {
+  int from = 0, to = 0;  // nodes: the producer (or parameter) and the consumer
+  // Row-major [candidate of from][candidate of to]; +inf: a pair no plan may use.
+  std::vector<double> cost;
+};
+
+struct CostGraph {
+  std::vector<CostNode> nodes;
+  std::vector<CostEdge> edges;
+  double memory_capacity_bytes = 0;  // 0: no limit
+
+  // The cost and the memory of the plan that picks candidate choice[i] for node i (+inf cost
+  // for a forbidden pair). Requires one valid index per node.
+  double cost(std::span<const int> choice) const;
+  double memory(std::span<const int> choice) const;
+  // Throws Error when an edge names a missing node or its matrix has the wrong size, or a node
+  // has no candidate or mismatched per-candidate vectors (hand-made graphs in tests and tools).
+  void check() const;
+};
+
+// The cost graph of `global`, the forward traced with global shapes (NOTE [Cost graph]). Throws
+// Error naming the op for an op without a sharding rule, and the rewrite's error for an invalid
+// configured strategy.
+CostGraph build_cost_graph(const ir::Graph& global, const SearchOptions& options);
+
+struct EliminationCounts {
+  int op = 0, edge = 0, merge = 0, contract = 0, triangle = 0, star = 0;
+  int total() const { return op + edge + merge + contract + triangle + star; }
+};
+
+struct SearchResult {
+  std::vector<int> choice;  // per node of the cost graph: the chosen candidate
+  double cost = 0;          // the plan's cost (CostGraph::cost of choice)
+  double memory_bytes = 0;  // and its memory
+  EliminationCounts eliminations;
+  int components = 0;             // connected parts of the cost graph
+  int exact_nodes = 0;            // nodes left to the exact solver
+  double exact_combinations = 0;  // their candidates' product
+};
+
+// The optimal plan of `graph` under its memory capacity (NOTE [Dynamic programming search]).
+// Throws Error naming the smallest memory any plan needs when none fits the capacity, naming the
+// operators left when the exact solver would enumerate more than options.max_exact_combinations,
+// and when every plan uses a forbidden pair (the configured strategies lay a parameter out in
+// two ways).
+SearchResult solve_dynamic_programming(const CostGraph& graph, const SearchOptions& options = {});
+
+// The optimal plan by enumerating every combination of candidates: the reference the tests hold
+// the dynamic programming to. Throws Error when there are more than max_combinations, and as
+// solve_dynamic_programming when no plan is feasible.
+SearchResult solve_exhaustive(const CostGraph& graph, double max_combinations = 1e7);
+
+struct SearchReport {
+  int ops = 0;             // operator nodes
+  int parameters = 0;      // parameter nodes
+  int64_t candidates = 0;  // over all nodes
+  SearchResult result;
+  // "dynamic programming: 53 ops, 412 candidates, 61 eliminations (...), predicted step cost
+  // 1.23 ms (memory 4.5 MB per rank)"
+  std::string summary() const;
+};
+
+// The dynamic-programming search on `global` (NOTE [Cost graph], [Dynamic programming search]):
+// sets Node::strategy, with strategy_derived, of every op it decides (all but the configured ones
+// and the ops writing into their inputs). Errors: those of build_cost_graph and
+// solve_dynamic_programming.
+SearchReport search_strategies(ir::Graph& global, const SearchOptions& options);
+
+}  // namespace cleave::parallel
