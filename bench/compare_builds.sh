@@ -10,7 +10,8 @@
 # Prints one line per row:
 #   COMPARE <row> base=<median> head=<median> change=<head/base - 1, in %> unit=<unit>
 # (samples/s: higher is better; _ms rows: lower is better) and the machine it ran on. Set
-# SHARD_STEPS (default 300) for the MLP training rows. Nothing else should run meanwhile.
+# SHARD_STEPS (default 300) for the MLP training rows, COMPARE_ROWS (a space-separated list of the
+# rows below) to run some rows only. Nothing else should run meanwhile.
 set -euo pipefail
 base=$(cd "${1:?usage: compare_builds.sh BASE_BUILD HEAD_BUILD [ROUNDS] [SECONDS_PER_ROW]}" && pwd)
 head=$(cd "${2:?usage: compare_builds.sh BASE_BUILD HEAD_BUILD [ROUNDS] [SECONDS_PER_ROW]}" && pwd)
@@ -48,8 +49,9 @@ measure() {  # build row
       grep -h "^dp_" "$work/dp/worker_0.log" | field samples_per_s
       ;;
     shard_plan_*)
+      local plan=${row#shard_plan_}
       # shellcheck disable=SC2086
-      "$b/bench/shard_bench" ${row#shard_plan_} | field total_ms
+      "$b/bench/shard_bench" ${plan//_/ } | field total_ms
       ;;
     shard_propagate_*)
       "$b/bench/shard_bench" propagate 8 "${row#shard_propagate_}" | field propagate_ms
@@ -64,14 +66,14 @@ measure() {  # build row
   esac
 }
 
-rows="core_lenet5_train_b32_t1 core_lenet5_train_b32_t2 core_lenet5_eval_b256_t2
+rows=${COMPARE_ROWS:-"core_lenet5_train_b32_t1 core_lenet5_train_b32_t2 core_lenet5_eval_b256_t2
 core_mlp_train_b32_t1 core_mlp_train_b256_t1 core_twomatmul_train_b16_t1
 dp_lenet_np1 dp_lenet_np2 dp_resnet_small_np1 dp_resnet_small_np2 dp_resnet50_np1 dp_resnet50_np2
 shard_plan_mlp_8 shard_plan_generated_8 shard_plan_generated_1024 shard_propagate_1000
-shard_propagate_10000 mlp_np2_model mlp_np2_data"
+shard_propagate_10000 mlp_np2_model mlp_np2_data"}
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores," \
-  "$(grep -o -m1 -w 'avx512f\|avx2' /proc/cpuinfo | head -1); base=$base head=$head rounds=$rounds"
+  "$(grep -q -m1 -w avx512f /proc/cpuinfo && echo avx512f || { grep -q -m1 -w avx2 /proc/cpuinfo && echo avx2; }); base=$base head=$head rounds=$rounds"
 for row in $rows; do
   : >"$work/base" && : >"$work/head"
   for ((k = 0; k < rounds; ++k)); do
