@@ -13,6 +13,7 @@
 #include "cleave/ir/graph.h"
 #include "cleave/ir/passes.h"
 #include "cleave/ir/registry.h"
+#include "cleave/parallel/calibrated_cost_model.h"
 #include "cleave/parallel/data_parallel.h"
 #include "cleave/parallel/partition.h"
 #include "cleave/parallel/propagation.h"
@@ -128,7 +129,9 @@ void search_strategies(CompileState& s) {
   const std::string& mode = s.options.search_mode;
   if (mode == "dynamic_programming") {
     const parallel::SearchReport r = parallel::search_strategies(
-        s.graph, {.step_parallel = s.options.step_parallel, .training = s.program.training()});
+        s.graph, {.step_parallel = s.options.step_parallel,
+                  .cost_model = &parallel::cost_model_for_profile(s.options.cost_model_profile),
+                  .training = s.program.training()});
     s.messages.push_back(r.summary());
     return;
   }
@@ -372,6 +375,7 @@ CompileOptions compile_options(const StepProgram& program) {
   o.rank = comm::world_rank();
   o.mode = c.parallel_mode;
   o.search_mode = c.search_mode;
+  o.cost_model_profile = c.cost_model_profile;
   // Micro-batches pipeline a training step; an evaluation runs its batch at once.
   o.micro_batches = program.training() ? c.pipeline_micro_batches : 1;
   o.device_num = c.device_num > 0 ? c.device_num : o.world_size;

@@ -16,6 +16,7 @@
 #include "cleave/cleave.h"
 #include "cleave/ir/parse.h"
 #include "cleave/ir/passes.h"
+#include "cleave/parallel/machine_profile.h"
 #include "cleave/parallel/strategy_file.h"
 #include "cleave/runtime/pipeline.h"
 #include "testing/failing_world.h"
@@ -387,6 +388,60 @@ subgraph @train_step(%para1_data, %para2_label, %para3_w1, %para4_w2) {
                  R"(0 nodes left to the exact solver; predicted step cost [0-9.]+ ms, memory )"
                  R"([0-9.]+ MiB per rank)")))
       << c->state.messages[0];
+}
+
+// The predicted step cost in the search's summary line, in ms.
+double predicted_ms(const std::string& summary) {
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(summary, m, std::regex(R"(predicted step cost ([0-9.]+) ms)")))
+      << summary;
+  return m.empty() ? 0 : std::stod(m[1]);
+}
+
+TEST(PipelinePasses, TheSearchCostsWithTheContextsMachineProfile) {
+  // The shipped profile with every collective 100 times slower: the same graph costs more.
+  parallel::MachineProfile slow = parallel::default_machine_profile();
+  for (auto& [name, backend] : slow.backends) {
+    for (auto& [collective, fits] : backend.collectives) {
+      for (parallel::CollectiveFit& fit : fits) {
+        fit.latency_s *= 100;
+        fit.bandwidth_bytes_per_s /= 100;
+        for (parallel::CollectivePoint& point : fit.points) point.seconds *= 100;
+      }
+    }
+  }
+  const fs::path path = fs::temp_directory_path() / "cleave_slow_comm_profile.json";
+  parallel::save_machine_profile(slow, path.string());
+  std::vector<double> costs;
+  for (const std::string& profile : {std::string(), path.string()}) {
+    auto c = from_text(kSmallWeights, {.world_size = 4,
+                                       .mode = AUTO_PARALLEL,
+                                       .search_mode = "dynamic_programming",
+                                       .cost_model_profile = profile,
+                                       .device_num = 4});
+    c->options.step_parallel.device_num = 4;
+    c->train_with_momentum(0.1, 0.9);
+    run_pass("search_strategies", c->state);
+    ASSERT_EQ(c->state.messages.size(), 1u);
+    costs.push_back(predicted_ms(c->state.messages[0]));
+  }
+  fs::remove(path);
+  EXPECT_GT(costs[1], costs[0]);
+  // A profile that cannot be read is the pass's error, naming the file.
+  auto c = from_text(kSmallWeights, {.world_size = 4,
+                                     .mode = AUTO_PARALLEL,
+                                     .search_mode = "dynamic_programming",
+                                     .cost_model_profile = "/nonexistent/profile.json",
+                                     .device_num = 4});
+  c->options.step_parallel.device_num = 4;
+  c->train_with_momentum(0.1, 0.9);
+  try {
+    run_pass("search_strategies", c->state);
+    ADD_FAILURE() << "no Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/profile.json"), std::string::npos)
+        << e.what();
+  }
 }
 
 // ---- DATA_PARALLEL's schedule on seed 002 (8 ranks, SGD) ----

@@ -70,9 +70,10 @@ struct CompileOptions {
   int64_t world_size = 1;  // the job's ranks (1: standalone)
   int64_t rank = 0;        // this process's rank in it
   ParallelMode mode = STAND_ALONE;
-  std::string search_mode;  // AUTO_PARALLEL's (empty: sharding_propagation)
-  int64_t device_num = 1;   // the devices a parallel step is planned for
-  int micro_batches = 1;    // of a training step (an evaluation runs its batch at once)
+  std::string search_mode;         // AUTO_PARALLEL's (empty: sharding_propagation)
+  std::string cost_model_profile;  // the search's machine profile (empty: the shipped one)
+  int64_t device_num = 1;          // the devices a parallel step is planned for
+  int micro_batches = 1;           // of a training step (an evaluation runs its batch at once)
   parallel::StepParallelOptions step_parallel;
   bool gradients_mean = false;  // gradients_mean or mirror_mean
   bool parameter_broadcast = false;
