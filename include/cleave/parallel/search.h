@@ -14,7 +14,8 @@
 //     which a training step keeps for the backward);
 //   - one *parameter node* per parameter read by ops, whose candidates are the layouts its
 //     users' candidates read it in; a training step pays, per candidate, beta times the
-//     AllReduce of the gradient over the ranks holding the same slice (the mirror operator);
+//     AllReduce of the gradient over the ranks holding the same slice (the mirror operator),
+//     for a parameter with a gradient (not BatchNorm's moving statistics);
 //   - one *edge* per tensor between two operators, with the matrix of beta * m times the
 //     redistribution (CostModel::redistribution_s of plan_redistribution) from the producer's
 //     completed output layout to the consumer's input layout, for every pair of candidates; and

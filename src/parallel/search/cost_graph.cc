@@ -138,13 +138,16 @@ class Builder {
     node.kind = CostNode::Kind::kParameter;
     node.graph_node = static_cast<int>(p);
     node.name = fmt::format("parameter '{}'", param.name);
+    // BatchNorm's moving statistics have no gradient to reduce (a parsed graph binds no tensor:
+    // every parameter counts as trainable there).
+    const bool trainable = !param.value.defined() || param.value.requires_grad();
     std::set<std::string> seen;
     for (const auto& [i, k] : users_[p]) {
       for (const OpSharding& s : shardings_[i]) {
         const Layout& l = s.inputs[k];
         if (!seen.insert(l.normalized().to_string()).second) continue;
         double cost = 0;
-        if (o_.training && l.replicas() > 1) {
+        if (o_.training && trainable && l.replicas() > 1) {
           const double n_ranks = static_cast<double>(l.replicas());
           const double sent = 2 * slice_bytes(meta, l) * (n_ranks - 1) / n_ranks;
           cost = f_.beta * model_.collective_s(Collective::kAllReduce, sent, l.replicas());

@@ -1,0 +1,233 @@
+// The estimate of a plan and the runner-up plans (NOTE [Plan estimate] in
+// cleave/parallel/plan_estimate.h): the estimate of the searched plan is the cost the search
+// minimised, the first runner-up is the second-best plan of exhaustive enumeration, only
+// parameters with a gradient pay its reduction, and exposed communication follows the schedule.
+#include "cleave/parallel/plan_estimate.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+
+#include "cleave/cleave.h"
+
+namespace cleave::parallel {
+namespace {
+
+using Body = std::function<Tensor(const Tensor&)>;
+
+ir::Graph trace(const Shape& input, const Body& body) {
+  ir::Graph g;
+  g.name = "net";
+  ir::Tracer tracer(g);
+  const Tensor x = tracer.add_input({input, DType::kFloat32}, "x");
+  g.outputs.push_back(tracer.value_of(body(x)));
+  return g;
+}
+
+Tensor parameter(const Shape& shape, const std::string& name, bool trainable = true) {
+  return ir::Tracer::current()->add_parameter(Tensor::ones(shape).set_requires_grad(trainable),
+                                              name);
+}
+
+Tensor call(const char* op, std::vector<Tensor> in) {
+  return ir::Primitive(op).call1(std::move(in));
+}
+
+// x (batch, 8) -> MatMul w1 (8, 16) -> ReLU -> MatMul w2 (16, 16) -> Add (a diamond with the
+// ReLU) -> MatMul w2 again (a shared weight) -> ReduceSum to a scalar.
+ir::Graph network(int64_t batch) {
+  return trace({batch, 8}, [](const Tensor& x) {
+    const Tensor w1 = parameter({8, 16}, "w1"), w2 = parameter({16, 16}, "w2");
+    const Tensor h = call("ReLU", {call("MatMul", {x, w1})});
+    const Tensor d = call("Add", {h, call("MatMul", {h, w2})});
+    return ops::reduce_sum(call("MatMul", {d, w2}), {.axes = {0, 1}});
+  });
+}
+
+TEST(PlanEstimate, TheSearchedPlansEstimateIsTheCostTheSearchMinimised) {
+  const ConstantCostModel model;
+  for (int64_t devices : {1, 2, 4, 6, 8}) {
+    for (bool training : {true, false}) {
+      for (double beta : {1.0, 0.25}) {
+        SCOPED_TRACE(fmt::format("{} devices, training {}, beta {}", devices, training, beta));
+        ir::Graph g = network(24);
+        EstimateOptions o;
+        o.search = {.cost_model = &model, .beta = beta, .training = training};
+        o.search.step_parallel.device_num = devices;
+        const CostGraph cg = build_cost_graph(g, o.search);
+        const SearchResult best = solve_dynamic_programming(cg, o.search);
+        apply_choice(g, cg, best.choice);
+        const PlanEstimate e = estimate_plan(g, o);
+        EXPECT_NEAR(e.cost, best.cost, 1e-9 * best.cost);
+        EXPECT_NEAR(e.activation_bytes, best.memory_bytes, 1e-6);
+        EXPECT_EQ(e.ops.size(), 6u);
+        EXPECT_EQ(e.parameters.size(), 2u);
+        // Its parts add up.
+        double ops_cost = 0;
+        for (const OpEstimate& op : e.ops) ops_cost += op.cost;
+        double gradients = 0;
+        for (const ParameterEstimate& p : e.parameters) gradients += p.gradient_s;
+        EXPECT_NEAR(e.cost, ops_cost + beta * gradients, 1e-9 * e.cost);
+        EXPECT_NEAR(e.gradient_s, gradients, 1e-15);
+        if (!training) EXPECT_EQ(e.gradient_s, 0);
+      }
+    }
+  }
+}
+
+// A random cost graph of `n` nodes (2 to 4 candidates each, a tree plus one extra edge).
+CostGraph random_cost_graph(std::mt19937& rng, int n) {
+  std::uniform_real_distribution<double> cost(0, 10), memory(0, 5);
+  CostGraph g;
+  for (int i = 0; i < n; ++i) {
+    CostNode node;
+    node.name = fmt::format("op{}", i);
+    const int candidates = 2 + static_cast<int>(rng() % 3);
+    for (int c = 0; c < candidates; ++c) {
+      node.cost.push_back(cost(rng));
+      node.memory_bytes.push_back(memory(rng));
+      node.labels.push_back(fmt::format("s{}", c));
+    }
+    g.nodes.push_back(std::move(node));
+  }
+  const auto add_edge = [&](int a, int b) {
+    CostEdge e{a, b, {}};
+    const int64_t cells = g.nodes[static_cast<size_t>(a)].num_candidates() *
+                          g.nodes[static_cast<size_t>(b)].num_candidates();
+    for (int64_t k = 0; k < cells; ++k) e.cost.push_back(cost(rng));
+    g.edges.push_back(std::move(e));
+  };
+  for (int i = 1; i < n; ++i) add_edge(static_cast<int>(rng() % static_cast<unsigned>(i)), i);
+  if (n >= 3) add_edge(0, n - 1);
+  return g;
+}
+
+TEST(PlanEstimate, TheFirstRunnerUpIsTheSecondBestPlan) {
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 2 + trial % 5;
+    CostGraph g = random_cost_graph(rng, n);
+    if (trial % 3 == 0) g.memory_capacity_bytes = 2.0 * n;  // some plans do not fit
+    // Every plan's cost, by enumeration.
+    std::vector<double> costs;
+    std::vector<int> choice(g.nodes.size(), 0);
+    for (;;) {
+      if (g.memory_capacity_bytes == 0 || g.memory(choice) <= g.memory_capacity_bytes) {
+        costs.push_back(g.cost(choice));
+      }
+      size_t i = 0;
+      for (; i < choice.size(); ++i) {
+        if (++choice[i] < g.nodes[i].num_candidates()) break;
+        choice[i] = 0;
+      }
+      if (i == choice.size()) break;
+    }
+    if (costs.size() < 2) continue;
+    std::sort(costs.begin(), costs.end());
+    const SearchResult best = solve_dynamic_programming(g);
+    ASSERT_NEAR(best.cost, costs[0], 1e-9);
+    const std::vector<RunnerUp> ups = runner_up_plans(g, best, {}, 3, 100);
+    ASSERT_FALSE(ups.empty()) << "trial " << trial;
+    EXPECT_NEAR(ups[0].result.cost, costs[1], 1e-9) << "trial " << trial;
+    EXPECT_NE(ups[0].result.choice, best.choice);
+    // Cheapest first, all different, each a real plan of `g` with the cost it claims.
+    for (size_t k = 0; k < ups.size(); ++k) {
+      EXPECT_NEAR(g.cost(ups[k].result.choice), ups[k].result.cost, 1e-9);
+      if (k > 0) EXPECT_LE(ups[k - 1].result.cost, ups[k].result.cost);
+      for (size_t j = 0; j < k; ++j) EXPECT_NE(ups[j].result.choice, ups[k].result.choice);
+      EXPECT_NE(ups[k].from, ups[k].to);
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 200);
+}
+
+TEST(PlanEstimate, OnlyParametersWithAGradientPayItsReduction) {
+  // Two replicated weights of the same shape, read by data-parallel ops: one trainable, one not
+  // (as BatchNorm's moving statistics).
+  ir::Graph g = trace({8, 4}, [](const Tensor& x) {
+    const Tensor w = parameter({4, 4}, "w"), frozen = parameter({4, 4}, "frozen", false);
+    return ops::reduce_sum(call("MatMul", {call("MatMul", {x, w}), frozen}), {.axes = {0, 1}});
+  });
+  const ConstantCostModel model;
+  EstimateOptions o;
+  o.search = {.cost_model = &model};
+  o.search.step_parallel.device_num = 4;
+  const PlanEstimate e = estimate_plan(g, o);  // the default strategies: data parallel
+  ASSERT_EQ(e.parameters.size(), 2u);
+  EXPECT_TRUE(e.parameters[0].trainable);
+  EXPECT_FALSE(e.parameters[1].trainable);
+  EXPECT_EQ(e.parameters[0].replicas, 4);
+  EXPECT_GT(e.parameters[0].gradient_s, 0);
+  EXPECT_EQ(e.parameters[1].gradient_s, 0);
+  EXPECT_DOUBLE_EQ(e.gradient_bytes, 64);
+  EXPECT_DOUBLE_EQ(e.parameter_bytes, 128);
+  EXPECT_DOUBLE_EQ(e.optimizer_state_bytes, 64);  // Momentum: one slice per trainable one
+  // The search agrees: only the trainable weight's node has a cost.
+  const CostGraph cg = build_cost_graph(g, o.search);
+  int charged = 0;
+  for (const CostNode& n : cg.nodes) {
+    if (n.kind != CostNode::Kind::kParameter) continue;
+    for (double c : n.cost) charged += c > 0 ? 1 : 0;
+  }
+  EXPECT_GT(charged, 0);
+  for (const CostNode& n : cg.nodes) {
+    if (n.kind == CostNode::Kind::kParameter && n.name.find("frozen") != std::string::npos) {
+      for (double c : n.cost) EXPECT_EQ(c, 0) << n.name;
+    }
+  }
+}
+
+TEST(PlanEstimate, GradientReductionsHideBehindTheBackwardOnlyWhereTheScheduleLetsThem) {
+  ir::Graph g = network(32);
+  const ConstantCostModel model;
+  EstimateOptions o;
+  o.search = {.cost_model = &model};
+  o.search.step_parallel.device_num = 4;
+  const PlanEstimate sharded = estimate_plan(g, o);
+  ASSERT_GT(sharded.gradient_s, 0);
+  EXPECT_DOUBLE_EQ(sharded.exposed_communication_s, sharded.communication_s);
+  o.overlap_gradients = true;
+  const PlanEstimate overlapped = estimate_plan(g, o);
+  double forward_compute = 0;
+  for (const OpEstimate& op : overlapped.ops) forward_compute += op.compute_s;
+  const double hidden = std::min(overlapped.gradient_s, 2 * forward_compute);
+  EXPECT_NEAR(overlapped.exposed_communication_s, overlapped.communication_s - hidden, 1e-15);
+  EXPECT_LT(overlapped.predicted_step_s(), sharded.predicted_step_s());
+  EXPECT_DOUBLE_EQ(overlapped.cost, sharded.cost);  // the search's objective does not change
+}
+
+TEST(PlanEstimate, NamesOpsByTheirCellPath) {
+  ir::Node n;
+  n.name = "conv2.conv2d";
+  n.scope =
+      "Default/network-WithLossCell/_backbone-ResNet/layer1-SequentialCell/0-ResidualBlock/"
+      "conv2-Conv2d";
+  EXPECT_EQ(path_name(n), "_backbone.layer1.0.conv2.conv2d");
+  n.scope = "Default";
+  n.name = "matmul";
+  EXPECT_EQ(path_name(n), "matmul");
+}
+
+TEST(PlanEstimate, BadArgumentsAreErrors) {
+  ir::Graph g = network(8);
+  EstimateOptions o;
+  o.search.step_parallel.device_num = 2;
+  o.search.beta = -1;
+  EXPECT_THROW(estimate_plan(g, o), Error);
+  o.search.beta = 1;
+  o.optimizer_state_per_parameter = -1;
+  EXPECT_THROW(estimate_plan(g, o), Error);
+  const CostGraph cg = build_cost_graph(g, {.step_parallel = {.device_num = 2}});
+  EXPECT_THROW(apply_choice(g, cg, std::vector<int>{0}), Error);
+  EXPECT_THROW(runner_up_plans(cg, SearchResult{}, {}), Error);
+}
+
+}  // namespace
+}  // namespace cleave::parallel
