@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks, side by side with a peer in one run.
-# Usage: bench/run.sh core|graph|comm|data|place|shard|dp [SECONDS_PER_ROW]
+# Usage: bench/run.sh core|graph|comm|data|place|shard|dp|search [SECONDS_PER_ROW]
 # Every suite first prints MACHINE cpu="<model>" isa=<avx512|avx2|sse> cores=<N>, and appends
 # those fields to each BENCH row; the suites with a PyTorch peer (core, dp) print a PEER line per
 # thread count saying how the peer runs (NOTE [Peers at their best] below).
@@ -57,6 +57,10 @@
 #       allreduce_ms=<an AllReduce of all the gradients alone> waited_ms=<per step, the time the
 #       step blocked on gradient AllReduces in flight> hidden=<1 - waited_ms / allreduce_ms,
 #       clipped to 0..1: the share of the all-reduce time the backward pass hid>
+#   search: the strategy search's time (search_bench, cleave-plan) at 8, 64 and 1024 devices, then
+#     every network of bench/plan_train_bench.cc trained with each hand plan and the searched one
+#     on 2 and 4 workers: measured beside predicted step time, the searched plan against the best
+#     hand plan, and the rank correlation of predicted and measured (bench/README.md "search").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 suite=${1:-core}
@@ -272,8 +276,109 @@ case "$suite" in
     done
     rm -rf "$work"
     ;;
+  search)
+    bin=$build/bin
+    if [ ! -x "$build/bench/search_bench" ] || [ ! -x "$build/bench/plan_train_bench" ] ||
+       [ ! -x "$bin/cleave-plan" ] || [ ! -x "$bin/cleave-run" ]; then
+      "$root/scripts/build.sh" Release >/dev/null
+    fi
+    # 1. How long the search takes, no cluster: generated graphs, seed 001's traced ResNet-50
+    # (an IR text, batch 2), and through cleave-plan (trace + search + estimate) ResNet-50 with 32
+    # images per device and a 24-block transformer stack. A row past SEARCH_TIMEOUT seconds
+    # (default 300) prints timeout=1.
+    limit=${SEARCH_TIMEOUT:-300}
+    golden=$root/tests/runtime/golden/seeds/001_resnet50_data_parallel/train_step/01_trace.ir
+    for row in "residual 8 1000" "residual 64 1000" "residual 1024 1000" "text 8 $golden" \
+               "text 64 $golden"; do
+      # shellcheck disable=SC2086
+      out=$(timeout "$limit" "$build/bench/search_bench" $row 2>&1 | grep '^ROW') || out="ROW ${row%% *}_d$(echo "$row" | awk '{print $2}') timeout=1"
+      echo "BENCH ${out#ROW }"
+    done
+    for row in "resnet50 --device-num 8" "resnet50 --device-num 64" "resnet50 --device-num 1024" \
+               "transformer --device-num 8 --layers 24 --hidden 512 --heads 8 --seq 128" \
+               "transformer --device-num 64 --layers 24 --hidden 512 --heads 8 --seq 128"; do
+      name=$(echo "$row" | awk '{print $1 "_d" $3}')
+      # shellcheck disable=SC2086
+      if out=$(timeout "$limit" "$bin/cleave-plan" $row --runner-ups 0 --ops 1 2>&1); then
+        awk -v n="$name" '/^  searched in/ { s = $3 } /^cleave-plan: done in/ { t = $4 }
+          /^  predicted step/ { p = $3 } END { printf "BENCH plan_%s search_s=%s total_s=%s predicted_ms=%s\n", n, s, t, p }' <<< "$out"
+      else
+        echo "BENCH plan_$name timeout=1"
+      fi
+    done
+    # 2. Is the searched plan fast when measured? Each network with every hand plan of
+    # bench/plan_train_bench.cc (NOTE [Hand plans]; bench/README.md "search" lists them) and the
+    # searched one, on 2 and 4 workers under cleave-run, SEARCH_RUNS runs each (default 5):
+    #   BENCH search_<net>_np<N>_<plan> step_ms=<median> predicted_ms=.. samples_per_s=..
+    # and per network and worker count
+    #   BENCH search_<net>_np<N> searched_ms=.. best_hand=<plan> best_hand_ms=..
+    #     searched_vs_best=<searched / best hand step> spearman=<rank correlation of predicted
+    #     and measured step times over all its plans>
+    runs=${SEARCH_RUNS:-5}
+    work=$(mktemp -d)
+    declare -A plans=(
+      [mlp]="data replicated column megatron row hybrid data_fc1_column megatron_tail_replicated"
+      [lenet]="data replicated example fc_megatron fc_column conv_channels conv2_out fc_replicated"
+      [transformer]="data replicated megatron mlp_megatron attention_megatron column row hybrid")
+    for net in mlp lenet transformer; do
+      for np in 2 4; do
+        : >"$work/rows"
+        for plan in ${plans[$net]} searched; do
+          for ((r = 0; r < runs; ++r)); do
+            OMP_NUM_THREADS=1 "$bin/cleave-run" --worker_num "$np" --log_dir "$work/log" -- \
+              "$build/bench/plan_train_bench" --net "$net" --plan "$plan" >/dev/null 2>&1 || true
+            grep -h '^ROW' "$work/log/worker_0.log" >>"$work/rows" || true
+          done
+        done
+        "$python" - "$work/rows" "$net" "$np" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    f = dict(kv.split("=", 1) for kv in line.split()[1:])
+    rows.setdefault(f["plan"], []).append(f)
+net, np_ = sys.argv[2], sys.argv[3]
+med = {}
+for plan, fs in rows.items():
+    step = statistics.median(float(f["step_ms"]) for f in fs)
+    pred = float(fs[0]["predicted_ms"])
+    med[plan] = (step, pred)
+    print(f"BENCH search_{net}_np{np_}_{plan} step_ms={step:.3f} predicted_ms={pred:.3f} "
+          f"samples_per_s={statistics.median(float(f['samples_per_s']) for f in fs):.1f} runs={len(fs)}")
+def ranks(v):
+    order = sorted(range(len(v)), key=lambda i: v[i])
+    r = [0.0] * len(v)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2
+        i = j + 1
+    return r
+plans = sorted(med)
+if len(plans) >= 3:
+    a, b = ranks([med[p][0] for p in plans]), ranks([med[p][1] for p in plans])
+    ma, mb = statistics.mean(a), statistics.mean(b)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(a, b))
+    var = (sum((x - ma) ** 2 for x in a) * sum((y - mb) ** 2 for y in b)) ** 0.5
+    rho = cov / var if var > 0 else float("nan")
+else:
+    rho = float("nan")
+hand = {p: v for p, v in med.items() if p != "searched"}
+best = min(hand, key=lambda p: hand[p][0]) if hand else "none"
+searched = med.get("searched", (float("nan"), 0))[0]
+print(f"BENCH search_{net}_np{np_} searched_ms={searched:.3f} best_hand={best} "
+      f"best_hand_ms={hand.get(best, (float('nan'),))[0]:.3f} "
+      f"searched_vs_best={searched / hand[best][0] if hand else float('nan'):.2f} "
+      f"spearman={rho:.2f} plans={len(med)}")
+PY
+      done
+    done
+    rm -rf "$work"
+    ;;
   *)
-    echo "bench/run.sh: unknown suite '$suite'; expected: core, graph, comm, data, place, shard or dp" >&2
+    echo "bench/run.sh: unknown suite '$suite'; expected: core, graph, comm, data, place, shard, dp or search" >&2
     exit 2
     ;;
 esac

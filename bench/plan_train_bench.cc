@@ -1,0 +1,365 @@
+// Is the searched plan fast when measured? Trains one network with one parallel plan on the
+// ranks of a job (cleave-run) and prints the measured step time beside the cost model's
+// prediction for the same plan (bench/run.sh search; the plans: bench/README.md, "search").
+//
+//   plan_train_bench --net mlp|lenet|transformer --plan NAME [--steps S] [--warmup W]
+//                    [--batch-per-device B]
+//
+// NAME is a hand-written plan of the network (plans(): strategies set with shard() on its
+// operators, the others data parallel where their batch allows, as SEMI_AUTO_PARALLEL gives
+// them), or "searched": AUTO_PARALLEL with search_mode "dynamic_programming". Every rank reads
+// the whole batch of fixed random data (dataset_strategy "full_batch"). Rank 0 prints
+//   ROW net=<net> plan=<plan> np=<ranks> step_ms=<median of the measured steps>
+//       samples_per_s=<global batch / median step> predicted_ms=<predicted step time>
+//       cost_ms=<the search's cost of the plan>
+// The prediction traces the same step with global shapes and costs the plan the compiler will
+// run (parallel::estimate_plan) with the shipped machine profile; when the job's ranks outnumber
+// this host's cores, the computation is costed that many times slower (ranks share the cores).
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "cleave/cleave.h"
+#include "cleave/core/threads.h"
+#include "cleave/flags.h"
+#include "cleave/parallel/plan_estimate.h"
+#include "cleave/runtime/pipeline.h"
+#include "common/lenet.h"
+#include "common/transformer.h"
+
+namespace {
+
+using namespace cleave;
+using namespace cleave::examples;
+using Clock = std::chrono::steady_clock;
+
+class Mlp : public nn::Cell {
+ public:
+  Mlp() : Cell("Mlp") {
+    flatten = register_module("flatten", std::make_shared<nn::Flatten>());
+    fc1 = register_module("fc1", std::make_shared<nn::Dense>(28 * 28, 512));
+    relu1 = register_module("relu1", std::make_shared<nn::ReLU>());
+    fc2 = register_module("fc2", std::make_shared<nn::Dense>(512, 512));
+    relu2 = register_module("relu2", std::make_shared<nn::ReLU>());
+    fc3 = register_module("fc3", std::make_shared<nn::Dense>(512, 10));
+  }
+  Tensor construct(const Tensor& x) override {
+    return (*fc3)((*relu2)((*fc2)((*relu1)((*fc1)((*flatten)(x))))));
+  }
+  std::shared_ptr<nn::Flatten> flatten;
+  std::shared_ptr<nn::Dense> fc1, fc2, fc3;
+  std::shared_ptr<nn::ReLU> relu1, relu2;
+};
+
+// Dense strategies: the MatMul reads x (batch, in) and its weight (out, in) (transpose_b).
+void dense(nn::Dense& d, int64_t batch, int64_t in, int64_t out) {
+  d.matmul.shard({{batch, in}, {out, in}});
+  // A split reduction leaves a partial sum that the rewrite completes before the bias.
+  const int64_t o = in > 1 ? 1 : out;
+  d.bias_add.shard({{batch, o}, {o}});
+}
+void replicated(nn::Dense& d) { dense(d, 1, 1, 1); }
+void column(nn::Dense& d, int64_t n, int64_t batch = 1) { dense(d, batch, 1, n); }
+void row(nn::Dense& d, int64_t n, int64_t batch = 1) { dense(d, batch, n, 1); }
+void data(nn::Dense& d, int64_t n) { dense(d, n, 1, 1); }
+
+using Plan = std::function<void(nn::Cell&, int64_t n)>;
+
+// NOTE [Hand plans]: the plans bench/README.md lists under "search", per network, for n ranks
+// (2 or 4). "data" sets nothing: every op takes its default strategy (its batch split n ways).
+std::map<std::string, Plan> mlp_plans() {
+  auto m = [](nn::Cell& c) -> Mlp& { return static_cast<Mlp&>(c); };
+  return {
+      {"data", [](nn::Cell&, int64_t) {}},
+      {"replicated",
+       [m](nn::Cell& c, int64_t) {
+         Mlp& net = m(c);
+         net.flatten->flatten.shard({{1, 1, 1, 1}});
+         replicated(*net.fc1), replicated(*net.fc2), replicated(*net.fc3);
+         net.relu1->relu.shard({{1, 1}}), net.relu2->relu.shard({{1, 1}});
+       }},
+      {"column",  // every hidden layer's output features split; fc3 data parallel
+       [m](nn::Cell& c, int64_t n) {
+         Mlp& net = m(c);
+         column(*net.fc1, n), column(*net.fc2, n), data(*net.fc3, n);
+         net.relu1->relu.shard({{1, n}}), net.relu2->relu.shard({{1, n}});
+       }},
+      {"megatron",  // fc1 column, fc2 row (one AllReduce), fc3 data parallel
+       [m](nn::Cell& c, int64_t n) {
+         Mlp& net = m(c);
+         column(*net.fc1, n), row(*net.fc2, n), data(*net.fc3, n);
+         net.relu1->relu.shard({{1, n}}), net.relu2->relu.shard({{n, 1}});
+       }},
+      {"row",  // every layer's reduction split: partial sums all-reduced
+       [m](nn::Cell& c, int64_t n) {
+         Mlp& net = m(c);
+         net.flatten->flatten.shard({{1, 1, 1, 1}});
+         row(*net.fc1, n), row(*net.fc2, n), row(*net.fc3, n);
+         net.relu1->relu.shard({{1, 1}}), net.relu2->relu.shard({{1, 1}});
+       }},
+      {"hybrid",  // the batch split 2 ways and megatron over the rest (n / 2)
+       [m](nn::Cell& c, int64_t n) {
+         Mlp& net = m(c);
+         const int64_t b = 2, k = n / 2;
+         column(*net.fc1, k, b), row(*net.fc2, k, b), data(*net.fc3, n);
+         net.relu1->relu.shard({{b, k}}), net.relu2->relu.shard({{n, 1}});
+       }},
+      {"data_fc1_column",  // data parallel but the largest weight (fc1) split by columns
+       [m](nn::Cell& c, int64_t n) {
+         Mlp& net = m(c);
+         column(*net.fc1, n);
+         net.relu1->relu.shard({{1, n}});
+       }},
+      {"megatron_tail_replicated",  // megatron, fc3 and its ReLU computed whole everywhere
+       [m](nn::Cell& c, int64_t n) {
+         Mlp& net = m(c);
+         column(*net.fc1, n), row(*net.fc2, n), replicated(*net.fc3);
+         net.relu1->relu.shard({{1, n}}), net.relu2->relu.shard({{1, 1}});
+       }},
+  };
+}
+
+std::map<std::string, Plan> lenet_plans() {
+  auto l = [](nn::Cell& c) -> LeNet& { return static_cast<LeNet&>(c); };
+  // conv: x (N, C, H, W) and weight (O, C, kh, kw).
+  auto conv = [](nn::Conv2d& cv, int64_t batch, int64_t in, int64_t out) {
+    cv.conv2d.shard({{batch, in, 1, 1}, {out, in, 1, 1}});
+  };
+  return {
+      {"data", [](nn::Cell&, int64_t) {}},
+      {"replicated",
+       [l, conv](nn::Cell& c, int64_t) {
+         LeNet& net = l(c);
+         conv(*net.conv1, 1, 1, 1), conv(*net.conv2, 1, 1, 1);
+         net.max_pool2d->max_pool.shard({{1, 1, 1, 1}});
+         replicated(*net.fc1), replicated(*net.fc2), replicated(*net.fc3);
+       }},
+      {"example",  // examples/semi_auto_parallel's NOTE [The model-parallel strategies]
+       [l, conv](nn::Cell& c, int64_t n) {
+         LeNet& net = l(c);
+         const int64_t b = n >= 4 ? 4 : n, k = n / b;
+         conv(*net.conv1, b, 1, k);
+         net.max_pool2d->max_pool.shard({{b, k, 1, 1}});
+         conv(*net.conv2, b, k, 1);
+         const int64_t fb = n >= 2 ? 2 : 1, fm = n / fb;
+         column(*net.fc1, fm, fb), row(*net.fc2, fm, fb), data(*net.fc3, n);
+       }},
+      {"fc_megatron",
+       [l](nn::Cell& c, int64_t n) {
+         LeNet& net = l(c);
+         column(*net.fc1, n), row(*net.fc2, n), data(*net.fc3, n);
+       }},
+      {"fc_column",
+       [l](nn::Cell& c, int64_t n) {
+         LeNet& net = l(c);
+         column(*net.fc1, n), column(*net.fc2, n), data(*net.fc3, n);
+       }},
+      {"conv_channels",  // conv1's 6 output channels 2 ways, conv2 reduces them; batch n / 2
+       [l, conv](nn::Cell& c, int64_t n) {
+         LeNet& net = l(c);
+         conv(*net.conv1, n / 2, 1, 2);
+         net.max_pool2d->max_pool.shard({{n / 2, 2, 1, 1}});
+         conv(*net.conv2, n / 2, 2, 1);
+       }},
+      {"conv2_out",  // conv2's 16 output channels n ways, the rest data parallel
+       [l, conv](nn::Cell& c, int64_t n) { conv(*l(c).conv2, 1, 1, n); }},
+      {"fc_replicated",
+       [l](nn::Cell& c, int64_t) {
+         LeNet& net = l(c);
+         replicated(*net.fc1), replicated(*net.fc2), replicated(*net.fc3);
+       }},
+  };
+}
+
+std::map<std::string, Plan> transformer_plans() {
+  auto t = [](nn::Cell& c) -> Transformer& { return static_cast<Transformer&>(c); };
+  auto each = [t](nn::Cell& c, const std::function<void(TransformerBlock&)>& f) {
+    for (const auto& b : t(c).blocks) f(*b);
+  };
+  return {
+      {"data", [](nn::Cell&, int64_t) {}},
+      {"replicated",
+       [each, t](nn::Cell& c, int64_t) {
+         each(c, [](TransformerBlock& b) {
+           for (nn::Dense* d : {b.q.get(), b.k.get(), b.v.get(), b.proj.get(), b.fc1.get(),
+                                b.fc2.get()}) {
+             replicated(*d);
+           }
+         });
+         replicated(*t(c).head);
+       }},
+      {"megatron",  // Q, K, V and fc1 by columns, proj and fc2 by rows
+       [each](nn::Cell& c, int64_t n) {
+         each(c, [n](TransformerBlock& b) {
+           column(*b.q, n), column(*b.k, n), column(*b.v, n), row(*b.proj, n);
+           column(*b.fc1, n), row(*b.fc2, n);
+         });
+       }},
+      {"mlp_megatron",  // attention data parallel, the MLP megatron
+       [each](nn::Cell& c, int64_t n) {
+         each(c, [n](TransformerBlock& b) { column(*b.fc1, n), row(*b.fc2, n); });
+       }},
+      {"attention_megatron",  // the MLP data parallel, attention's projections megatron
+       [each](nn::Cell& c, int64_t n) {
+         each(c, [n](TransformerBlock& b) {
+           column(*b.q, n), column(*b.k, n), column(*b.v, n), row(*b.proj, n);
+         });
+       }},
+      {"column",
+       [each](nn::Cell& c, int64_t n) {
+         each(c, [n](TransformerBlock& b) {
+           for (nn::Dense* d : {b.q.get(), b.k.get(), b.v.get(), b.proj.get(), b.fc1.get(),
+                                b.fc2.get()}) {
+             column(*d, n);
+           }
+         });
+       }},
+      {"row",
+       [each](nn::Cell& c, int64_t n) {
+         each(c, [n](TransformerBlock& b) {
+           for (nn::Dense* d : {b.q.get(), b.k.get(), b.v.get(), b.proj.get(), b.fc1.get(),
+                                b.fc2.get()}) {
+             row(*d, n);
+           }
+         });
+       }},
+      {"hybrid",  // the rows (batch x sequence) 2 ways, the MLP megatron over n / 2
+       [each](nn::Cell& c, int64_t n) {
+         each(c, [n](TransformerBlock& b) { column(*b.fc1, n / 2, 2), row(*b.fc2, n / 2, 2); });
+       }},
+  };
+}
+
+// Computation costed `factor` times slower: ranks sharing the host's cores.
+class SharedCores : public parallel::CostModel {
+ public:
+  SharedCores(const parallel::CostModel& base, double factor) : base_(base), factor_(factor) {}
+  double compute_s(parallel::ShardingRule::ComputeClass cls, double flops,
+                   double bytes) const override {
+    return factor_ * base_.compute_s(cls, flops, bytes);
+  }
+  double collective_s(parallel::Collective c, double bytes_sent,
+                      int64_t group_size) const override {
+    return base_.collective_s(c, bytes_sent, group_size);
+  }
+
+ private:
+  const parallel::CostModel& base_;
+  double factor_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Trains a network with one parallel plan; measured against predicted step time."};
+  cleave::flags::setup(app, cleave::flags::cluster_variables());
+  std::string net_name = "mlp", plan_name = "data";
+  int64_t steps = 30, warmup = 5, batch_per_device = 32;
+  app.add_option("--net", net_name, "the network")
+      ->check(cleave::flags::one_of({"mlp", "lenet", "transformer"}))
+      ->capture_default_str();
+  app.add_option("--plan", plan_name, "a hand plan (NOTE [Hand plans]) or searched")
+      ->capture_default_str();
+  app.add_option("--steps", steps, "measured steps")->check(cleave::flags::positive());
+  app.add_option("--warmup", warmup, "steps before the measured ones (compile included)")
+      ->check(cleave::flags::positive());
+  app.add_option("--batch-per-device", batch_per_device, "each rank's share of the batch")
+      ->check(cleave::flags::positive());
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
+  try {
+    init();
+    const int rank = get_rank(), n = get_group_size();
+    const std::map<std::string, Plan> plans = net_name == "mlp"     ? mlp_plans()
+                                              : net_name == "lenet" ? lenet_plans()
+                                                                    : transformer_plans();
+    const bool searched = plan_name == "searched";
+    CLEAVE_CHECK_ARG(searched || plans.count(plan_name) == 1,
+                     "--plan {} is not a plan of {}; expected searched or one of the hand plans",
+                     plan_name, net_name);
+    runtime::set_context({.mode = runtime::GRAPH_MODE});
+    runtime::set_auto_parallel_context(
+        {.parallel_mode = searched ? runtime::AUTO_PARALLEL : runtime::SEMI_AUTO_PARALLEL,
+         .search_mode = "dynamic_programming",
+         .dataset_strategy = "full_batch"});
+    set_seed(1);
+    const TransformerConfig tc{.layers = 2, .hidden = 128, .heads = 4, .seq = 16};
+    nn::CellPtr net;
+    Shape input;
+    if (net_name == "mlp") {
+      net = std::make_shared<Mlp>();
+      input = {1, 1, 28, 28};
+    } else if (net_name == "lenet") {
+      net = std::make_shared<LeNet>();
+      input = {1, 1, 32, 32};
+    } else {
+      net = std::make_shared<Transformer>(tc);
+      input = {1, tc.seq, tc.hidden};
+    }
+    if (!searched) plans.at(plan_name)(*net, n);
+    const int64_t batch = batch_per_device * n;
+    input[0] = batch;
+    auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean");
+    auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
+    auto net_with_loss = std::make_shared<nn::WithLossCell>(net, loss);
+    optim::TrainOneStep step(net_with_loss, opt);
+
+    // The prediction: the same step traced with global shapes, searched as the job will search
+    // it, costed as the rewrite lays it out.
+    double predicted_ms = 0, cost_ms = 0;
+    if (rank == 0) {
+      runtime::StepProgram program =
+          step.program({input, DType::kFloat32}, {Shape{batch}, DType::kInt32});
+      runtime::CompileOptions options;
+      options.world_size = n;
+      options.mode = searched ? runtime::AUTO_PARALLEL : runtime::SEMI_AUTO_PARALLEL;
+      options.search_mode = "dynamic_programming";
+      options.device_num = n;
+      options.step_parallel = {.device_num = n, .dataset = parallel::DatasetSplit::kFullBatch};
+      runtime::CompileState state{.program = program, .options = options};
+      runtime::run_pass("trace", state);
+      if (searched) runtime::run_pass("search_strategies", state);
+      const int64_t cores = threads::available_cores();
+      const SharedCores model(parallel::default_cost_model(),
+                              n > cores ? static_cast<double>(n) / static_cast<double>(cores) : 1);
+      parallel::EstimateOptions eo;
+      eo.search = {.step_parallel = options.step_parallel, .cost_model = &model};
+      const parallel::PlanEstimate e = parallel::estimate_plan(state.graph, eo);
+      predicted_ms = e.predicted_step_s() * 1e3;
+      cost_ms = e.cost * 1e3;
+    }
+
+    // Fixed random data, the same on every rank.
+    const Tensor x = Tensor::normal(input);
+    const Tensor y = ops::cast(Tensor::uniform({batch}, 0, 10), DType::kInt32);
+    for (int64_t s = 0; s < warmup; ++s) step(x, y);
+    std::vector<double> times;
+    for (int64_t s = 0; s < steps; ++s) {
+      const auto t0 = Clock::now();
+      step(x, y);
+      times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    std::sort(times.begin(), times.end());
+    const double median = times[times.size() / 2];
+    if (rank == 0) {
+      fmt::print(
+          "ROW net={} plan={} np={} step_ms={:.3f} samples_per_s={:.1f} predicted_ms={:.3f} "
+          "cost_ms={:.3f}\n",
+          net_name, plan_name, n, median * 1e3, static_cast<double>(batch) / median,
+          predicted_ms, cost_ms);
+    }
+    std::fflush(stdout);
+    release();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "plan_train_bench: %s\n", e.what());
+    std::fflush(stderr);
+    report_failure(e.what());
+    return 1;
+  }
+  return 0;
+}
