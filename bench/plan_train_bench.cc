@@ -187,8 +187,8 @@ std::map<std::string, Plan> transformer_plans() {
       {"replicated",
        [each, t](nn::Cell& c, int64_t) {
          each(c, [](TransformerBlock& b) {
-           for (nn::Dense* d : {b.q.get(), b.k.get(), b.v.get(), b.proj.get(), b.fc1.get(),
-                                b.fc2.get()}) {
+           for (nn::Dense* d :
+                {b.q.get(), b.k.get(), b.v.get(), b.proj.get(), b.fc1.get(), b.fc2.get()}) {
              replicated(*d);
            }
          });
@@ -214,8 +214,8 @@ std::map<std::string, Plan> transformer_plans() {
       {"column",
        [each](nn::Cell& c, int64_t n) {
          each(c, [n](TransformerBlock& b) {
-           for (nn::Dense* d : {b.q.get(), b.k.get(), b.v.get(), b.proj.get(), b.fc1.get(),
-                                b.fc2.get()}) {
+           for (nn::Dense* d :
+                {b.q.get(), b.k.get(), b.v.get(), b.proj.get(), b.fc1.get(), b.fc2.get()}) {
              column(*d, n);
            }
          });
@@ -223,8 +223,8 @@ std::map<std::string, Plan> transformer_plans() {
       {"row",
        [each](nn::Cell& c, int64_t n) {
          each(c, [n](TransformerBlock& b) {
-           for (nn::Dense* d : {b.q.get(), b.k.get(), b.v.get(), b.proj.get(), b.fc1.get(),
-                                b.fc2.get()}) {
+           for (nn::Dense* d :
+                {b.q.get(), b.k.get(), b.v.get(), b.proj.get(), b.fc1.get(), b.fc2.get()}) {
              row(*d, n);
            }
          });
@@ -350,8 +350,8 @@ int main(int argc, char** argv) {
       fmt::print(
           "ROW net={} plan={} np={} step_ms={:.3f} samples_per_s={:.1f} predicted_ms={:.3f} "
           "cost_ms={:.3f}\n",
-          net_name, plan_name, n, median * 1e3, static_cast<double>(batch) / median,
-          predicted_ms, cost_ms);
+          net_name, plan_name, n, median * 1e3, static_cast<double>(batch) / median, predicted_ms,
+          cost_ms);
     }
     std::fflush(stdout);
     release();
