@@ -9,7 +9,8 @@
 // "%const7". An attribute value is true/false, a dtype name, an integer, a double (always with a
 // point or an exponent: 0.0), a tuple of integers "(1, 2)", or else a bare string. A constant's
 // values may follow "=": one number for every element, or a list "[1, 2, 3]" of them all; without
-// it the constant holds zeros, as parameters and inputs do. Node indices follow the numbers in the
+// it the constant holds zeros, as parameters and inputs do (a floating parameter requires a
+// gradient: the text does not record which are trainable). Node indices follow the numbers in the
 // text when they number every node once (every dump of the compiler does, so
 // dump_text(parse_text(t)) == t); hand-written text may number freely, and its nodes are then
 // placed inputs, parameters and constants first, ops after, in text order.

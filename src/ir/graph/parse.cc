@@ -369,6 +369,8 @@ class Parser {
       out.notes[static_cast<size_t>(at)] = note;
       if (n.kind == NodeKind::kParameter) {
         n.value = Tensor::zeros(n.outputs[0].shape, n.outputs[0].dtype);
+        // NOTE [IR text]: trainable, as far as the text can say.
+        if (is_floating(n.value.dtype())) n.value.set_requires_grad(true);
       }
       if (n.is_op()) ++ops;
     }
