@@ -248,7 +248,49 @@ Layout Layout::normalized() const {
 }
 
 bool Layout::same_distribution(const Layout& other) const {
-  return normalized() == other.normalized();
+  // normalized() == other.normalized(), without building them: the search and the rewrite ask
+  // this for every pair of candidates of an edge. Axes of size 1 are dropped and the others
+  // renumbered in order.
+  constexpr size_t kMaxAxes = 32;
+  if (dev_.size() > kMaxAxes || other.dev_.size() > kMaxAxes) {
+    return normalized() == other.normalized();
+  }
+  if (map_.size() != other.map_.size()) return false;
+  int mine[kMaxAxes], theirs[kMaxAxes];
+  const auto renumber = [](const DeviceMatrix& dev, int* out) {
+    int n = 0;
+    for (size_t a = 0; a < dev.size(); ++a) out[a] = dev[a] > 1 ? n++ : -1;
+    return n;
+  };
+  const int n = renumber(dev_, mine);
+  if (renumber(other.dev_, theirs) != n) return false;
+  {  // the device matrices without their 1s
+    size_t b = 0;
+    for (size_t a = 0; a < dev_.size(); ++a) {
+      if (dev_[a] <= 1) continue;
+      while (other.dev_[b] <= 1) ++b;
+      if (dev_[a] != other.dev_[b++]) return false;
+    }
+  }
+  // Two lists of axes, each without the axes of size 1, renumbered.
+  const auto same_axes = [&](const std::vector<int>& x, const std::vector<int>& y) {
+    size_t j = 0;
+    for (int a : x) {
+      if (mine[a] < 0) continue;
+      while (j < y.size() && theirs[y[j]] < 0) ++j;
+      if (j == y.size() || theirs[y[j]] != mine[a]) return false;
+      ++j;
+    }
+    while (j < y.size() && theirs[y[j]] < 0) ++j;
+    return j == y.size();
+  };
+  for (size_t d = 0; d < map_.size(); ++d) {
+    if (!same_axes(map_[d], other.map_[d])) return false;
+  }
+  if (!same_axes(partial_, other.partial_)) return false;
+  bool partial = false;
+  for (int a : partial_) partial = partial || mine[a] >= 0;
+  return !partial || partial_op_ == other.partial_op_;
 }
 
 std::string Layout::to_string() const {

@@ -10,6 +10,7 @@
 #include <queue>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "cleave/core/error.h"
 
@@ -328,8 +329,18 @@ RedistributionPlan plan_uncached(const Layout& from, const Layout& to, const Sha
 
 }  // namespace
 
-const RedistributionPlan& plan_redistribution(const Layout& from, const Layout& to,
-                                              const Shape& global, DType dtype) {
+namespace {
+
+struct KeyHash {
+  size_t operator()(const std::vector<int64_t>& key) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the numbers
+    for (int64_t v : key) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+// The checks of plan_redistribution's contract (an Error naming the broken rule).
+void check_redistribution(const Layout& from, const Layout& to, const Shape& global) {
   CLEAVE_CHECK_ARG(from.num_devices() == to.num_devices(),
                    "plan_redistribution: {} is on {} devices and {} on {}; expected the same "
                    "device count",
@@ -343,12 +354,23 @@ const RedistributionPlan& plan_redistribution(const Layout& from, const Layout& 
                    "plan_redistribution: the target {} is partial over other axes than {}; "
                    "expected a complete target or the same partial axes",
                    to.to_string(), from.to_string());
+}
+
+}  // namespace
+
+const RedistributionPlan& plan_redistribution(const Layout& from, const Layout& to,
+                                              const Shape& global, DType dtype) {
   // The key is the layouts' and shape's numbers (formatting them as text cost more than the
-  // propagation's whole choice).
+  // propagation's whole choice), built in a buffer of this thread: the strategy search asks
+  // for millions of plans, almost all cached, so a hit allocates nothing and checks nothing (the
+  // same key passed the checks when it was planned).
   static std::mutex mutex;
-  static std::map<std::vector<int64_t>, RedistributionPlan> cache;
-  std::vector<int64_t> key{static_cast<int64_t>(dtype), global.rank()};
-  auto add = [&key](const Layout& l) {
+  static std::unordered_map<std::vector<int64_t>, RedistributionPlan, KeyHash> cache;
+  thread_local std::vector<int64_t> key;
+  key.clear();
+  key.push_back(static_cast<int64_t>(dtype));
+  key.push_back(global.rank());
+  auto add = [](const Layout& l) {
     key.push_back(static_cast<int64_t>(l.device_matrix().size()));
     key.insert(key.end(), l.device_matrix().begin(), l.device_matrix().end());
     for (const Layout::DimAxes& axes : l.tensor_map()) {
@@ -362,10 +384,14 @@ const RedistributionPlan& plan_redistribution(const Layout& from, const Layout& 
   add(from);
   add(to);
   key.insert(key.end(), global.dims().begin(), global.dims().end());
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;  // references stay valid as the map grows
+  }
+  check_redistribution(from, to, global);
   RedistributionPlan plan = plan_uncached(from, to, global, dtype);
+  std::lock_guard<std::mutex> lock(mutex);
   return cache.emplace(key, std::move(plan)).first->second;
 }
 
