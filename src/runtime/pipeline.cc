@@ -282,9 +282,11 @@ void partition(CompileState& s) {
 
 bool training(const CompileState& s) { return s.program.training(); }
 bool sharded(const CompileState& s) { return s.options.sharded(); }
-bool data_parallel_schedule(const CompileState& s) {
-  return s.options.mode == DATA_PARALLEL && training(s) && s.options.micro_batches == 1 &&
-         !parallel::has_placement(s.graph);
+// A training step whose gradient reductions (DATA_PARALLEL's buckets, a parallel step's mirror
+// operators) may run while the rest of the backward computes: one micro-batch, not placed.
+bool overlapped_gradients(const CompileState& s) {
+  return (s.options.mode == DATA_PARALLEL || sharded(s)) && training(s) &&
+         s.options.micro_batches == 1 && !parallel::has_placement(s.graph);
 }
 bool always(const CompileState&) { return true; }
 
@@ -328,12 +330,13 @@ const std::vector<Pass>& compile_passes() {
       {"optimizer", "+ the optimizer's in-place updates", "training", training, optimizer},
       {"mark_literals", "constants only the graph holds become foldable literals", "always", always,
        mark_literals},
-      {"hoist_collectives", "each bucket's AllReduce right after its last gradient",
-       "DATA_PARALLEL training, one micro-batch, not placed", data_parallel_schedule,
-       hoist_collectives},
-      {"order_tail_by_collectives", "each update right after its own bucket's AllReduce",
-       "DATA_PARALLEL training, one micro-batch, not placed", data_parallel_schedule,
-       order_tail_by_collectives},
+      {"hoist_collectives",
+       "each gradient reduction (a bucket's or a mirror AllReduce) right after its last gradient",
+       "DATA_PARALLEL, SEMI_AUTO/AUTO_PARALLEL training, one micro-batch, not placed",
+       overlapped_gradients, hoist_collectives},
+      {"order_tail_by_collectives", "each update right after its own gradient reduction",
+       "DATA_PARALLEL, SEMI_AUTO/AUTO_PARALLEL training, one micro-batch, not placed",
+       overlapped_gradients, order_tail_by_collectives},
       {"partition", "one graph per rank joined by RpcSend/RpcRecv (place(), micro-batches)",
        "a placed step in a job, or pipeline_micro_batches > 1",
        [](const CompileState& s) { return placed(s) || s.options.micro_batches > 1; }, partition,

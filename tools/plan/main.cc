@@ -198,29 +198,20 @@ void print_parameters(const parallel::PlanEstimate& e, int64_t device_num, int64
 }
 
 // What the chosen plan is compared with: every op with its default strategy (data parallel
-// where its batch allows), as a sharded step and as DATA_PARALLEL runs it (gradients bucketed
-// and overlapped with the backward).
+// where its batch allows).
 void print_references(const ir::Graph& traced, const parallel::EstimateOptions& options,
                       double chosen_cost) {
   ir::Graph defaults = traced;
   for (ir::Node& n : defaults.nodes) {
     if (n.is_op() && n.strategy_derived) n.strategy.clear();
   }
-  parallel::PlanEstimate e = parallel::estimate_plan(defaults, options);
+  const parallel::PlanEstimate e = parallel::estimate_plan(defaults, options);
   fmt::print(
       "\nreference: every op that has no given strategy with its default one (data parallel where "
       "it can be), "
       "search cost {} ({:+.1f}% against the chosen plan)\n",
       ms(e.cost), 100 * (e.cost / chosen_cost - 1));
   print_estimate(e, "  ");
-  if (!options.search.training) return;
-  parallel::EstimateOptions dp = options;
-  dp.overlap_gradients = true;
-  e = parallel::estimate_plan(defaults, dp);
-  fmt::print(
-      "  as DATA_PARALLEL runs it (gradient buckets overlapping the backward): exposed "
-      "communication {}, predicted step {}\n",
-      ms(e.exposed_communication_s), ms(e.predicted_step_s()));
 }
 
 int plan(const Settings& s) {
@@ -294,8 +285,9 @@ int plan(const Settings& s) {
     const double search_s = seconds_since(search_start);
     fmt::print(
         "  searched in {:.2f} s: {} cost-graph nodes, {} eliminations, {} left to the "
-        "exact solver\n",
-        search_s, cost_graph.nodes.size(), best.eliminations.total(), best.exact_nodes);
+        "exact solver; its cost {}\n",
+        search_s, cost_graph.nodes.size(), best.eliminations.total(), best.exact_nodes,
+        ms(best.cost));
     if (s.runner_ups > 0) {
       runner_ups =
           parallel::runner_up_plans(cost_graph, best, eo.search, static_cast<int>(s.runner_ups));

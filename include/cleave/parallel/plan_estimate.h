@@ -17,14 +17,15 @@
 // for the plan the dynamic programming chose, exactly the cost it minimised (a test holds it to
 // that). Exposed communication is the part no computation hides. The forward collectives and
 // redistributions, and their backward mirrors, block the op that reads them; the gradient
-// reductions could run during the rest of the backward, and do where `overlap_gradients` says the
-// schedule lets them (DATA_PARALLEL's buckets: hoisted right after their last gradient), exposed
-// then only by what the backward computation after them cannot hide. A sharded step of cleave
-// today appends the gradient reductions after the whole backward (mirror_gradients), so there
-// they are exposed in full. Memory per rank: the parameters' slices, as many bytes of gradients,
-// the optimizer state (optimizer_state_per_parameter slices per parameter: 1 for Momentum, 2 for
-// Adam), and the activations, the slices every op reads and writes (kept for the backward; an
-// upper bound: the executor reuses buffers). Traffic: the bytes each rank sends in a step.
+// reductions run while the rest of the backward computes (hoist_collectives moves each right
+// after its gradient, in DATA_PARALLEL and in sharded steps alike), exposed only by what the
+// backward computation cannot hide: at most min(gradient reductions, backward computation) is
+// hidden, an optimistic bound (the reduction of the first layer's gradient, the last computed,
+// has nothing after it to hide behind). `overlap_gradients` false counts them all as exposed.
+// Memory per rank: the parameters' slices, as many bytes of gradients, the optimizer state
+// (optimizer_state_per_parameter slices per parameter: 1 for Momentum, 2 for Adam), and the
+// activations, the slices every op reads and writes (kept for the backward; an upper bound: the
+// executor reuses buffers). Traffic: the bytes each rank sends in a step.
 #pragma once
 
 #include <string>
@@ -87,8 +88,8 @@ struct PlanEstimate {
 std::string path_name(const ir::Node& node);
 
 struct EstimateOptions {
-  SearchOptions search;            // device count, dataset strategy, cost model, beta, training
-  bool overlap_gradients = false;  // the schedule hides gradient reductions behind the backward
+  SearchOptions search;           // device count, dataset strategy, cost model, beta, training
+  bool overlap_gradients = true;  // the schedule hides gradient reductions behind the backward
   double optimizer_state_per_parameter = 1;  // slices of state per parameter (Momentum: 1)
 };
 
