@@ -5,7 +5,8 @@
 # rank 0's step_parallel_begin dump has matmul's given strategy and relu's and matmul2's derived
 # ones; both dumps equal the golden files in golden/ and cleave-ir draws them; every rank's
 # checkpoint holds its slices of w and w2, equal to the single process's rows; the loaded strategy
-# file gives the same losses; a hand-started job (MS_ROLE, MS_WORKER_NUM, MS_SCHED_HOST,
+# file gives the same losses; cleave-ckpt merge turns the 8 checkpoints into the single process's;
+# a hand-started job (MS_ROLE, MS_WORKER_NUM, MS_SCHED_HOST,
 # MS_SCHED_PORT) prints them too.
 # Usage: sharding_propagation_test.sh BIN_DIR
 # CLEAVE_UPDATE_GOLDEN=1 rewrites the golden files from this run instead of comparing.
@@ -138,6 +139,38 @@ for r in 0 1 2 3 4 5 6 7; do
 done
 grep -q '"parallel_strategy_item"' "$work/strategy.json" || fail "no strategy file written"
 echo "ok: every rank's checkpoint holds its slices of w and w2, equal to one device's; the strategy file was written"
+
+# cleave-ckpt merge: the 8 ranks' checkpoints and the strategy file give the single process's
+# checkpoint: the same tensors (parameters, Momentum's state, counters), the same values (1e-5
+# relative, 1e-7 absolute).
+"$bin/cleave-ckpt" merge "$work/job" --strategy "$work/strategy.json" -o "$work/merged.ckpt" \
+  > "$work/merge.out" || { cat "$work/merge.out"; fail "cleave-ckpt merge failed"; }
+grep -q "merged 8 ranks into .*, [0-9]* of them from slices" "$work/merge.out" ||
+  fail "cleave-ckpt merge said: $(cat "$work/merge.out")"
+"$bin/cleave-ckpt" "$work/merged.ckpt" > "$work/merged.list"
+"$bin/cleave-ckpt" "$single_ckpt" > "$work/single.list"
+diff -u "$work/single.list" "$work/merged.list" ||
+  fail "the merged checkpoint does not hold the single process's tensors (diff above)"
+while read -r name _; do
+  "$bin/cleave-ckpt" "$work/merged.ckpt" --values "$name" |
+    awk -v what="merged $name" '
+      NR == FNR { ref[FNR] = $1; next }
+      { ++n; d = ref[n] - $1; if (d < 0) d = -d; a = ref[n] < 0 ? -ref[n] : ref[n]
+        if (d > 1e-5 * a + 1e-7) { print what " value " n ": " $1 " where one device has " ref[n]; bad = 1 } }
+      END { exit bad || n == 0 }' <("$bin/cleave-ckpt" "$single_ckpt" --values "$name") - ||
+    fail "the merged $name differs from the single process's"
+done < "$work/single.list"
+# A set that does not fit its strategy is refused: one rank's folder missing.
+mv "$work/job/7" "$work/job7"
+if "$bin/cleave-ckpt" merge "$work/job" --strategy "$work/strategy.json" -o "$work/bad.ckpt" \
+  2> "$work/merge.err"; then
+  fail "cleave-ckpt merge succeeded without rank 7's checkpoint"
+fi
+grep -q "no folder '7' or 'rank_7' for rank 7 of 8" "$work/merge.err" ||
+  fail "cleave-ckpt merge without rank 7 said: $(cat "$work/merge.err")"
+[ ! -e "$work/bad.ckpt" ] || fail "a refused merge wrote $work/bad.ckpt"
+mv "$work/job7" "$work/job/7"
+echo "ok: cleave-ckpt merge gives the single process's checkpoint ($(wc -l < "$work/single.list") tensors) and refuses a set without rank 7"
 
 run_job replay --strategy-load "$work/strategy.json"
 check_ranks "cleave-run 8 workers from the strategy file" "$work"/replay/log_output/worker_*.log

@@ -77,7 +77,10 @@ void save_strategy_file(const std::string& path, const ir::Graph& g, const Paral
   write_file_atomically(path, file.dump(1) + "\n", kWhat);
 }
 
-int load_strategy_file(const std::string& path, ir::Graph& g, int64_t device_num) {
+namespace {
+
+// The file at `path`, checked to be a strategy file of a version this reader knows.
+json read_strategy_file(const std::string& path) {
   const std::string text = read_whole_file(path, kWhat);
   json file;
   try {
@@ -95,6 +98,47 @@ int load_strategy_file(const std::string& path, ir::Graph& g, int64_t device_num
   CLEAVE_CHECK_ARG(file.value("version", 0) == 1,
                    "{} '{}': version {} is not supported; expected 1", kWhat, path,
                    file.value("version", 0));
+  return file;
+}
+
+}  // namespace
+
+ParameterLayouts load_parameter_layouts(const std::string& path) {
+  const json file = read_strategy_file(path);
+  ParameterLayouts out;
+  const json devices = file.value("device_num", json());
+  CLEAVE_CHECK_ARG(devices.is_number_integer() && devices.get<int64_t>() >= 1,
+                   "{} '{}': \"device_num\" is missing or not a positive integer", kWhat, path);
+  out.device_num = devices.get<int64_t>();
+  const json items = file.value("parallel_layout_item", json::object());
+  CLEAVE_CHECK_ARG(items.is_object(), "{} '{}': \"parallel_layout_item\" is not an object", kWhat,
+                   path);
+  for (const auto& [name, item] : items.items()) {
+    try {
+      const auto dev = item.at("dev_matrix").get<std::vector<int64_t>>();
+      const auto map = item.at("tensor_map").get<std::vector<std::vector<int>>>();
+      const Shape shape(item.at("tensor_shape").get<std::vector<int64_t>>());
+      Layout layout(dev, map);
+      const std::string why = layout.check_shape(shape);
+      CLEAVE_CHECK_ARG(why.empty(), "{}", why);
+      CLEAVE_CHECK_ARG(layout.num_devices() == out.device_num,
+                       "its device matrix has {} devices, the file's device_num is {}",
+                       layout.num_devices(), out.device_num);
+      out.layouts.emplace(name, std::make_pair(std::move(layout), shape));
+    } catch (const json::exception& e) {
+      CLEAVE_FAIL(
+          "{} '{}': parameter '{}' has no valid layout ({}); expected \"dev_matrix\", "
+          "\"tensor_map\" and \"tensor_shape\"",
+          kWhat, path, name, e.what());
+    } catch (const Error& e) {
+      CLEAVE_FAIL("{} '{}': parameter '{}' has an invalid layout: {}", kWhat, path, name, e.what());
+    }
+  }
+  return out;
+}
+
+int load_strategy_file(const std::string& path, ir::Graph& g, int64_t device_num) {
+  const json file = read_strategy_file(path);
   const int64_t saved_devices = file.value("device_num", int64_t{0});
   CLEAVE_CHECK_ARG(saved_devices == device_num,
                    "{} '{}' was saved for device_num {}, but this job has {} devices; a strategy "

@@ -1,15 +1,24 @@
-// cleave-ckpt: shows what a checkpoint (.ckpt or .safetensors) holds.
+// cleave-ckpt: shows what a checkpoint (.ckpt or .safetensors) holds, and merges a sharded job's
+// checkpoints into one.
 //
-//   cleave-ckpt FILE                 one line per tensor: "<name> <dtype> (<shape>)", by name
-//   cleave-ckpt FILE --values NAME   the values of tensor NAME, one per line, row-major (%.9g,
-//                                    enough digits to read a float32 back exactly)
-//   cleave-ckpt FILE --metadata      the safetensors "__metadata__", "key: value" per line
+//   cleave-ckpt [list] FILE          one line per tensor: "<name> <dtype> (<shape>)", by name
+//   cleave-ckpt [list] FILE --values NAME   the values of tensor NAME, one per line, row-major
+//                                    (%.9g, enough digits to read a float32 back exactly)
+//   cleave-ckpt [list] FILE --metadata      the safetensors "__metadata__", "key: value" per line
+//   cleave-ckpt merge DIR --strategy FILE -o OUT [--prefix P]
+//                                    the single-device checkpoint of a sharded job: DIR holds a
+//                                    folder per rank ("0", "1", ... or "rank_0", ...) with its
+//                                    checkpoint, FILE is the job's strategy file
+//                                    (strategy_ckpt_save_file), OUT the checkpoint written (NOTE
+//                                    [Merging sharded checkpoints] in
+//                                    cleave/train/sharded_checkpoint.h)
 //
 // With a sharded job (SEMI_AUTO_PARALLEL or AUTO_PARALLEL) each rank's checkpoint holds that
 // rank's slices: the shapes listed are the slice shapes (NOTE [Sharded parameters] in
-// cleave/runtime/sharded_parameters.h).
+// cleave/runtime/sharded_parameters.h); `merge` puts them together.
 //
-// Exit status 0 on success, 1 when the file cannot be read or has no tensor NAME, 2 on bad usage.
+// Exit status 0 on success, 1 when a file cannot be read, has no tensor NAME, or the checkpoints
+// do not fit the strategy, 2 on bad usage.
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -20,6 +29,7 @@
 #include "cleave/flags.h"
 #include "cleave/ops/elementwise.h"
 #include "cleave/train/checkpoint.h"
+#include "cleave/train/sharded_checkpoint.h"
 
 namespace {
 
@@ -32,7 +42,49 @@ void print_values(const Tensor& t) {
 
 }  // namespace
 
+int merge(int argc, char** argv) {
+  CLI::App app{
+      "Merges the checkpoints of a sharded job (one folder per rank) into the single-device "
+      "checkpoint, with the job's strategy file."};
+  app.name("cleave-ckpt merge");
+  cleave::flags::setup(app);
+  std::string dir, strategy, output, prefix;
+  app.add_option("dir", dir, "the folder holding one folder per rank")->required();
+  app.add_option("--strategy", strategy, "the job's strategy file (strategy_ckpt_save_file)")
+      ->required();
+  app.add_option("-o,--output", output, "the checkpoint to write (.ckpt or .safetensors)")
+      ->required();
+  app.add_option("--prefix", prefix,
+                 "with several checkpoints per rank: the newest '<prefix>-<epoch>_<step>' one");
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
+  try {
+    train::checkpoint_format(output);  // a wrong extension fails before any reading
+    const parallel::ParameterLayouts layouts = parallel::load_parameter_layouts(strategy);
+    std::vector<train::RankCheckpoint> ranks;
+    for (const std::string& file : train::rank_checkpoint_files(dir, layouts.device_num, prefix)) {
+      ranks.push_back({train::load_checkpoint(file), file});
+    }
+    const train::NamedTensors merged = train::merge_checkpoints(ranks, layouts);
+    train::save_checkpoint(merged, output);
+    int64_t sharded = 0;
+    for (const auto& [name, t] : merged) {
+      sharded += t.shape() == ranks[0].tensors.at(name).shape() ? 0 : 1;
+    }
+    fmt::print("cleave-ckpt: merged {} ranks into {}: {} tensors, {} of them from slices\n",
+               ranks.size(), output, merged.size(), sharded);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "cleave-ckpt: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "merge") return merge(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "list") {
+    --argc;
+    ++argv;
+  }
   CLI::App app{"Shows the tensors of a checkpoint (.ckpt or .safetensors)."};
   cleave::flags::setup(app);
   std::string path, values;

@@ -16,7 +16,9 @@
 // operators is an error naming the file.
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 
 #include "cleave/ir/graph.h"
 #include "cleave/parallel/step_parallel.h"
@@ -31,6 +33,16 @@ void save_strategy_file(const std::string& path, const ir::Graph& global, const 
 // `path` (NOTE [Strategy file]); returns how many. Throws Error naming the path and what is
 // wrong.
 int load_strategy_file(const std::string& path, ir::Graph& global, int64_t device_num);
+
+// The parameters' layouts a strategy file records ("parallel_layout_item"), by parameter name,
+// with each one's global shape, and the device count they were planned for.
+struct ParameterLayouts {
+  int64_t device_num = 1;
+  std::map<std::string, std::pair<Layout, Shape>> layouts;
+};
+// Reads them from the file at `path`. Throws Error naming the path and the parameter for a file
+// that is not a strategy file, or a layout that is invalid or does not fit its shape.
+ParameterLayouts load_parameter_layouts(const std::string& path);
 
 // The key of operator `n` in a strategy file: "<scope>/<primitive>-<instance name>".
 std::string strategy_key(const ir::Node& n);

@@ -1,0 +1,48 @@
+// A sharded job's checkpoints merged into the single-device checkpoint (`cleave-ckpt merge`).
+//
+// NOTE [Merging sharded checkpoints]
+// In SEMI_AUTO_PARALLEL and AUTO_PARALLEL each rank holds, and saves, its slices of the sharded
+// parameters (NOTE [Sharded parameters] in cleave/runtime/sharded_parameters.h) and of the
+// optimizer state laid out like them ("moments.fc1.weight"), and whole copies of everything
+// else. The strategy file (strategy_ckpt_save_file) records each parameter's layout and global
+// shape. merge_checkpoints assembles, for every tensor of rank 0's checkpoint:
+//   - a tensor the strategy file lays out, or optimizer state of one ("<state>.<parameter>"):
+//     every rank's slice copied to its place (Layout::slice_offset); ranks holding the same slice
+//     (replicas) must hold the same bytes;
+//   - any other tensor (a replicated parameter, a step counter): the same bytes on every rank,
+//     rank 0's taken.
+// A checkpoint is matched to a strategy-file parameter by name, allowing the prefix the traced
+// step puts before the network's parameters ("_backbone." of WithLossCell) to be absent from the
+// checkpoint's names. Any disagreement is an Error naming the tensor, the ranks and their files:
+// a missing tensor, a slice of the wrong shape or dtype, replicas that differ, a checkpoint count
+// that is not the strategy's device_num. Nothing is guessed: a set that does not fit its strategy
+// is refused, never merged into wrong numbers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cleave/parallel/strategy_file.h"
+#include "cleave/train/checkpoint.h"
+
+namespace cleave::train {
+
+struct RankCheckpoint {
+  ParamMap tensors;
+  std::string source;  // for errors: the file it was read from
+};
+
+// The single-device checkpoint of `ranks` (one per rank, in rank order) saved under `layouts`
+// (NOTE [Merging sharded checkpoints]), in rank 0's tensor order (by name). Throws Error as the
+// NOTE says.
+NamedTensors merge_checkpoints(const std::vector<RankCheckpoint>& ranks,
+                               const parallel::ParameterLayouts& layouts);
+
+// Each rank's checkpoint in `directory`: the folder "<r>" or "rank_<r>" of rank r, for r below
+// device_num, holding one checkpoint, or several written by ModelCheckpoint with one prefix (the
+// newest is taken), or with `prefix` given, the newest "<prefix>-<epoch>_<step>" one. Throws Error
+// naming the folder when one is missing, empty or ambiguous.
+std::vector<std::string> rank_checkpoint_files(const std::string& directory, int64_t device_num,
+                                               const std::string& prefix = "");
+
+}  // namespace cleave::train

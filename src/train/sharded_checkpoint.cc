@@ -1,0 +1,213 @@
+// Merging a sharded job's checkpoints (NOTE [Merging sharded checkpoints] in
+// cleave/train/sharded_checkpoint.h).
+#include "cleave/train/sharded_checkpoint.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "cleave/core/error.h"
+
+namespace cleave::train {
+namespace {
+
+namespace fs = std::filesystem;
+using parallel::Layout;
+
+// The strategy-file parameter `name` refers to (NOTE: the traced step's prefix may be absent, and
+// optimizer state is "<state>.<parameter>"), or null.
+const std::pair<Layout, Shape>* layout_of(const parallel::ParameterLayouts& layouts,
+                                          const std::string& name) {
+  const std::pair<Layout, Shape>* best = nullptr;
+  size_t best_skip = SIZE_MAX;
+  std::string ambiguous;
+  for (const auto& [param, layout] : layouts.layouts) {
+    // param without its first k components, for k = 0, 1, ...
+    size_t skip = 0;
+    for (size_t at = 0;; ++skip) {
+      const std::string tail = param.substr(at);
+      const bool state =
+          name.size() > tail.size() + 1 && name.ends_with("." + tail) &&
+          name.substr(0, name.size() - tail.size() - 1).find('.') == std::string::npos;
+      if (name == tail || state) {
+        if (skip < best_skip) {
+          best = &layout;
+          best_skip = skip;
+          ambiguous.clear();
+        } else if (skip == best_skip && best != &layout) {
+          ambiguous = param;
+        }
+        break;
+      }
+      const size_t dot = param.find('.', at);
+      if (dot == std::string::npos) break;
+      at = dot + 1;
+    }
+  }
+  CLEAVE_CHECK_ARG(ambiguous.empty(),
+                   "merge: the checkpoint's tensor '{}' matches two parameters of the strategy "
+                   "file ('{}' among them); expected names that say which",
+                   name, ambiguous);
+  return best;
+}
+
+// Copies the slice `part` (shape of `slice`) into `whole` at `offset`, or, when `check` is set,
+// compares them instead; returns false at the first difference.
+bool place_slice(const Tensor& part, Tensor& whole, const std::vector<int64_t>& offset,
+                 bool check) {
+  const Shape& g = whole.shape();
+  const Shape& s = part.shape();
+  const size_t elem = dtype_size(whole.dtype());
+  const int64_t rank = g.rank();
+  if (rank == 0) {
+    if (check) return std::memcmp(whole.raw_data(), part.raw_data(), elem) == 0;
+    std::memcpy(whole.raw_data(), part.raw_data(), elem);
+    return true;
+  }
+  const int64_t row = s[rank - 1];  // contiguous elements per copy
+  const int64_t rows = s.numel() / std::max<int64_t>(row, 1);
+  std::vector<int64_t> index(static_cast<size_t>(rank), 0);  // within the slice
+  const auto* src = static_cast<const char*>(part.raw_data());
+  auto* dst = static_cast<char*>(whole.raw_data());
+  for (int64_t r = 0; r < rows && row > 0; ++r) {
+    int64_t at = 0;  // the row's first element in `whole`
+    for (int64_t d = 0; d < rank; ++d) at = at * g[d] + offset[static_cast<size_t>(d)] + index[d];
+    const size_t bytes = static_cast<size_t>(row) * elem;
+    char* to = dst + static_cast<size_t>(at) * elem;
+    const char* from = src + static_cast<size_t>(r * row) * elem;
+    if (check) {
+      if (std::memcmp(to, from, bytes) != 0) return false;
+    } else {
+      std::memcpy(to, from, bytes);
+    }
+    for (int64_t d = rank - 2; d >= 0; --d) {  // the next row
+      if (++index[static_cast<size_t>(d)] < s[d]) break;
+      index[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return true;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.raw_data(), b.raw_data(),
+                     static_cast<size_t>(a.numel()) * dtype_size(a.dtype())) == 0;
+}
+
+}  // namespace
+
+NamedTensors merge_checkpoints(const std::vector<RankCheckpoint>& ranks,
+                               const parallel::ParameterLayouts& layouts) {
+  CLEAVE_CHECK_ARG(static_cast<int64_t>(ranks.size()) == layouts.device_num,
+                   "merge: {} checkpoints for a strategy of {} devices; expected one per rank",
+                   ranks.size(), layouts.device_num);
+  const ParamMap& first = ranks[0].tensors;
+  for (size_t r = 1; r < ranks.size(); ++r) {
+    std::vector<std::string> missing, extra;
+    for (const auto& [name, t] : first) {
+      if (ranks[r].tensors.count(name) == 0) missing.push_back(name);
+    }
+    for (const auto& [name, t] : ranks[r].tensors) {
+      if (first.count(name) == 0) extra.push_back(name);
+    }
+    CLEAVE_CHECK_ARG(missing.empty() && extra.empty(),
+                     "merge: rank {} ({}) and rank 0 ({}) hold different tensors: {} only in rank "
+                     "0's, {} only in rank {}'s; expected the checkpoints of one job and step",
+                     r, ranks[r].source, ranks[0].source,
+                     missing.empty() ? "none" : fmt::format("'{}'", fmt::join(missing, "', '")),
+                     extra.empty() ? "none" : fmt::format("'{}'", fmt::join(extra, "', '")), r);
+  }
+  NamedTensors out;
+  for (const auto& [name, zero] : first) {
+    const std::pair<Layout, Shape>* laid = layout_of(layouts, name);
+    if (laid == nullptr || laid->first.is_replicated()) {
+      for (size_t r = 1; r < ranks.size(); ++r) {
+        CLEAVE_CHECK_ARG(same_bytes(ranks[r].tensors.at(name), zero),
+                         "merge: '{}' is not sharded by the strategy file, but rank {} ({}) and "
+                         "rank 0 ({}) hold different values for it; expected the same on every "
+                         "rank",
+                         name, r, ranks[r].source, ranks[0].source);
+      }
+      out.emplace_back(name, zero.clone());
+      continue;
+    }
+    const auto& [layout, global] = *laid;
+    const Shape slice = layout.slice_shape(global);
+    Tensor whole = Tensor::zeros(global, zero.dtype());
+    std::set<std::vector<int64_t>> written;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const Tensor& part = ranks[r].tensors.at(name);
+      CLEAVE_CHECK_ARG(part.shape() == slice && part.dtype() == zero.dtype(),
+                       "merge: rank {} ({}) holds '{}' as {} {}; its layout {} gives each rank a "
+                       "{} {} slice of {}",
+                       r, ranks[r].source, name, dtype_name(part.dtype()), part.shape().to_string(),
+                       layout.to_string(), dtype_name(zero.dtype()), slice.to_string(),
+                       global.to_string());
+      const std::vector<int64_t> offset = layout.slice_offset(global, static_cast<int64_t>(r));
+      const bool replica = !written.insert(offset).second;
+      CLEAVE_CHECK_ARG(place_slice(part, whole, offset, replica),
+                       "merge: rank {} ({}) holds a different '{}' slice than the rank before it "
+                       "that holds the same slice (offset ({})); expected replicas to be equal",
+                       r, ranks[r].source, name, fmt::join(offset, ", "));
+    }
+    out.emplace_back(name, std::move(whole));
+  }
+  return out;
+}
+
+std::vector<std::string> rank_checkpoint_files(const std::string& directory, int64_t device_num,
+                                               const std::string& prefix) {
+  std::error_code ec;
+  CLEAVE_CHECK_ARG(fs::is_directory(directory, ec),
+                   "merge: '{}' is not a folder; expected the folder holding one folder per rank "
+                   "('0', '1', ... or 'rank_0', 'rank_1', ...)",
+                   directory);
+  CLEAVE_CHECK_ARG(device_num >= 1, "merge: device_num {} is not positive", device_num);
+  std::vector<std::string> files;
+  const std::regex saved(R"((.+)-[0-9]+_[0-9]+\.(ckpt|safetensors))");
+  for (int64_t r = 0; r < device_num; ++r) {
+    fs::path folder;
+    for (const std::string& n : {std::to_string(r), fmt::format("rank_{}", r)}) {
+      if (fs::is_directory(fs::path(directory) / n, ec)) folder = fs::path(directory) / n;
+    }
+    CLEAVE_CHECK_ARG(!folder.empty(),
+                     "merge: '{}' has no folder '{}' or 'rank_{}' for rank {} of {}; expected one "
+                     "folder per rank of the strategy's device_num",
+                     directory, r, r, r, device_num);
+    std::vector<fs::path> found;
+    std::set<std::string> prefixes;
+    for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
+      const std::string ext = e.path().extension().string();
+      if (!e.is_regular_file() || (ext != ".ckpt" && ext != ".safetensors")) continue;
+      found.push_back(e.path());
+      std::smatch m;
+      const std::string file = e.path().filename().string();
+      prefixes.insert(std::regex_match(file, m, saved) ? m[1].str() : std::string());
+    }
+    CLEAVE_CHECK_ARG(!found.empty(), "merge: the folder '{}' holds no .ckpt or .safetensors file",
+                     folder.string());
+    if (!prefix.empty()) {
+      files.push_back(latest_checkpoint(folder.string(), prefix));
+    } else if (found.size() == 1) {
+      files.push_back(found[0].string());
+    } else if (prefixes.size() == 1 && !prefixes.begin()->empty()) {
+      files.push_back(latest_checkpoint(folder.string(), *prefixes.begin()));
+    } else {
+      std::vector<std::string> names;
+      for (const fs::path& p : found) names.push_back(p.filename().string());
+      std::sort(names.begin(), names.end());
+      CLEAVE_FAIL(
+          "merge: the folder '{}' holds {} checkpoints ({}); give --prefix to take the newest "
+          "'<prefix>-<epoch>_<step>' one",
+          folder.string(), found.size(), fmt::join(names, ", "));
+    }
+  }
+  return files;
+}
+
+}  // namespace cleave::train
