@@ -172,6 +172,38 @@ grep -q "no folder '7' or 'rank_7' for rank 7 of 8" "$work/merge.err" ||
 mv "$work/job7" "$work/job/7"
 echo "ok: cleave-ckpt merge gives the single process's checkpoint ($(wc -l < "$work/single.list") tensors) and refuses a set without rank 7"
 
+# cleave-ckpt transform: the 8 ranks' checkpoints into those of a 2-rank job that splits w's rows
+# 2 ways and holds w2 whole (a strategy file written by hand): rank 1 holds rows 16..31 of the
+# single process's w, and w2 whole.
+cat > "$work/two.json" <<'JSON'
+{"format": "cleave-strategy", "version": 1, "device_num": 2, "current_stage": 0,
+ "parallel_strategy_item": {},
+ "parallel_layout_item": {"_backbone.w": {"dev_matrix": [2], "tensor_map": [[0], []],
+                                          "tensor_shape": [32, 16]}}}
+JSON
+"$bin/cleave-ckpt" transform "$work/job" --src-strategy "$work/strategy.json" \
+  --dst-strategy "$work/two.json" --plan > "$work/plan.out" || fail "cleave-ckpt transform --plan failed"
+grep -qx "destination rank 1 reads source ranks 0, 1, 2, 3" "$work/plan.out" ||
+  fail "transform --plan said: $(cat "$work/plan.out")"
+"$bin/cleave-ckpt" transform "$work/job" --src-strategy "$work/strategy.json" \
+  --dst-strategy "$work/two.json" -o "$work/two" > "$work/transform.out" ||
+  { cat "$work/transform.out"; fail "cleave-ckpt transform failed"; }
+"$bin/cleave-ckpt" "$work/two/1/CKP-5_4.ckpt" > "$work/two.list"
+grep -qx "w Float32 (16, 16)" "$work/two.list" && grep -qx "w2 Float32 (16, 16)" "$work/two.list" ||
+  fail "the transformed rank 1 does not hold w (16, 16) and w2 (16, 16): $(cat "$work/two.list")"
+"$bin/cleave-ckpt" "$work/two/1/CKP-5_4.ckpt" --values w |
+  awk 'NR == FNR { ref[FNR - 1] = $1; next }
+    { ++n; want = ref[256 + n - 1]; d = want - $1; if (d < 0) d = -d; a = want < 0 ? -want : want
+      if (d > 1e-5 * a + 1e-7) { print "transformed w value " n ": " $1 " where one device has " want; bad = 1 } }
+    END { exit bad || n != 256 }' <("$bin/cleave-ckpt" "$single_ckpt" --values w) - ||
+  fail "the transformed rank 1's w is not rows 16..31 of the single process's"
+if "$bin/cleave-ckpt" transform "$work/job" --src-strategy "$work/strategy.json" \
+  --dst-strategy "$work/two.json" -o "$work/two" 2> "$work/again.err"; then
+  fail "a second transform into the same folder overwrote it"
+fi
+grep -q "exists already" "$work/again.err" || fail "a second transform said: $(cat "$work/again.err")"
+echo "ok: cleave-ckpt transform gives a 2-rank job's slices, plans what each rank reads, overwrites nothing"
+
 run_job replay --strategy-load "$work/strategy.json"
 check_ranks "cleave-run 8 workers from the strategy file" "$work"/replay/log_output/worker_*.log
 cmp -s <(grep -h "loss is" "$work/job/log_output/worker_0.log") <(grep -h "loss is" "$work/replay/log_output/worker_0.log") ||

@@ -160,6 +160,93 @@ NamedTensors merge_checkpoints(const std::vector<RankCheckpoint>& ranks,
   return out;
 }
 
+NamedTensors split_checkpoint(const NamedTensors& whole, const parallel::ParameterLayouts& layouts,
+                              int64_t rank) {
+  CLEAVE_CHECK_ARG(rank >= 0 && rank < layouts.device_num,
+                   "split: rank {} is out of range; the strategy has {} devices", rank,
+                   layouts.device_num);
+  NamedTensors out;
+  for (const auto& [name, t] : whole) {
+    const std::pair<Layout, Shape>* laid = layout_of(layouts, name);
+    if (laid == nullptr || laid->first.is_replicated()) {
+      out.emplace_back(name, t.clone());
+      continue;
+    }
+    const auto& [layout, global] = *laid;
+    CLEAVE_CHECK_ARG(t.shape() == global,
+                     "split: '{}' is {} in the checkpoint but {} in the strategy file; expected "
+                     "the single-device checkpoint of the network the strategy was planned for",
+                     name, t.shape().to_string(), global.to_string());
+    Tensor part = Tensor::zeros(layout.slice_shape(global), t.dtype());
+    // The slice read out of `t`: place_slice copies the other way with the roles swapped.
+    const std::vector<int64_t> offset = layout.slice_offset(global, rank);
+    const Shape& s = part.shape();
+    const size_t elem = dtype_size(t.dtype());
+    const int64_t dims = global.rank();
+    const int64_t row = dims == 0 ? 1 : s[dims - 1];
+    const int64_t rows = row == 0 ? 0 : s.numel() / row;
+    std::vector<int64_t> index(static_cast<size_t>(dims), 0);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t at = 0;
+      for (int64_t d = 0; d < dims; ++d) {
+        at = at * global[d] + offset[static_cast<size_t>(d)] + index[static_cast<size_t>(d)];
+      }
+      std::memcpy(static_cast<char*>(part.raw_data()) + static_cast<size_t>(r * row) * elem,
+                  static_cast<const char*>(t.raw_data()) + static_cast<size_t>(at) * elem,
+                  static_cast<size_t>(row) * elem);
+      for (int64_t d = dims - 2; d >= 0; --d) {
+        if (++index[static_cast<size_t>(d)] < s[d]) break;
+        index[static_cast<size_t>(d)] = 0;
+      }
+    }
+    out.emplace_back(name, std::move(part));
+  }
+  return out;
+}
+
+TransformPlan plan_transform(const std::vector<std::string>& tensor_names,
+                             const parallel::ParameterLayouts& source,
+                             const parallel::ParameterLayouts& destination) {
+  TransformPlan plan;
+  plan.reads.resize(static_cast<size_t>(destination.device_num));
+  std::vector<std::set<int64_t>> reads(static_cast<size_t>(destination.device_num));
+  for (const std::string& name : tensor_names) {
+    const std::pair<Layout, Shape>* from = layout_of(source, name);
+    const std::pair<Layout, Shape>* to = layout_of(destination, name);
+    for (int64_t d = 0; d < destination.device_num; ++d) {
+      if (from == nullptr || from->first.is_replicated()) {
+        reads[static_cast<size_t>(d)].insert(0);
+        continue;
+      }
+      const Shape& global = from->second;
+      std::vector<int64_t> lo(static_cast<size_t>(global.rank()), 0);
+      Shape want = global;
+      if (to != nullptr && !to->first.is_replicated()) {
+        CLEAVE_CHECK_ARG(to->second == global,
+                         "transform: '{}' is {} in the source strategy and {} in the "
+                         "destination's; expected the same network",
+                         name, global.to_string(), to->second.to_string());
+        lo = to->first.slice_offset(global, d);
+        want = to->first.slice_shape(global);
+      }
+      const Shape have = from->first.slice_shape(global);
+      std::set<std::vector<int64_t>> seen;
+      for (int64_t s = 0; s < source.device_num; ++s) {
+        const std::vector<int64_t> at = from->first.slice_offset(global, s);
+        if (!seen.insert(at).second) continue;  // a replica of a slice already read
+        bool meets = true;
+        for (int64_t k = 0; k < global.rank() && meets; ++k) {
+          const auto i = static_cast<size_t>(k);
+          meets = at[i] < lo[i] + want[k] && lo[i] < at[i] + have[k];
+        }
+        if (meets) reads[static_cast<size_t>(d)].insert(s);
+      }
+    }
+  }
+  for (size_t d = 0; d < reads.size(); ++d) plan.reads[d].assign(reads[d].begin(), reads[d].end());
+  return plan;
+}
+
 std::vector<std::string> rank_checkpoint_files(const std::string& directory, int64_t device_num,
                                                const std::string& prefix) {
   std::error_code ec;

@@ -44,31 +44,42 @@ struct Job {
 
 // The MLP with the shard() strategies of the job (ignored by a one-device run), trained 3 steps;
 // returns its train_state_tensors.
-NamedTensors train(const Tensor& x, const Tensor& y, std::shared_ptr<Mlp>* out = nullptr) {
+// The strategies of a job of 4 ranks (fc1 by columns, fc2 by rows) or of 2 (the batch 2 ways in
+// fc1, fc2's output features 2 ways).
+void shard(Mlp& net, int ranks) {
+  if (ranks == 4) {
+    net.fc1->matmul.shard({{1, 1}, {4, 1}});
+    net.fc1->bias_add.shard({{1, 4}, {4}});
+    net.relu->relu.shard({{1, 4}});
+    net.fc2->matmul.shard({{1, 4}, {1, 4}});
+  } else {
+    net.fc1->matmul.shard({{2, 1}, {1, 1}});
+    net.fc2->matmul.shard({{1, 1}, {2, 1}});
+    net.fc2->bias_add.shard({{1, 2}, {2}});
+  }
+}
+
+NamedTensors train(const Tensor& x, const Tensor& y, int ranks) {
   std::shared_ptr<Mlp> net;
   {
     std::lock_guard<std::mutex> lock(g_seed_mutex);
     set_seed(1);
     net = std::make_shared<Mlp>();
   }
-  net->fc1->matmul.shard({{1, 1}, {4, 1}});
-  net->fc1->bias_add.shard({{1, 4}, {4}});
-  net->relu->relu.shard({{1, 4}});
-  net->fc2->matmul.shard({{1, 4}, {1, 4}});
+  shard(*net, ranks);
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.1, 0.9);
   auto with_loss = std::make_shared<nn::WithLossCell>(
       net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"));
   optim::TrainOneStep step(with_loss, opt);
   for (int s = 0; s < 3; ++s) step(x, y);
-  if (out != nullptr) *out = net;
   return train_state_tensors(*net, opt.get(), {1, 3});
 }
 
-// Trains the MLP 3 steps on 4 ranks: fc1 by columns (its weight's rows split 4 ways), fc2 by
-// rows (its reduction split), each rank saving train_state_tensors to dir/<rank>/net.ckpt.
-Job train_sharded() {
+// Trains the MLP 3 steps on `ranks` ranks (shard()), each rank saving train_state_tensors to
+// dir/<rank>/net.ckpt.
+Job train_sharded(int ranks = 4) {
   Job job;
-  job.dir = fs::temp_directory_path() / fmt::format("cleave_merge_test_{}", ::getpid());
+  job.dir = fs::temp_directory_path() / fmt::format("cleave_merge_test_{}_{}", ::getpid(), ranks);
   fs::remove_all(job.dir);
   fs::create_directories(job.dir);
   job.strategy = (job.dir / "strategy.json").string();
@@ -77,13 +88,13 @@ Job train_sharded() {
   const Tensor x = Tensor::normal({8, 12});
   const Tensor y = ops::cast(Tensor::uniform({8}, 0, 8), DType::kInt32);
   runtime::reset_auto_parallel_context();
-  for (const auto& [name, t] : train(x, y)) job.single[name] = t.clone();
+  for (const auto& [name, t] : train(x, y, ranks)) job.single[name] = t.clone();
   runtime::set_auto_parallel_context({.parallel_mode = runtime::SEMI_AUTO_PARALLEL,
                                       .dataset_strategy = "full_batch",
                                       .strategy_ckpt_save_file = job.strategy});
   std::mutex out_mutex;
-  testing::run_thread_job(4, [&](comm::ProcessGroup& g) {
-    const NamedTensors state = train(x, y);
+  testing::run_thread_job(ranks, [&](comm::ProcessGroup& g) {
+    const NamedTensors state = train(x, y, ranks);
     const fs::path mine = job.dir / std::to_string(g.rank());
     fs::create_directories(mine);
     save_checkpoint(state, (mine / "net.ckpt").string());
@@ -101,9 +112,9 @@ Job train_sharded() {
   return job;
 }
 
-std::vector<RankCheckpoint> load_ranks(const Job& job) {
+std::vector<RankCheckpoint> load_ranks(const Job& job, int n = 4) {
   std::vector<RankCheckpoint> ranks;
-  for (const std::string& f : rank_checkpoint_files(job.dir.string(), 4)) {
+  for (const std::string& f : rank_checkpoint_files(job.dir.string(), n)) {
     ranks.push_back({load_checkpoint(f), f});
   }
   return ranks;
@@ -183,6 +194,55 @@ TEST(ShardedCheckpoint, MergesIntoTheGatheredParametersAndLoadsIntoOneDevice) {
   replicas[1].tensors["fc2.bias"] = bias;
   expect_error([&] { merge_checkpoints(replicas, layouts); }, "fc2.bias");
   fs::remove_all(job.dir);
+}
+
+bool same(const NamedTensors& a, const NamedTensors& b, double tolerance) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].first != b[i].first || a[i].second.shape() != b[i].second.shape()) return false;
+    const auto x = ops::cast(a[i].second, DType::kFloat64).to_vector<double>();
+    const auto y = ops::cast(b[i].second, DType::kFloat64).to_vector<double>();
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (std::abs(x[k] - y[k]) > tolerance * std::max(std::abs(y[k]), 1e-3)) return false;
+    }
+  }
+  return true;
+}
+
+TEST(ShardedCheckpoint, TransformsFourRanksIntoTheCheckpointsOfATwoRankJob) {
+  const Job four = train_sharded(4), two = train_sharded(2);
+  const parallel::ParameterLayouts from = parallel::load_parameter_layouts(four.strategy);
+  const parallel::ParameterLayouts to = parallel::load_parameter_layouts(two.strategy);
+  const NamedTensors whole = merge_checkpoints(load_ranks(four), from);
+  const std::vector<RankCheckpoint> theirs = load_ranks(two, 2);
+  std::vector<RankCheckpoint> split;
+  for (int64_t r = 0; r < 2; ++r) {
+    const NamedTensors mine = split_checkpoint(whole, to, r);
+    // What the 2-rank job itself saved (it trained the same steps: equal within float rounding).
+    const NamedTensors saved(theirs[static_cast<size_t>(r)].tensors.begin(),
+                             theirs[static_cast<size_t>(r)].tensors.end());
+    EXPECT_TRUE(same(mine, saved, 1e-5)) << "rank " << r;
+    split.push_back({ParamMap(mine.begin(), mine.end()), fmt::format("split rank {}", r)});
+  }
+  EXPECT_EQ(split[1].tensors.at("fc2.weight").shape(), Shape({4, 16}));
+  // Split then merged: the same bytes.
+  EXPECT_TRUE(same(merge_checkpoints(split, to), whole, 0));
+  // Which source ranks each destination rank reads: fc2's weight (8, 16) is split by columns
+  // over the 4 source ranks and by rows over the 2 destinations, so each destination needs every
+  // source rank; with only fc1's weight (rows split 4 ways, whole in the destination) also all 4.
+  std::vector<std::string> names;
+  for (const auto& [name, t] : whole) names.push_back(name);
+  const TransformPlan plan = plan_transform(names, from, to);
+  ASSERT_EQ(plan.reads.size(), 2u);
+  EXPECT_EQ(plan.reads[0], (std::vector<int64_t>{0, 1, 2, 3}));
+  // The other way round: fc1's weight whole in the source (2 ranks) comes from rank 0 only.
+  const TransformPlan back = plan_transform({"fc1.weight"}, to, from);
+  ASSERT_EQ(back.reads.size(), 4u);
+  for (const auto& r : back.reads) EXPECT_EQ(r, (std::vector<int64_t>{0}));
+  const TransformPlan columns = plan_transform({"fc2.weight"}, to, from);
+  EXPECT_EQ(columns.reads[3], (std::vector<int64_t>{0, 1}));
+  fs::remove_all(four.dir);
+  fs::remove_all(two.dir);
 }
 
 TEST(ShardedCheckpoint, RankFoldersAreFoundOrNamed) {

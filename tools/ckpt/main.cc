@@ -12,6 +12,12 @@
 //                                    (strategy_ckpt_save_file), OUT the checkpoint written (NOTE
 //                                    [Merging sharded checkpoints] in
 //                                    cleave/train/sharded_checkpoint.h)
+//   cleave-ckpt transform SRC --src-strategy A --dst-strategy B -o DST [--prefix P] [--plan]
+//                                    the checkpoints of a job with strategy B (any device count)
+//                                    from those of a job with strategy A: each source file read
+//                                    once, DST/<rank>/<the source's file name> written (existing
+//                                    files are never overwritten); --plan prints which source
+//                                    ranks each destination rank reads, and writes nothing
 //
 // With a sharded job (SEMI_AUTO_PARALLEL or AUTO_PARALLEL) each rank's checkpoint holds that
 // rank's slices: the shapes listed are the slice shapes (NOTE [Sharded parameters] in
@@ -20,9 +26,11 @@
 // Exit status 0 on success, 1 when a file cannot be read, has no tensor NAME, or the checkpoints
 // do not fit the strategy, 2 on bad usage.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "cleave/core/error.h"
@@ -79,8 +87,79 @@ int merge(int argc, char** argv) {
   return 0;
 }
 
+int transform(int argc, char** argv) {
+  CLI::App app{
+      "Turns a sharded job's checkpoints (one folder per rank) saved under one strategy into the "
+      "checkpoints of another strategy and device count."};
+  app.name("cleave-ckpt transform");
+  cleave::flags::setup(app);
+  std::string src, src_strategy, dst_strategy, output, prefix;
+  bool plan_only = false;
+  app.add_option("src", src, "the folder holding one folder per source rank")->required();
+  app.add_option("--src-strategy", src_strategy,
+                 "the strategy file the checkpoints were saved under")
+      ->required();
+  app.add_option("--dst-strategy", dst_strategy, "the strategy file of the job that will load them")
+      ->required();
+  app.add_option("-o,--output", output, "the folder to write, one folder per destination rank");
+  app.add_option("--prefix", prefix,
+                 "with several checkpoints per rank: the newest '<prefix>-<epoch>_<step>' one");
+  app.add_flag("--plan", plan_only,
+               "print which source ranks each destination rank reads, and write nothing");
+  if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
+  if (!plan_only && output.empty()) {
+    std::fprintf(stderr,
+                 "cleave-ckpt transform: no -o DIR; expected the folder to write the destination "
+                 "ranks' checkpoints to, or --plan (run 'cleave-ckpt transform --help')\n");
+    return 2;
+  }
+  namespace fs = std::filesystem;
+  try {
+    const parallel::ParameterLayouts from = parallel::load_parameter_layouts(src_strategy);
+    const parallel::ParameterLayouts to = parallel::load_parameter_layouts(dst_strategy);
+    const std::vector<std::string> files =
+        train::rank_checkpoint_files(src, from.device_num, prefix);
+    std::vector<train::RankCheckpoint> ranks;
+    if (plan_only) {
+      std::vector<std::string> names;
+      for (const auto& [name, t] : train::load_checkpoint(files[0])) names.push_back(name);
+      const train::TransformPlan plan = train::plan_transform(names, from, to);
+      fmt::print("{} source ranks -> {} destination ranks ({} tensors)\n", from.device_num,
+                 to.device_num, names.size());
+      for (size_t d = 0; d < plan.reads.size(); ++d) {
+        fmt::print("destination rank {} reads source ranks {}\n", d,
+                   fmt::join(plan.reads[d], ", "));
+      }
+      return 0;
+    }
+    // Nothing already there is overwritten.
+    const std::string file = fs::path(files[0]).filename().string();
+    for (int64_t d = 0; d < to.device_num; ++d) {
+      const fs::path target = fs::path(output) / std::to_string(d) / file;
+      CLEAVE_CHECK_ARG(!fs::exists(target),
+                       "transform: '{}' exists already; expected a new or empty output folder "
+                       "(nothing is overwritten)",
+                       target.string());
+    }
+    for (const std::string& f : files) ranks.push_back({train::load_checkpoint(f), f});
+    const train::NamedTensors whole = train::merge_checkpoints(ranks, from);
+    for (int64_t d = 0; d < to.device_num; ++d) {
+      const fs::path folder = fs::path(output) / std::to_string(d);
+      fs::create_directories(folder);
+      train::save_checkpoint(train::split_checkpoint(whole, to, d), (folder / file).string());
+    }
+    fmt::print("cleave-ckpt: {} source ranks -> {} destination ranks in {}/<rank>/{}\n",
+               from.device_num, to.device_num, output, file);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "cleave-ckpt: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "merge") return merge(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "transform") return transform(argc - 1, argv + 1);
   if (argc >= 2 && std::string(argv[1]) == "list") {
     --argc;
     ++argv;

@@ -38,6 +38,24 @@ struct RankCheckpoint {
 NamedTensors merge_checkpoints(const std::vector<RankCheckpoint>& ranks,
                                const parallel::ParameterLayouts& layouts);
 
+// Rank `rank`'s checkpoint under `layouts` of the single-device checkpoint `whole`: its slice of
+// every tensor the layouts lay out (and of optimizer state laid out like one), every other tensor
+// whole (NOTE [Merging sharded checkpoints]). merge_checkpoints of every rank's gives `whole`
+// back. Throws Error when a tensor's shape is not the one the layout was planned for.
+NamedTensors split_checkpoint(const NamedTensors& whole, const parallel::ParameterLayouts& layouts,
+                              int64_t rank);
+
+// What `cleave-ckpt transform --plan` prints: for each destination rank, which source ranks hold
+// a part of what it needs (for a tensor laid out in both, the source ranks whose slices meet its
+// slice, one of each set of replicas; a tensor whole in the source comes from rank 0).
+struct TransformPlan {
+  // Per destination rank: the source ranks it reads, ascending.
+  std::vector<std::vector<int64_t>> reads;
+};
+TransformPlan plan_transform(const std::vector<std::string>& tensor_names,
+                             const parallel::ParameterLayouts& source,
+                             const parallel::ParameterLayouts& destination);
+
 // Each rank's checkpoint in `directory`: the folder "<r>" or "rank_<r>" of rank r, for r below
 // device_num, holding one checkpoint, or several written by ModelCheckpoint with one prefix (the
 // newest is taken), or with `prefix` given, the newest "<prefix>-<epoch>_<step>" one. Throws Error
