@@ -42,8 +42,6 @@ struct Job {
   std::map<std::string, Tensor> single;    // the same training on one device
 };
 
-// The MLP with the shard() strategies of the job (ignored by a one-device run), trained 3 steps;
-// returns its train_state_tensors.
 // The strategies of a job of 4 ranks (fc1 by columns, fc2 by rows) or of 2 (the batch 2 ways in
 // fc1, fc2's output features 2 ways).
 void shard(Mlp& net, int ranks) {
@@ -59,7 +57,11 @@ void shard(Mlp& net, int ranks) {
   }
 }
 
-NamedTensors train(const Tensor& x, const Tensor& y, int ranks) {
+// The MLP with the shard() strategies of a job of `ranks` (ignored by a one-device run), trained
+// `steps` steps, first restoring `resume` (a whole, single-device checkpoint) when given; returns
+// its train_state_tensors.
+NamedTensors train(const Tensor& x, const Tensor& y, int ranks, int steps = 3,
+                   const ParamMap* resume = nullptr) {
   std::shared_ptr<Mlp> net;
   {
     std::lock_guard<std::mutex> lock(g_seed_mutex);
@@ -68,11 +70,13 @@ NamedTensors train(const Tensor& x, const Tensor& y, int ranks) {
   }
   shard(*net, ranks);
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.1, 0.9);
+  TrainProgress progress;
+  if (resume != nullptr) progress = restore_train_state(*net, *opt, *resume);
   auto with_loss = std::make_shared<nn::WithLossCell>(
       net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"));
   optim::TrainOneStep step(with_loss, opt);
-  for (int s = 0; s < 3; ++s) step(x, y);
-  return train_state_tensors(*net, opt.get(), {1, 3});
+  for (int s = 0; s < steps; ++s) step(x, y);
+  return train_state_tensors(*net, opt.get(), {1, progress.step_num + steps});
 }
 
 // Trains the MLP 3 steps on `ranks` ranks (shard()), each rank saving train_state_tensors to
@@ -196,17 +200,26 @@ TEST(ShardedCheckpoint, MergesIntoTheGatheredParametersAndLoadsIntoOneDevice) {
   fs::remove_all(job.dir);
 }
 
-bool same(const NamedTensors& a, const NamedTensors& b, double tolerance) {
-  if (a.size() != b.size()) return false;
+::testing::AssertionResult same(const NamedTensors& a, const NamedTensors& b, double tolerance) {
+  if (a.size() != b.size()) {
+    return ::testing::AssertionFailure() << a.size() << " tensors against " << b.size();
+  }
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].first != b[i].first || a[i].second.shape() != b[i].second.shape()) return false;
+    if (a[i].first != b[i].first || a[i].second.shape() != b[i].second.shape()) {
+      return ::testing::AssertionFailure()
+             << a[i].first << " " << a[i].second.shape().to_string() << " against " << b[i].first
+             << " " << b[i].second.shape().to_string();
+    }
     const auto x = ops::cast(a[i].second, DType::kFloat64).to_vector<double>();
     const auto y = ops::cast(b[i].second, DType::kFloat64).to_vector<double>();
     for (size_t k = 0; k < x.size(); ++k) {
-      if (std::abs(x[k] - y[k]) > tolerance * std::max(std::abs(y[k]), 1e-3)) return false;
+      if (std::abs(x[k] - y[k]) > tolerance * std::max(std::abs(y[k]), 1e-3)) {
+        return ::testing::AssertionFailure()
+               << a[i].first << " element " << k << ": " << x[k] << " against " << y[k];
+      }
     }
   }
-  return true;
+  return ::testing::AssertionSuccess();
 }
 
 TEST(ShardedCheckpoint, TransformsFourRanksIntoTheCheckpointsOfATwoRankJob) {
@@ -243,6 +256,39 @@ TEST(ShardedCheckpoint, TransformsFourRanksIntoTheCheckpointsOfATwoRankJob) {
   EXPECT_EQ(columns.reads[3], (std::vector<int64_t>{0, 1}));
   fs::remove_all(four.dir);
   fs::remove_all(two.dir);
+}
+
+// Resuming a sharded job: every rank of a new job loads the merged checkpoint (whole tensors,
+// before its step is compiled; compiling slices them and Momentum's state with them) and trains
+// on: after 3 + 3 steps it holds what 6 uninterrupted steps on one device give.
+TEST(ShardedCheckpoint, AJobResumedFromTheMergedCheckpointContinuesAsOneDevice) {
+  const Job first = train_sharded(4);
+  const parallel::ParameterLayouts layouts = parallel::load_parameter_layouts(first.strategy);
+  const NamedTensors merged = merge_checkpoints(load_ranks(first), layouts);
+  const ParamMap whole(merged.begin(), merged.end());
+  set_seed(5);  // train_sharded's data
+  const Tensor x = Tensor::normal({8, 12});
+  const Tensor y = ops::cast(Tensor::uniform({8}, 0, 8), DType::kInt32);
+  runtime::set_context({.mode = runtime::GRAPH_MODE});
+  runtime::reset_auto_parallel_context();
+  const NamedTensors trained = train(x, y, 4, 6);
+  const ParamMap by_name(trained.begin(), trained.end());  // merge's order
+  const NamedTensors six(by_name.begin(), by_name.end());
+  runtime::set_auto_parallel_context(
+      {.parallel_mode = runtime::SEMI_AUTO_PARALLEL, .dataset_strategy = "full_batch"});
+  std::vector<RankCheckpoint> resumed(4);
+  testing::run_thread_job(4, [&](comm::ProcessGroup& g) {
+    const NamedTensors state = train(x, y, 4, 3, &whole);
+    resumed[static_cast<size_t>(g.rank())] = {ParamMap(state.begin(), state.end()),
+                                              fmt::format("resumed rank {}", g.rank())};
+  });
+  runtime::reset_auto_parallel_context();
+  // The new job's slices really are slices, and merged they are the uninterrupted run.
+  EXPECT_EQ(resumed[2].tensors.at("fc1.weight").shape(), Shape({4, 12}));
+  const NamedTensors after = merge_checkpoints(resumed, layouts);
+  EXPECT_TRUE(same(after, six, 1e-5));
+  EXPECT_EQ(ParamMap(after.begin(), after.end()).at("global_step").to_vector<int32_t>()[0], 6);
+  fs::remove_all(first.dir);
 }
 
 TEST(ShardedCheckpoint, RankFoldersAreFoundOrNamed) {
