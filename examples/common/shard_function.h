@@ -12,10 +12,14 @@ namespace cleave::examples {
 
 class BasicBlock : public nn::Cell {
  public:
-  explicit BasicBlock(int64_t width = 32) : Cell("BasicBlock") {
-    dense1 = register_module("dense1", std::make_shared<nn::Dense>(width, width));
+  // weight_init: the seed's Dense default, "normal"; the tests take "he_uniform", whose
+  // gradients reach block1 at a size that training visibly changes.
+  explicit BasicBlock(int64_t width = 32, const nn::Initializer& weight_init = "normal")
+      : Cell("BasicBlock") {
+    const nn::DenseOptions options{.weight_init = weight_init};
+    dense1 = register_module("dense1", std::make_shared<nn::Dense>(width, width, options));
     gelu = register_module("gelu", std::make_shared<nn::GELU>());
-    dense2 = register_module("dense2", std::make_shared<nn::Dense>(width, width));
+    dense2 = register_module("dense2", std::make_shared<nn::Dense>(width, width, options));
   }
   // Two dimensional input x.
   Tensor construct(const Tensor& x) override { return (*dense2)((*gelu)((*dense1)(x))); }
@@ -26,10 +30,11 @@ class BasicBlock : public nn::Cell {
 
 class ShardNet : public nn::Cell {
  public:
-  explicit ShardNet(int64_t width = 32) : Cell("Net") {
-    block1 = register_module("block1", std::make_shared<BasicBlock>(width));
-    block2 = register_module("block2", std::make_shared<BasicBlock>(width));
-    block3 = register_module("block3", std::make_shared<BasicBlock>(width));
+  explicit ShardNet(int64_t width = 32, const nn::Initializer& weight_init = "normal")
+      : Cell("Net") {
+    block1 = register_module("block1", std::make_shared<BasicBlock>(width, weight_init));
+    block2 = register_module("block2", std::make_shared<BasicBlock>(width, weight_init));
+    block3 = register_module("block3", std::make_shared<BasicBlock>(width, weight_init));
   }
   // All three blocks run in PyNative mode unless one is sharded.
   Tensor construct(const Tensor& x) override { return (*block3)((*block2)((*block1)(x))); }
@@ -48,7 +53,8 @@ inline void shard_net1(ShardNet& net, int64_t n) {
 // through Cell::shard (second axis), block3 eager.
 class Net2 : public ShardNet {
  public:
-  Net2(int64_t width, int64_t n) : ShardNet(width) {
+  Net2(int64_t width, int64_t n, const nn::Initializer& weight_init = "normal")
+      : ShardNet(width, weight_init) {
     // The returned function gets a name of its own: it is not a Cell.
     block1_graph = cleave::shard(block1, {std::vector<int64_t>{n, 1}},
                                  {.parameter_plan = {{"self.block1.dense2.weight", {n, 1}}}});
