@@ -4,9 +4,12 @@
 // entries) give one process's outputs, gradients and training; the compiled graphs are cached;
 // the seed's mistakes and the settings shard needs give clear words.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 
 #include "cleave/cleave.h"
@@ -357,6 +360,38 @@ TEST(ShardPyNative, InStrategyOfTheWrongRankIsAnError) {
                       "0 is Float32(4, 32)"),
             std::string::npos)
       << said;
+}
+
+TEST(ShardPyNative, SaveGraphsDumpsTheBlocksStrategies) {
+  // save_graphs writes the block's programs like a step's: step_parallel_end of each rank shows
+  // the in_strategy and parameter_plan Casts with their strategies and the inserted communication.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("cleave_shard_dump_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  ShardContext context;
+  runtime::set_context(
+      {.mode = runtime::PYNATIVE_MODE, .save_graphs = 1, .save_graphs_path = dir.string()});
+  testing::run_thread_job(2, [&](int rank) {
+    std::shared_ptr<ShardNet> net = make_net(32);
+    examples::shard_net1(*net, 2);
+    (void)(*net)(Tensor::uniform({4, 32}));
+  });
+  runtime::set_context({.mode = runtime::PYNATIVE_MODE});
+  std::string end_rank1;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    const std::string path = entry.path().string();
+    if (path.find("shard_BasicBlock_forward") != std::string::npos &&
+        path.find("step_parallel_end") != std::string::npos && path.ends_with(".ir") &&
+        path.find("rank1") != std::string::npos) {
+      std::ifstream in(entry.path());
+      end_rank1.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+  }
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(end_rank1.empty()) << "no step_parallel_end dump of rank 1 under " << dir;
+  EXPECT_NE(end_rank1.find("in_strategy: ((1, 2))"), std::string::npos) << end_rank1;
+  EXPECT_NE(end_rank1.find("in_strategy: ((2, 1))"), std::string::npos) << end_rank1;
+  EXPECT_NE(end_rank1.find("AllReduce"), std::string::npos) << end_rank1;
 }
 
 }  // namespace
