@@ -19,6 +19,7 @@
 #include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 
 #include "cleave/cleave.h"
@@ -29,7 +30,9 @@ namespace {
 
 using namespace cleave;
 
-std::string shape_text(const Shape& shape) { return fmt::format("({})", fmt::join(shape.dims(), ", ")); }
+std::string shape_text(const Shape& shape) {
+  return fmt::format("({})", fmt::join(shape.dims(), ", "));
+}
 
 }  // namespace
 
@@ -38,6 +41,7 @@ int main(int argc, char** argv) {
   cleave::flags::setup(app, cleave::flags::cluster_variables());
   std::string net_name = "net1";
   int64_t steps = 20, batch = 32, width = 32;
+  int64_t time_calls = 0;
   bool save_graphs = false;
   app.add_option("--net", net_name, "net1 (Cell::shard) or net2 (functional shard and Cell::shard)")
       ->check(cleave::flags::one_of({"net1", "net2"}));
@@ -46,6 +50,10 @@ int main(int argc, char** argv) {
       ->check(cleave::flags::positive());
   app.add_option("--width", width, "the blocks' width (divisible by the job's size)")
       ->check(cleave::flags::positive());
+  app.add_option("--time-calls", time_calls,
+                 "after training, time this many calls of block1 (forward and backward, the "
+                 "compiled graphs warm) and print the time per call (bench/run.sh shard)")
+      ->check(cleave::flags::non_negative());
   app.add_flag("--save-graphs", save_graphs, "write the compiled blocks' stages (save_graphs=2)");
   if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
   try {
@@ -74,8 +82,8 @@ int main(int argc, char** argv) {
     const Tensor x = Tensor::uniform({batch, width});
     const Tensor target = Tensor::uniform({batch, width});
     auto with_loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
-    optim::TrainOneStep step(
-        with_loss, std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
+    optim::TrainOneStep step(with_loss,
+                             std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
     for (int64_t s = 1; s <= steps; ++s) {
       fmt::print("epoch: 1 step: {}, loss is {:.10e}\n", s, step(x, target).item());
     }
@@ -88,6 +96,19 @@ int main(int argc, char** argv) {
     }
     fmt::print("rank {} of {}: parameters sum {:.10e} sum of squares {:.10e}\n", rank, n, sum,
                sum_sq);
+    if (time_calls > 0) {
+      // Steady state: block1 compiled already (sharded) or eager (one process).
+      Tensor input = x.clone();
+      input.set_requires_grad(true);
+      const auto start = std::chrono::steady_clock::now();
+      for (int64_t c = 0; c < time_calls; ++c) {
+        autodiff::grad(ops::reduce_sum((*net->block1)(input)), {input});
+      }
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      fmt::print("rank {} of {}: block1 {:.4f} ms per call (forward and backward, {} calls)\n",
+                 rank, n, 1e3 * seconds / static_cast<double>(time_calls), time_calls);
+    }
     // 4. The function example: dense_relu with x split (n / 2, 2), weight and bias derived.
     const Tensor fx = Tensor::uniform({32, 128});
     const Tensor weight = Tensor::uniform({128, 10});
