@@ -24,6 +24,11 @@ Tensor single_output(runtime::ShardedBlock& block, const std::vector<Tensor>& in
   return out[0];
 }
 
+// A block's cache key part for a cell: its training mode.
+std::function<std::string()> training_signature(const Cell* cell) {
+  return [cell] { return cell->training() ? std::string("train") : std::string("eval"); };
+}
+
 // Runs `cell` on one or two inputs, as its construct takes them.
 runtime::BlockFn cell_block_fn(Cell* cell, size_t arity) {
   CLEAVE_CHECK_ARG(arity == 1 || arity == 2,
@@ -49,7 +54,8 @@ Cell& Cell::shard(runtime::InStrategy in_strategy, runtime::ShardOptions options
                                 .parameters = parameters_and_names(),
                                 .parameter_prefix = registered_name_,
                                 .in_strategy = std::move(in_strategy),
-                                .options = std::move(options)});
+                                .options = std::move(options),
+                                .signature = training_signature(this)});
   return *this;
 }
 
@@ -199,7 +205,8 @@ ShardedFunction shard(const nn::CellPtr& cell, InStrategy in_strategy, ShardOpti
                                 .parameters = cell->parameters_and_names(),
                                 .parameter_prefix = cell->registered_name(),
                                 .in_strategy = std::move(in_strategy),
-                                .options = std::move(options)}));
+                                .options = std::move(options),
+                                .signature = nn::training_signature(cell.get())}));
 }
 
 }  // namespace cleave

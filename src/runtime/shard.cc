@@ -157,7 +157,8 @@ struct ShardedBlock::State {
   size_t num_inputs() const { return spec.in_strategy.size(); }
 
   std::string key_of(std::span<const ir::TensorMeta> metas, const std::string& kind) const {
-    std::string key = fmt::format("{}|{}|", kind, comm::world_size());
+    std::string key = fmt::format("{}|{}|{}|", kind, comm::world_size(),
+                                  spec.signature ? spec.signature() : std::string());
     for (size_t i = 0; i < num_inputs(); ++i) key += meta_text(metas[i]) + ";";
     return key;
   }
@@ -265,9 +266,20 @@ struct ShardedBlock::State {
     options.strategy_save_file.clear();
     CompileState s{.program = program, .options = options};
     const std::vector<Pass>& passes = compile_passes();
-    for (const Pass& pass : passes) {
-      if (pass.applies(s)) run_pass(pass.name, s);
-      if (pass.name == "trace") apply_parameter_plan(s.graph);
+    try {
+      for (const Pass& pass : passes) {
+        if (pass.applies(s)) run_pass(pass.name, s);
+        if (pass.name == "trace") apply_parameter_plan(s.graph);
+      }
+    } catch (const Error& e) {
+      bool derived = plan.empty();
+      for (const auto& entry : spec.in_strategy) derived = derived && !entry.has_value();
+      throw Error(e.kind(),
+                  fmt::format("shard '{}': compiling the block failed: {}{}", spec.name, e.what(),
+                              derived ? " (every in_strategy entry of the block is std::nullopt "
+                                        "and parameter_plan sets no layout: give at least one "
+                                        "input a strategy)"
+                                      : ""));
     }
     CompiledPlan plan;
     plan.options = options;

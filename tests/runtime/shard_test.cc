@@ -139,9 +139,10 @@ void seed_net1_trains_as_one_process(int n, int64_t width) {
   for (int rank = 0; rank < n; ++rank) {
     expect_same_training(runs[static_cast<size_t>(rank)], single,
                          "rank " + std::to_string(rank) + " of " + std::to_string(n));
-    // One forward program and one backward program for 21 calls of one signature: the second
-    // call compiles nothing.
-    EXPECT_EQ(compiled[static_cast<size_t>(rank)], 2u) << "rank " << rank;
+    // 22 calls in two signatures (the first output and gradient in inference mode, a new Cell's;
+    // the 20 steps in training mode), each one forward and one backward program: later calls of
+    // a signature compile nothing.
+    EXPECT_EQ(compiled[static_cast<size_t>(rank)], 4u) << "rank " << rank;
   }
 }
 
@@ -218,8 +219,9 @@ TEST(ShardPyNative, SeedNet2FunctionalShardOnACellTrainsAsOneProcess) {
       net = std::make_shared<examples::Net2>(width, n, "he_uniform");
     }
     runs[static_cast<size_t>(rank)] = train(net, x, y, steps);
-    EXPECT_EQ(net->block1_graph.num_compiled(), 2u);
-    EXPECT_EQ(net->block2->sharded_block()->num_compiled(), 2u);
+    // As in seed_net1_trains_as_one_process: two modes, a forward and a backward each.
+    EXPECT_EQ(net->block1_graph.num_compiled(), 4u);
+    EXPECT_EQ(net->block2->sharded_block()->num_compiled(), 4u);
   });
   for (int rank = 0; rank < n; ++rank) {
     expect_same_training(runs[static_cast<size_t>(rank)], single,
@@ -392,6 +394,43 @@ TEST(ShardPyNative, SaveGraphsDumpsTheBlocksStrategies) {
   EXPECT_NE(end_rank1.find("in_strategy: ((1, 2))"), std::string::npos) << end_rank1;
   EXPECT_NE(end_rank1.find("in_strategy: ((2, 1))"), std::string::npos) << end_rank1;
   EXPECT_NE(end_rank1.find("AllReduce"), std::string::npos) << end_rank1;
+}
+
+TEST(ShardPyNative, TrainingModeIsPartOfTheSignature) {
+  // A Cell traces differently in training and inference mode (Dropout, BatchNorm): each mode gets
+  // its own program, and going back to a mode compiles nothing.
+  ShardContext context;
+  std::shared_ptr<ShardNet> net = make_net(32);
+  net->block1->shard({std::vector<int64_t>{1, 1}});
+  const Tensor x = Tensor::uniform({4, 32});
+  NoGradGuard no_grad;
+  net->set_train(false);
+  (void)(*net)(x);
+  EXPECT_EQ(net->block1->sharded_block()->num_compiled(), 1u);
+  net->set_train(true);
+  (void)(*net)(x);
+  EXPECT_EQ(net->block1->sharded_block()->num_compiled(), 2u);
+  net->set_train(false);
+  (void)(*net)(x);
+  (void)(*net)(Tensor::uniform({4, 32}));
+  EXPECT_EQ(net->block1->sharded_block()->num_compiled(), 2u);
+  // Another shape is another signature.
+  (void)(*net)(Tensor::uniform({8, 32}));
+  EXPECT_EQ(net->block1->sharded_block()->num_compiled(), 3u);
+}
+
+TEST(ShardPyNative, NothingToPropagateFromIsAnErrorSayingWhatToGive) {
+  ShardContext context;
+  std::shared_ptr<ShardNet> net = make_net(32);
+  net->block1->shard({std::nullopt});
+  const std::string said = error_of([&] { (void)(*net)(Tensor::uniform({4, 32})); });
+  EXPECT_NE(said.find("shard 'BasicBlock': compiling the block failed: "), std::string::npos)
+      << said;
+  EXPECT_NE(said.find("needs at least one operator with a strategy"), std::string::npos) << said;
+  EXPECT_NE(said.find("every in_strategy entry of the block is std::nullopt and parameter_plan "
+                      "sets no layout: give at least one input a strategy"),
+            std::string::npos)
+      << said;
 }
 
 }  // namespace

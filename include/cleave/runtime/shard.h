@@ -6,9 +6,9 @@
 // strategy per input and, optionally, a layout per parameter (parameter_plan). Eager around,
 // graph inside:
 //   - Forward. The first call for an input signature (every input's shape and dtype, the dataset
-//     strategy) traces the block into a forward StepProgram and compiles it with the pipeline of
-//     GRAPH_MODE (NOTE [Compile pipeline]) under the context's AUTO_PARALLEL with
-//     "sharding_propagation": each input is read through a Cast carrying its in_strategy (an
+//     strategy, a Cell's training mode) traces the block into a forward StepProgram and compiles it
+//     with the pipeline of GRAPH_MODE (NOTE [Compile pipeline]) under the context's AUTO_PARALLEL
+//     with "sharding_propagation": each input is read through a Cast carrying its in_strategy (an
 //     absent entry: no Cast, the input is laid out as its first consumer needs), each planned
 //     parameter through a Cast carrying its parameter_plan strategy, and propagation spreads
 //     those strategies to every other operator of the block. The block's graph outputs are
@@ -96,6 +96,9 @@ struct ShardedBlockSpec {
   std::string parameter_prefix;
   InStrategy in_strategy;
   ShardOptions options;
+  // Optional: more of the cache key, read at each call (a Cell's training mode: Dropout and
+  // BatchNorm trace differently in each).
+  std::function<std::string()> signature;
 };
 
 // A compiled, sharded part of eager code (NOTE [Sharded blocks in PyNative]). Made by
