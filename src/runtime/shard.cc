@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string_view>
 
 #include "cleave/comm/group_registry.h"
 #include "cleave/comm/process_group.h"
@@ -272,6 +273,7 @@ struct ShardedBlock::State {
         if (pass.name == "trace") apply_parameter_plan(s.graph);
       }
     } catch (const Error& e) {
+      if (std::string_view(e.what()).starts_with("shard '" + spec.name + "'")) throw;
       bool derived = plan.empty();
       for (const auto& entry : spec.in_strategy) derived = derived && !entry.has_value();
       throw Error(e.kind(),

@@ -433,5 +433,19 @@ TEST(ShardPyNative, NothingToPropagateFromIsAnErrorSayingWhatToGive) {
       << said;
 }
 
+TEST(ShardPyNative, ParameterPlanOfTheWrongRankIsAnError) {
+  ShardContext context;
+  std::shared_ptr<ShardNet> net = make_net(32);
+  net->block1->shard({std::vector<int64_t>{1, 1}},
+                     {.parameter_plan = {{"block1.dense2.bias", {1, 1}}}});
+  const std::string said = error_of([&] { (void)(*net)(Tensor::uniform({4, 32})); });
+  EXPECT_EQ(said.rfind("shard 'BasicBlock': parameter_plan gives 'dense2.bias' the strategy (1, 1) "
+                       "(2 dimensions), but the parameter is Float32(32); give one number per "
+                       "dimension",
+                       0),
+            0u)
+      << said;
+}
+
 }  // namespace
 }  // namespace cleave
