@@ -48,7 +48,10 @@
 #     BENCH propagate_<ops>_d8 propagate_ms=.. ops=.. derived=.. rounds=..; then training the MLP
 #     (examples/semi_auto_parallel) on 2 and 8 workers under cleave-run (gloo) and mpirun (mpi):
 #     BENCH mlp_train_b32_np<N>_<gloo|mpi> model=<samples/s> data=<samples/s> single=<samples/s> ...
-#     (SHARD_STEPS steps, default 300, compile included). SECONDS_PER_ROW is unused.
+#     (SHARD_STEPS steps, default 300, compile included); and seed 004's Net1 (examples/shard_function):
+#     BENCH shard_net1_block1_np<N> sharded_ms=<per call of block1, forward and backward, on N
+#       workers> eager_ms=<the same block eager on one process> sharded_vs_eager=..
+#     (SHARD_CALLS calls, default 200, compiled graphs warm). SECONDS_PER_ROW is unused.
 #   dp: DATA_PARALLEL training (bench/dp_bench.cc) of LeNet, a small ResNet and ResNet-50 (32x32
 #     images, batch 32 per process, one thread per process) on 1 process and on 2 under
 #     cleave-run, against PyTorch DDP (bench/torch_dp.py, gloo) on the same:
@@ -208,7 +211,7 @@ case "$suite" in
     ;;
   shard)
     bin=$build/bin
-    if [ ! -x "$build/bench/shard_bench" ] || [ ! -x "$bin/semi_auto_parallel" ] || [ ! -x "$bin/cleave-run" ]; then
+    if [ ! -x "$build/bench/shard_bench" ] || [ ! -x "$bin/semi_auto_parallel" ] || [ ! -x "$bin/shard_function" ] || [ ! -x "$bin/cleave-run" ]; then
       "$root/scripts/build.sh" Release >/dev/null
     fi
     # The rewrite's compile time (plan + one rank's graph), no cluster.
@@ -244,6 +247,19 @@ case "$suite" in
         # shellcheck disable=SC2154
         echo "BENCH mlp_train_b32_np${np}_$launcher model=$rate_model data=$rate_data single=$single model_vs_data=$(ratio "$rate_model" "$rate_data") model_vs_single=$(ratio "$rate_model" "$single")"
       done
+    done
+    # Seed 004's Net1 (examples/shard_function): the steady-state time of one call of block1
+    # (forward and backward; sharded on NP workers under cleave-run, against the same block run
+    # eagerly on one process), SHARD_CALLS calls (default 200) after 20 training steps.
+    calls=${SHARD_CALLS:-200}
+    per_call() { grep -h "rank 0 of .*ms per call" "$@" | awk '{print $6}'; }
+    eager=$(OMP_NUM_THREADS=1 "$bin/shard_function" --time-calls "$calls" | per_call)
+    for np in 2 8; do
+      log=$work/shard_function$np
+      OMP_NUM_THREADS=1 "$bin/cleave-run" --worker_num "$np" --log_dir "$log" -- \
+        "$bin/shard_function" --time-calls "$calls" >/dev/null
+      sharded=$(per_call "$log/worker_0.log")
+      echo "BENCH shard_net1_block1_np$np sharded_ms=$sharded eager_ms=$eager sharded_vs_eager=$(ratio "$sharded" "$eager")"
     done
     rm -rf "$work"
     ;;

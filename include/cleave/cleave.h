@@ -34,6 +34,7 @@
 #include "cleave/optim/train_one_step.h"
 #include "cleave/runtime/context.h"
 #include "cleave/runtime/executor.h"
+#include "cleave/runtime/shard.h"
 #include "cleave/train/callback.h"
 #include "cleave/train/checkpoint.h"
 #include "cleave/train/metrics.h"

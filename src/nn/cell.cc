@@ -17,7 +17,47 @@ struct CallScope {
   ~CallScope() { t_call_stack.pop_back(); }
 };
 
+Tensor single_output(runtime::ShardedBlock& block, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> out = block(inputs);
+  CLEAVE_CHECK_ARG(out.size() == 1, "shard '{}': the cell's block returned {} outputs; expected 1",
+                   block.name(), out.size());
+  return out[0];
+}
+
+// A block's cache key part for a cell: its training mode.
+std::function<std::string()> training_signature(const Cell* cell) {
+  return [cell] { return cell->training() ? std::string("train") : std::string("eval"); };
+}
+
+// Runs `cell` on one or two inputs, as its construct takes them.
+runtime::BlockFn cell_block_fn(Cell* cell, size_t arity) {
+  CLEAVE_CHECK_ARG(arity == 1 || arity == 2,
+                   "shard '{}': in_strategy has {} entries, but a Cell's construct takes one or "
+                   "two inputs; give one strategy (or std::nullopt) per input",
+                   cell->cls_name(), arity);
+  if (arity == 1) {
+    return [cell](const std::vector<Tensor>& in) { return std::vector<Tensor>{(*cell)(in[0])}; };
+  }
+  return
+      [cell](const std::vector<Tensor>& in) { return std::vector<Tensor>{(*cell)(in[0], in[1])}; };
+}
+
 }  // namespace
+
+Cell& Cell::shard(runtime::InStrategy in_strategy, runtime::ShardOptions options) {
+  // The block calls this cell's operator(), which runs construct while the block traces it; the
+  // cell owns the block, so the function holds a plain pointer.
+  runtime::BlockFn fn = cell_block_fn(this, in_strategy.size());
+  shard_block_ = std::make_shared<runtime::ShardedBlock>(
+      runtime::ShardedBlockSpec{.name = cls_name_,
+                                .fn = std::move(fn),
+                                .parameters = parameters_and_names(),
+                                .parameter_prefix = registered_name_,
+                                .in_strategy = std::move(in_strategy),
+                                .options = std::move(options),
+                                .signature = training_signature(this)});
+  return *this;
+}
 
 std::string Cell::scope_name() const {
   if (t_call_stack.empty()) return "network";
@@ -28,6 +68,9 @@ std::string Cell::scope_name() const {
 }
 
 Tensor Cell::operator()(const Tensor& x) {
+  if (shard_block_ != nullptr && runtime::ShardedBlock::tracing() != shard_block_.get()) {
+    return single_output(*shard_block_, {x});
+  }
   if (!ir::tracing()) return construct(x);
   ir::ScopeGuard scope(scope_name(), cls_name_, {place_role_, place_rank_});
   CallScope call(this);
@@ -35,6 +78,9 @@ Tensor Cell::operator()(const Tensor& x) {
 }
 
 Tensor Cell::operator()(const Tensor& a, const Tensor& b) {
+  if (shard_block_ != nullptr && runtime::ShardedBlock::tracing() != shard_block_.get()) {
+    return single_output(*shard_block_, {a, b});
+  }
   if (!ir::tracing()) return construct(a, b);
   ir::ScopeGuard scope(scope_name(), cls_name_, {place_role_, place_rank_});
   CallScope call(this);
@@ -95,6 +141,7 @@ void Cell::add_child(const std::string& name, std::shared_ptr<Cell> cell) {
   CLEAVE_CHECK_ARG(cell.get() != this, "{}: a cell cannot be its own child ('{}')", cls_name_,
                    name);
   check_new_name(name);
+  if (cell->registered_name_.empty()) cell->registered_name_ = name;
   children_.emplace_back(name, std::move(cell));
 }
 
@@ -144,3 +191,22 @@ Cell& Cell::set_train(bool mode) {
 }
 
 }  // namespace cleave::nn
+
+namespace cleave {
+
+ShardedFunction shard(const nn::CellPtr& cell, InStrategy in_strategy, ShardOptions options) {
+  CLEAVE_CHECK_ARG(cell != nullptr, "shard: the cell is null; expected a Cell or a function");
+  runtime::BlockFn inner = nn::cell_block_fn(cell.get(), in_strategy.size());
+  // The function shares ownership of the cell (it outlives any caller's pointer).
+  runtime::BlockFn fn = [cell, inner](const std::vector<Tensor>& in) { return inner(in); };
+  return ShardedFunction(std::make_shared<runtime::ShardedBlock>(
+      runtime::ShardedBlockSpec{.name = cell->cls_name(),
+                                .fn = std::move(fn),
+                                .parameters = cell->parameters_and_names(),
+                                .parameter_prefix = cell->registered_name(),
+                                .in_strategy = std::move(in_strategy),
+                                .options = std::move(options),
+                                .signature = nn::training_signature(cell.get())}));
+}
+
+}  // namespace cleave

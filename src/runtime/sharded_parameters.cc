@@ -102,19 +102,33 @@ void shard_parameter(const Tensor& param, const std::string& name, const paralle
 Tensor gather_parameter(const Tensor& param) {
   const std::optional<ParameterShard> shard = parameter_shard(param);
   if (!shard || shard->layout.is_replicated()) return param;
+  return gather_slices(param, shard->global, shard->layout);
+}
+
+Tensor local_slice(const Tensor& whole, const parallel::Layout& layout, int64_t rank) {
+  NoGradGuard no_grad;
+  if (layout.is_replicated()) return whole.detach().clone();
+  const Shape local = layout.slice_shape(whole.shape());
+  const std::vector<int64_t> begin = layout.slice_offset(whole.shape(), rank);
+  return ops::slice(whole.detach(), begin, local.dims()).clone();
+}
+
+Tensor gather_slices(const Tensor& local_in, const ir::TensorMeta& global,
+                     const parallel::Layout& layout) {
+  if (layout.is_replicated()) return local_in;
   std::shared_ptr<comm::ProcessGroup> world = comm::get_group(comm::kWorldGroup);
-  const int64_t n = shard->layout.num_devices();
+  const int64_t n = layout.num_devices();
   CLEAVE_CHECK_ARG(world != nullptr && world->size() == n,
                    "gather_parameter: the parameter is sharded over {} devices, but the world "
                    "group has {} ranks",
                    n, world == nullptr ? 1 : world->size());
-  const Tensor local = param.detach().clone();
+  const Tensor local = local_in.detach().clone();
   Tensor all = Tensor::empty(Shape({n * local.numel()}), local.dtype());
   world->all_gather(all, local.view(Shape({local.numel()})));
-  Tensor whole = Tensor::empty(shard->global.shape, shard->global.dtype);
+  Tensor whole = Tensor::empty(global.shape, global.dtype);
   for (int64_t q = 0; q < n; ++q) {
     const Tensor block = all.view(Shape({n, local.numel()})).narrow_rows(q, 1).view(local.shape());
-    place_block(block, whole, shard->layout.slice_offset(shard->global.shape, q));
+    place_block(block, whole, layout.slice_offset(global.shape, q));
   }
   return whole;
 }

@@ -13,6 +13,7 @@
 #include "cleave/core/tensor.h"
 #include "cleave/ir/graph.h"
 #include "cleave/ir/primitive.h"
+#include "cleave/runtime/shard.h"
 
 namespace cleave::nn {
 
@@ -82,6 +83,18 @@ class Cell {
 
   const std::string& cls_name() const { return cls_name_; }
 
+  // MindSpore's Cell.shard (PYNATIVE_MODE): from now on, calling this cell runs its construct as
+  // a compiled, sharded block (NOTE [Sharded blocks in PyNative] in cleave/runtime/shard.h), one
+  // in_strategy entry per input of construct (one or two). parameter_plan names the cell's
+  // parameters by its own paths ("dense2.weight") or from the cell that registered it
+  // ("block1.dense2.weight", "self.block1.dense2.weight"). Calling shard again replaces the
+  // block. Throws Error as runtime::ShardedBlock's constructor does. Returns *this.
+  Cell& shard(runtime::InStrategy in_strategy, runtime::ShardOptions options = {});
+  // The block a sharded cell runs (null before shard()).
+  runtime::ShardedBlock* sharded_block() const { return shard_block_.get(); }
+  // The name under which this cell was first registered as a child ("" for a root).
+  const std::string& registered_name() const { return registered_name_; }
+
  private:
   void add_child(const std::string& name, std::shared_ptr<Cell> cell);
   void check_new_name(const std::string& name) const;
@@ -95,8 +108,20 @@ class Cell {
   int64_t place_rank_ = -1;
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, std::shared_ptr<Cell>>> children_;
+  std::string registered_name_;
+  std::shared_ptr<runtime::ShardedBlock> shard_block_;
 };
 
 using CellPtr = std::shared_ptr<Cell>;
 
 }  // namespace cleave::nn
+
+namespace cleave {
+
+// MindSpore's ms.shard on a Cell: a sharded function running `cell` (whose construct takes one or
+// two inputs: one in_strategy entry each); the cell itself stays eager when called directly.
+// Shares ownership of the cell. parameter_plan names its parameters as Cell::shard does. Throws
+// Error for a null cell, and as runtime::ShardedBlock's constructor does.
+ShardedFunction shard(const nn::CellPtr& cell, InStrategy in_strategy, ShardOptions options = {});
+
+}  // namespace cleave

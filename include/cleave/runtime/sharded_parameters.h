@@ -41,4 +41,12 @@ void shard_parameter(const Tensor& param, const std::string& name, const paralle
 // same order).
 Tensor gather_parameter(const Tensor& param);
 
+// Rank `rank`'s slice of `whole` (a tensor of the global shape) under `layout`: a new tensor.
+Tensor local_slice(const Tensor& whole, const parallel::Layout& layout, int64_t rank);
+// The whole tensor (`global`) of which every rank of the world group holds its slice `local`
+// under `layout` (collective over the world group, as gather_parameter). A replicated layout
+// returns `local` itself.
+Tensor gather_slices(const Tensor& local, const ir::TensorMeta& global,
+                     const parallel::Layout& layout);
+
 }  // namespace cleave::runtime
