@@ -53,6 +53,56 @@
 // elimination reduces, their candidates are enumerated exactly (branch and bound on the cost),
 // or an Error names their operators when their combinations exceed max_exact_combinations.
 // docs/design/search.md works a small example through.
+//
+// NOTE [Algorithm parameters]
+// MindSpore's set_algo_parameters, honoured by both searches where they choose candidates
+// (build_cost_graph for the dynamic programming, each level of the recursive programming):
+//   fully_use_devices               an op's candidates are only its strategies using every
+//                                   device (the product of the splits is device_num); an op
+//                                   with none (its dimensions too small or indivisible) keeps
+//                                   those using the most devices it can, where MindSpore fails;
+//   elementwise_op_strategy_follow  an elementwise op (its rule's summary starts "elementwise")
+//                                   reading another op's output takes only strategies reading it
+//                                   in the layout it is produced in (no redistribution): it
+//                                   follows its producer;
+//   enable_algo_approxi             an op's candidates are thinned: sorted by cost, one is
+//                                   dropped when a kept one costs at most (1 + algo_approxi_
+//                                   epsilon) times as much and needs at most as much memory
+//                                   (MindSpore's approximation of the strategy lists);
+//   tensor_slice_align_enable       a MatMul's or BatchMatMul's candidate is dropped when one of
+//                                   its inputs' last two dimensions is split into slices whose
+//                                   size is not a multiple of tensor_slice_align_size (a dimension
+//                                   left whole is never the reason).
+// The configured ops (shard(), strategy files) keep their strategy whatever the parameters say.
+//
+// NOTE [Recursive programming search]
+// search_mode "recursive_programming", MindSpore's SAPP: a fast heuristic instead of the optimum.
+// The device count D is factored into primes p_1 <= p_2 <= ... (8 = 2*2*2, 12 = 2*2*3, 3 = 3);
+// a *level* l cuts every op's work into p_l more slices, so after level l the ops use
+// d_l = p_1 * ... * p_l devices. An op's *partial strategy* after level l is a valid strategy on
+// d_l devices (ShardingRule::shardings with device_num d_l); its candidates at level l+1 are the
+// strategies on d_{l+1} devices that *refine* it (every split a multiple of the old one: one loop
+// cut p_{l+1} times more, or, for a reduction, the loop and every operand indexing it), and,
+// where fully_use_devices is off or no refinement exists, the partial strategy itself (the new
+// devices repeat the computation). At each level:
+//   1. order the ops by their cost under their partial strategy (CostModel::op_cost), largest
+//      first (MindSpore's SortByWeight);
+//   2. for each op in that order, take the candidate of least *local cost*: its own cost
+//      (compute * c + beta * comm * m as in NOTE [Cost graph]), plus, for each input and output
+//      joining an op already decided at this level, the redistribution between the producer's
+//      output layout and the consumer's input layout (beta * m times redistribution_s), plus the
+//      gradient AllReduce of each parameter it reads; an op reading a parameter another op has
+//      already laid out at this level only takes candidates reading it in that layout (one
+//      layout per parameter), unless it has none;
+//   3. sweep the ops once more in the same order, each re-choosing against all its neighbours'
+//      choices (now all decided), which repairs the choices of the first ops (made before their
+//      neighbours'), keeping the parameter rule.
+// Graph inputs and constants are laid out as the dataset strategy says (fixed layouts, costed
+// like a neighbour). The configured ops keep their strategy at every level (and their layouts
+// are what their neighbours meet). The cost of a level is linear in the ops and their candidates
+// (a few per op): the 1000-op chain at 8 devices takes milliseconds (bench/README.md). The plan
+// is not optimal: the tests bound its cost-model cost against the dynamic programming's optimum
+// on small graphs.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +124,13 @@ struct SearchOptions {
   bool training = true;                   // a training step (c = 3, m = 2) or a forward only
   double max_exact_combinations = 1e7;    // what the exact solver may enumerate
   int64_t max_star_candidates = 4096;     // candidates of a node a star elimination makes
+  // MindSpore's set_algo_parameters (NOTE [Algorithm parameters]), with its defaults.
+  bool fully_use_devices = true;
+  bool elementwise_op_strategy_follow = false;
+  bool enable_algo_approxi = false;
+  double algo_approxi_epsilon = 0.1;
+  bool tensor_slice_align_enable = false;
+  int64_t tensor_slice_align_size = 16;
 };
 
 struct CostNode {
@@ -156,5 +213,40 @@ struct SearchReport {
 // and the ops writing into their inputs). Errors: those of build_cost_graph and
 // solve_dynamic_programming.
 SearchReport search_strategies(ir::Graph& global, const SearchOptions& options);
+
+// The recursive-programming search on `global` (NOTE [Recursive programming search]): a strategy
+// per node of `global` (empty for the nodes that are not ops), the configured ones as given.
+// Errors: those of build_cost_graph (an op without a rule, an invalid given strategy).
+std::vector<ir::Strategy> recursive_programming(const ir::Graph& global,
+                                                const SearchOptions& options);
+
+struct RecursivePlan {
+  std::vector<ir::Strategy> strategies;  // per node of the graph (empty: not an op)
+  int ops = 0;                           // ops searched (not configured)
+  std::vector<int64_t> levels;           // the prime factors of device_num, one per level
+  // The plan's cost and memory as the cost graph of the same options counts them (NOTE [Cost
+  // graph]; CostGraph::cost of the plan's candidates, computed without building it).
+  double cost = 0;
+  double memory_bytes = 0;
+  // "recursive programming: 53 ops, 3 levels (2 x 2 x 2), predicted step cost 1.23 ms, memory
+  // 4.5 MiB per rank"
+  std::string summary() const;
+};
+
+// The same search, with the plan's cost and levels.
+RecursivePlan recursive_programming_plan(const ir::Graph& global, const SearchOptions& options);
+
+// The recursive-programming search applied to `global` as search_strategies does (Node::strategy
+// with strategy_derived for every op not configured). Throws, besides the errors above, Error
+// when options.memory_capacity_bytes is set and the plan needs more, naming the least memory any
+// plan needs (at least the sum of every op's least, NOTE [Recursive programming search]).
+RecursivePlan search_strategies_recursive(ir::Graph& global, const SearchOptions& options);
+
+// The cost of a plan given as one strategy per graph node (as recursive_programming returns) in
+// the cost graph `graph` of `global` built with the same options: the candidate of each operator
+// node is the one with that strategy, each parameter's the layout its first user reads. Throws
+// Error naming the op whose strategy is not among its candidates.
+SearchResult cost_of_strategies(const CostGraph& graph, const ir::Graph& global,
+                                const std::vector<ir::Strategy>& strategies);
 
 }  // namespace cleave::parallel
