@@ -204,6 +204,22 @@ TEST(RecursiveSearch, LeNetGetsValidPlansWithinTheBoundOnTwoToEightDevices) {
   }
 }
 
+// Seed 001's traced ResNet-50 (batch 2, read whole): its BatchNorms' moving statistics are read
+// by the BatchNorm and by the update's Mul, whose options stop meeting on many devices; the
+// repair after the last level gives each parameter one layout (a finite cost) up to 1024.
+TEST(RecursiveSearch, SeedOnesResNet50GetsAConsistentPlanUpTo1024Devices) {
+  const ir::Graph net =
+      ir::parse_file(std::string(CLEAVE_TESTS_DIR) +
+                     "/runtime/golden/seeds/001_resnet50_data_parallel/train_step/01_trace.ir")
+          .graph;
+  for (int64_t devices : {8, 1024}) {
+    SearchOptions o{.step_parallel = {.device_num = devices, .dataset = DatasetSplit::kFullBatch}};
+    const RecursivePlan plan = recursive_programming_plan(net, o);
+    EXPECT_TRUE(std::isfinite(plan.cost)) << devices;
+    expect_valid(net, plan.strategies, devices);
+  }
+}
+
 TEST(RecursiveSearch, SplitsAnyDeviceCountByItsPrimeFactors) {
   ir::Graph net = lenet();
   for (int64_t devices : {1, 2, 3, 4, 6, 8, 12, 16, 5, 7}) {

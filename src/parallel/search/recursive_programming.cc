@@ -16,7 +16,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <memory>
 #include <optional>
+#include <string>
 
 #include "cleave/core/error.h"
 #include "cleave/parallel/redistribution.h"
@@ -55,13 +58,20 @@ struct Source {
   std::optional<Layout> fixed;
 };
 
-struct Op {
-  size_t node = 0;
-  std::vector<ir::TensorMeta> metas;
+// The candidates of every op of one *signature* (primitive, attributes, input and output types:
+// what a rule's strategies and an op's cost depend on), found and costed once: the layers of a
+// network repeat.
+struct Family {
   std::vector<OpSharding> cands;
   std::vector<int64_t> used;  // per candidate: devices_used
   std::vector<double> own;    // per candidate: own cost, NaN until computed
   std::vector<double> memory;
+};
+
+struct Op {
+  size_t node = 0;
+  std::vector<ir::TensorMeta> metas;
+  std::shared_ptr<Family> f;
   bool configured = false;
   bool elementwise = false;
   std::vector<Source> sources;            // per input
@@ -98,8 +108,10 @@ class Recursive {
     plan.ops = static_cast<int>(order.size());
     for (int64_t p : plan.levels) level(order, p);
     plan.strategies.resize(g_.nodes.size());
+    // A parameter its users still read in two layouts (their options never met): repaired.
+    for (size_t p = 0; p < params_.size(); ++p) repair_parameter(p);
     for (const Op& op : ops_) {
-      plan.strategies[op.node] = op.cands[static_cast<size_t>(op.cur)].strategy;
+      plan.strategies[op.node] = op.f->cands[static_cast<size_t>(op.cur)].strategy;
     }
     plan.cost = total_cost();
     for (size_t a = 0; a < ops_.size(); ++a) plan.memory_bytes += memory(a, ops_[a].cur);
@@ -112,10 +124,10 @@ class Recursive {
     for (size_t a = 0; a < ops_.size(); ++a) {
       const Op& op = ops_[a];
       int64_t most = 1;
-      for (int64_t u : op.used) most = std::max(most, u);
+      for (int64_t u : op.f->used) most = std::max(most, u);
       double least = kInf;
-      for (size_t c = 0; c < op.cands.size(); ++c) {
-        if (o_.fully_use_devices && op.used[c] != most) continue;
+      for (size_t c = 0; c < op.f->cands.size(); ++c) {
+        if (o_.fully_use_devices && op.f->used[c] != most) continue;
         least = std::min(least, memory(a, static_cast<int>(c)));
       }
       total += least;
@@ -195,8 +207,24 @@ class Recursive {
       op.elementwise = o_.elementwise_op_strategy_follow && search_detail::is_elementwise(*n.op);
       if (!n.strategy.empty()) {
         op.configured = true;
-        op.cands.push_back(rule->infer(ctx, n.strategy));  // the rewrite's check and error
+        op.f = std::make_shared<Family>();
+        op.f->cands.push_back(rule->infer(ctx, n.strategy));  // the rewrite's check and error
       } else {
+        std::string signature = n.op->name + n.attrs.to_string();
+        for (const ir::TensorMeta& m : op.metas) {
+          signature += fmt::format("|{}{}", m.shape.to_string(), dtype_name(m.dtype));
+        }
+        for (const ir::TensorMeta& m : n.outputs) {
+          signature += fmt::format(">{}{}", m.shape.to_string(), dtype_name(m.dtype));
+        }
+        std::shared_ptr<Family>& family = families_[signature];
+        if (family != nullptr) {
+          op.f = family;
+          op.cur = ops_[static_cast<size_t>(family_first_[family.get()])].cur;
+          continue;
+        }
+        family = op.f = std::make_shared<Family>();
+        family_first_[family.get()] = static_cast<int>(a);
         std::vector<OpSharding> all = rule->shardings(ctx);
         // tensor_slice_align only: the levels apply fully_use_devices, the options the
         // approximation.
@@ -204,34 +232,35 @@ class Recursive {
         SearchOptions align = o_;
         align.enable_algo_approxi = false;
         for (size_t c : search_detail::filter_candidates(ctx, all, none, none, align, false)) {
-          op.cands.push_back(std::move(all[c]));
+          op.f->cands.push_back(std::move(all[c]));
         }
       }
-      CLEAVE_ASSERT(!op.cands.empty(), "{}: its rule offers no strategy on {} devices",
+      CLEAVE_ASSERT(!op.f->cands.empty(), "{}: its rule offers no strategy on {} devices",
                     describe_op(ctx), o_.step_parallel.device_num);
-      for (const OpSharding& s : op.cands) op.used.push_back(search_detail::devices_used(s));
-      op.own.assign(op.cands.size(), std::nan(""));
-      op.memory.assign(op.cands.size(), std::nan(""));
+      for (const OpSharding& s : op.f->cands) op.f->used.push_back(search_detail::devices_used(s));
+      op.f->own.assign(op.f->cands.size(), std::nan(""));
+      op.f->memory.assign(op.f->cands.size(), std::nan(""));
       // Start from the least split candidate (the replicated one, shardings' first).
-      op.cur = static_cast<int>(std::min_element(op.used.begin(), op.used.end()) - op.used.begin());
+      op.cur = static_cast<int>(std::min_element(op.f->used.begin(), op.f->used.end()) -
+                                op.f->used.begin());
     }
   }
 
   void cost_candidate(size_t a, int c) {
     Op& op = ops_[a];
     const auto i = static_cast<size_t>(c);
-    if (!std::isnan(op.own[i])) return;
-    const OpCost cost = model_.op_cost(context(op.node), op.cands[i]);
-    op.own[i] = f_.own(cost);
-    op.memory[i] = cost.memory_bytes;
+    if (!std::isnan(op.f->own[i])) return;
+    const OpCost cost = model_.op_cost(context(op.node), op.f->cands[i]);
+    op.f->own[i] = f_.own(cost);
+    op.f->memory[i] = cost.memory_bytes;
   }
   double own(size_t a, int c) {
     cost_candidate(a, c);
-    return ops_[a].own[static_cast<size_t>(c)];
+    return ops_[a].f->own[static_cast<size_t>(c)];
   }
   double memory(size_t a, int c) {
     cost_candidate(a, c);
-    return ops_[a].memory[static_cast<size_t>(c)];
+    return ops_[a].f->memory[static_cast<size_t>(c)];
   }
 
   double redistribution(const Layout& from, const Layout& to, const ir::TensorMeta& meta) const {
@@ -243,7 +272,9 @@ class Recursive {
 
   Layout output_layout(size_t a, int output) const {
     const Op& op = ops_[a];
-    return op.cands[static_cast<size_t>(op.cur)].outputs[static_cast<size_t>(output)].completed();
+    return op.f->cands[static_cast<size_t>(op.cur)]
+        .outputs[static_cast<size_t>(output)]
+        .completed();
   }
 
   // The local cost of candidate c of op a against its decided neighbours; `param_ok` false when
@@ -253,7 +284,7 @@ class Recursive {
   double local_cost(size_t a, int c, const std::vector<char>& decided, bool& param_ok,
                     bool& follows) {
     const Op& op = ops_[a];
-    const OpSharding& s = op.cands[static_cast<size_t>(c)];
+    const OpSharding& s = op.f->cands[static_cast<size_t>(c)];
     double cost = own(a, c);
     param_ok = true;
     follows = true;
@@ -289,10 +320,10 @@ class Recursive {
     for (const auto& [b, k, out] : op.users) {
       if (!decided[static_cast<size_t>(b)]) continue;
       const Op& user = ops_[static_cast<size_t>(b)];
-      cost +=
-          redistribution(s.outputs[static_cast<size_t>(out)].completed(),
-                         user.cands[static_cast<size_t>(user.cur)].inputs[static_cast<size_t>(k)],
-                         user.metas[static_cast<size_t>(k)]);
+      cost += redistribution(
+          s.outputs[static_cast<size_t>(out)].completed(),
+          user.f->cands[static_cast<size_t>(user.cur)].inputs[static_cast<size_t>(k)],
+          user.metas[static_cast<size_t>(k)]);
     }
     return cost;
   }
@@ -301,11 +332,12 @@ class Recursive {
   // one where fully_use_devices is off or none refines it; thinned under enable_algo_approxi.
   void make_options(size_t a, int64_t p) {
     Op& op = ops_[a];
-    const OpSharding& base = op.cands[static_cast<size_t>(op.cur)];
-    const int64_t target = op.used[static_cast<size_t>(op.cur)] * p;
+    const OpSharding& base = op.f->cands[static_cast<size_t>(op.cur)];
+    const int64_t target = op.f->used[static_cast<size_t>(op.cur)] * p;
     op.options.clear();
-    for (size_t c = 0; c < op.cands.size(); ++c) {
-      if (op.used[c] == target && search_detail::refines(op.cands[c].strategy, base.strategy)) {
+    for (size_t c = 0; c < op.f->cands.size(); ++c) {
+      if (op.f->used[c] == target &&
+          search_detail::refines(op.f->cands[c].strategy, base.strategy)) {
         op.options.push_back(static_cast<int>(c));
       }
     }
@@ -353,7 +385,7 @@ class Recursive {
       Parameter& p = params_[static_cast<size_t>(src.index)];
       // A parameter of one user follows it; of several, the first to decide lays it out.
       if (!p.layout || p.users.size() == 1) {
-        p.layout = op.cands[static_cast<size_t>(op.cur)].inputs[k];
+        p.layout = op.f->cands[static_cast<size_t>(op.cur)].inputs[k];
       }
     }
   }
@@ -402,7 +434,7 @@ class Recursive {
       for (size_t k = 0; k < ops_[a].sources.size(); ++k) {
         const Source& src = ops_[a].sources[k];
         if (src.kind == Source::Kind::kParameter) {
-          params_[static_cast<size_t>(src.index)].layout = ops_[a].cands[0].inputs[k];
+          params_[static_cast<size_t>(src.index)].layout = ops_[a].f->cands[0].inputs[k];
         }
       }
     }
@@ -422,16 +454,49 @@ class Recursive {
   // it in, each user takes its cheapest option reading it so (the others as they are); the layout
   // of least total stays. (One user at a time could not leave a layout all of them share.)
   // Returns whether the layout changed.
-  bool move_parameter(size_t index) {
+  // `repair` (after the last level, for a parameter its users read in two layouts): each user
+  // may take any candidate using as many devices as its current one, not only this level's
+  // options, and where that does not make them agree, any candidate at all.
+  bool repair_parameter(size_t index) {
     Parameter& p = params_[index];
-    if (p.users.size() < 2 || !p.layout) return false;
+    if (p.users.size() < 2 || consistent(p)) return false;
+    for (bool same_devices : {true, false}) {
+      p.layout = layout_of(p.users.front());
+      for (const auto& [a, k] : p.users) {
+        Op& op = ops_[static_cast<size_t>(a)];
+        op.options.clear();
+        for (size_t c = 0; c < op.f->cands.size(); ++c) {
+          if (!same_devices || op.f->used[c] == op.f->used[static_cast<size_t>(op.cur)]) {
+            op.options.push_back(static_cast<int>(c));
+          }
+        }
+      }
+      if (move_parameter(index, true)) return true;
+    }
+    return false;
+  }
+
+  bool move_parameter(size_t index, bool repair = false) {
+    Parameter& p = params_[index];
+    if (p.users.size() < 2) return false;
+    if (!p.layout) return false;
     const std::vector<char> all(ops_.size(), 1);
+    // The layouts tried: those of the user with the fewest options (every user must read the
+    // parameter alike), or a configured user's.
+    size_t fewest = 0;
+    for (size_t u = 0; u < p.users.size(); ++u) {
+      const Op& op = ops_[static_cast<size_t>(p.users[u].first)];
+      const Op& best = ops_[static_cast<size_t>(p.users[fewest].first)];
+      if (op.configured || (!best.configured && op.options.size() < best.options.size())) {
+        fewest = u;
+      }
+    }
     std::vector<Layout> layouts;
-    for (const auto& [a, k] : p.users) {
+    {
+      const auto [a, k] = p.users[fewest];
       const Op& op = ops_[static_cast<size_t>(a)];
-      if (op.configured) return false;
-      for (int c : op.options) {
-        const Layout& l = op.cands[static_cast<size_t>(c)].inputs[static_cast<size_t>(k)];
+      for (int c : op.configured ? std::vector<int>{0} : op.options) {
+        const Layout& l = op.f->cands[static_cast<size_t>(c)].inputs[static_cast<size_t>(k)];
         if (std::none_of(layouts.begin(), layouts.end(),
                          [&](const Layout& x) { return x.same_distribution(l); })) {
           layouts.push_back(l);
@@ -450,7 +515,17 @@ class Recursive {
         const Op& op = ops_[static_cast<size_t>(a)];
         double least = kInf;
         int chosen = kNone;
-        for (int c : op.options) {
+        if (op.configured) {
+          bool param_ok = true, follows = true;
+          least = local_cost(static_cast<size_t>(a), 0, all, param_ok, follows);
+          chosen = param_ok ? 0 : kNone;
+          if (!param_ok) least = kInf;
+        }
+        for (int c : op.configured ? std::vector<int>{} : op.options) {
+          if (!op.f->cands[static_cast<size_t>(c)].inputs[static_cast<size_t>(k)].same_distribution(
+                  l)) {
+            continue;
+          }
           bool param_ok = true, follows = true;
           const double cost = local_cost(static_cast<size_t>(a), c, all, param_ok, follows);
           if (param_ok && cost < least) {
@@ -471,12 +546,24 @@ class Recursive {
       }
     }
     p.layout = before;
-    if (!best_layout || best_layout->same_distribution(before)) return false;
+    if (!best_layout || (!repair && best_layout->same_distribution(before))) return false;
     p.layout = best_layout;
     for (size_t u = 0; u < p.users.size(); ++u) {
       ops_[static_cast<size_t>(p.users[u].first)].cur = best_pick[u];
     }
     return true;
+  }
+
+  const Layout& layout_of(const std::pair<int, int>& user) const {
+    const Op& op = ops_[static_cast<size_t>(user.first)];
+    return op.f->cands[static_cast<size_t>(op.cur)].inputs[static_cast<size_t>(user.second)];
+  }
+
+  // Whether every user of `p` reads it in one layout.
+  bool consistent(const Parameter& p) const {
+    const Layout& first = layout_of(p.users.front());
+    return std::all_of(p.users.begin(), p.users.end(),
+                       [&](const auto& u) { return layout_of(u).same_distribution(first); });
   }
 
   // The plan's cost as CostGraph::cost counts it: every op's own cost and its fixed inputs'
@@ -486,7 +573,7 @@ class Recursive {
     double total = 0;
     for (size_t a = 0; a < ops_.size(); ++a) {
       const Op& op = ops_[a];
-      const OpSharding& s = op.cands[static_cast<size_t>(op.cur)];
+      const OpSharding& s = op.f->cands[static_cast<size_t>(op.cur)];
       total += own(a, op.cur);
       for (size_t k = 0; k < op.sources.size(); ++k) {
         const Source& src = op.sources[k];
@@ -502,11 +589,11 @@ class Recursive {
       if (p.users.empty()) continue;
       const auto [a, k] = p.users.front();
       const Op& op = ops_[static_cast<size_t>(a)];
-      const Layout& l = op.cands[static_cast<size_t>(op.cur)].inputs[static_cast<size_t>(k)];
+      const Layout& l = op.f->cands[static_cast<size_t>(op.cur)].inputs[static_cast<size_t>(k)];
       for (const auto& [b, j] : p.users) {
         const Op& other = ops_[static_cast<size_t>(b)];
         if (!l.same_distribution(
-                other.cands[static_cast<size_t>(other.cur)].inputs[static_cast<size_t>(j)])) {
+                other.f->cands[static_cast<size_t>(other.cur)].inputs[static_cast<size_t>(j)])) {
           return kInf;  // read in two layouts: a forbidden pair of the cost graph
         }
       }
@@ -522,6 +609,8 @@ class Recursive {
   std::vector<int> op_of_, param_of_;  // per graph node: its op / parameter index, or kNone
   std::vector<Op> ops_;
   std::vector<Parameter> params_;
+  std::map<std::string, std::shared_ptr<Family>> families_;  // by signature
+  std::map<const Family*, int> family_first_;                // the op that made it
 };
 
 }  // namespace
