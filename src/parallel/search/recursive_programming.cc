@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "cleave/core/error.h"
 #include "cleave/parallel/redistribution.h"
@@ -66,6 +67,13 @@ struct Family {
   std::vector<int64_t> used;  // per candidate: devices_used
   std::vector<double> own;    // per candidate: own cost, NaN until computed
   std::vector<double> memory;
+  std::vector<std::vector<Layout>> completed;  // per candidate: its outputs, completed
+};
+
+struct PairHash {
+  size_t operator()(const std::pair<const Layout*, const Layout*>& p) const {
+    return std::hash<const void*>()(p.first) * 31 + std::hash<const void*>()(p.second);
+  }
 };
 
 struct Op {
@@ -238,6 +246,10 @@ class Recursive {
       CLEAVE_ASSERT(!op.f->cands.empty(), "{}: its rule offers no strategy on {} devices",
                     describe_op(ctx), o_.step_parallel.device_num);
       for (const OpSharding& s : op.f->cands) op.f->used.push_back(search_detail::devices_used(s));
+      for (const OpSharding& c : op.f->cands) {
+        std::vector<Layout>& outs = op.f->completed.emplace_back();
+        for (const Layout& l : c.outputs) outs.push_back(l.completed());
+      }
       op.f->own.assign(op.f->cands.size(), std::nan(""));
       op.f->memory.assign(op.f->cands.size(), std::nan(""));
       // Start from the least split candidate (the replicated one, shardings' first).
@@ -263,18 +275,25 @@ class Recursive {
     return ops_[a].f->memory[static_cast<size_t>(c)];
   }
 
-  double redistribution(const Layout& from, const Layout& to, const ir::TensorMeta& meta) const {
+  // Layouts live in the families (and the sources) for the whole search, so a pair of them is
+  // one tensor's pair: its cost is cached by address.
+  double redistribution(const Layout& from, const Layout& to, const ir::TensorMeta& meta) {
+    const auto [it, added] = redistribution_cache_.try_emplace({&from, &to}, 0.0);
+    if (added) it->second = redistribution_uncached(from, to, meta);
+    return it->second;
+  }
+
+  double redistribution_uncached(const Layout& from, const Layout& to,
+                                 const ir::TensorMeta& meta) const {
     if (from.same_distribution(to)) return 0;
     const DType dtype = meta.dtype == DType::kBool ? DType::kInt32 : meta.dtype;
     return f_.beta * f_.comm *
            model_.redistribution_s(plan_redistribution(from, to, meta.shape, dtype));
   }
 
-  Layout output_layout(size_t a, int output) const {
+  const Layout& output_layout(size_t a, int output) const {
     const Op& op = ops_[a];
-    return op.f->cands[static_cast<size_t>(op.cur)]
-        .outputs[static_cast<size_t>(output)]
-        .completed();
+    return op.f->completed[static_cast<size_t>(op.cur)][static_cast<size_t>(output)];
   }
 
   // The local cost of candidate c of op a against its decided neighbours; `param_ok` false when
@@ -294,7 +313,7 @@ class Recursive {
       switch (src.kind) {
         case Source::Kind::kOp:
           if (decided[static_cast<size_t>(src.index)]) {
-            const Layout from = output_layout(static_cast<size_t>(src.index), src.output);
+            const Layout& from = output_layout(static_cast<size_t>(src.index), src.output);
             cost += redistribution(from, in, op.metas[k]);
             if (op.elementwise && static_cast<int>(k) == op.first_op_input &&
                 !from.same_distribution(in)) {
@@ -321,7 +340,7 @@ class Recursive {
       if (!decided[static_cast<size_t>(b)]) continue;
       const Op& user = ops_[static_cast<size_t>(b)];
       cost += redistribution(
-          s.outputs[static_cast<size_t>(out)].completed(),
+          op.f->completed[static_cast<size_t>(c)][static_cast<size_t>(out)],
           user.f->cands[static_cast<size_t>(user.cur)].inputs[static_cast<size_t>(k)],
           user.metas[static_cast<size_t>(k)]);
     }
@@ -611,6 +630,8 @@ class Recursive {
   std::vector<Parameter> params_;
   std::map<std::string, std::shared_ptr<Family>> families_;  // by signature
   std::map<const Family*, int> family_first_;                // the op that made it
+  std::unordered_map<std::pair<const Layout*, const Layout*>, double, PairHash>
+      redistribution_cache_;
 };
 
 }  // namespace
