@@ -1,5 +1,5 @@
-// Strategy search (AUTO_PARALLEL, search_mode "dynamic_programming"): a strategy for every
-// operator of the traced forward graph, chosen by the cost model.
+// Strategy search (AUTO_PARALLEL, search_mode "dynamic_programming" or "recursive_programming"):
+// a strategy for every operator of the traced forward graph, chosen by the cost model.
 //
 // NOTE [Cost graph]
 // The search sees the traced forward graph (global shapes) as a *cost graph*:
@@ -79,30 +79,32 @@
 // search_mode "recursive_programming", MindSpore's SAPP: a fast heuristic instead of the optimum.
 // The device count D is factored into primes p_1 <= p_2 <= ... (8 = 2*2*2, 12 = 2*2*3, 3 = 3);
 // a *level* l cuts every op's work into p_l more slices, so after level l the ops use
-// d_l = p_1 * ... * p_l devices. An op's *partial strategy* after level l is a valid strategy on
-// d_l devices (ShardingRule::shardings with device_num d_l); its candidates at level l+1 are the
-// strategies on d_{l+1} devices that *refine* it (every split a multiple of the old one: one loop
-// cut p_{l+1} times more, or, for a reduction, the loop and every operand indexing it), and,
-// where fully_use_devices is off or no refinement exists, the partial strategy itself (the new
-// devices repeat the computation). At each level:
-//   1. order the ops by their cost under their partial strategy (CostModel::op_cost), largest
-//      first (MindSpore's SortByWeight);
-//   2. for each op in that order, take the candidate of least *local cost*: its own cost
-//      (compute * c + beta * comm * m as in NOTE [Cost graph]), plus, for each input and output
-//      joining an op already decided at this level, the redistribution between the producer's
-//      output layout and the consumer's input layout (beta * m times redistribution_s), plus the
-//      gradient AllReduce of each parameter it reads; an op reading a parameter another op has
-//      already laid out at this level only takes candidates reading it in that layout (one
-//      layout per parameter), unless it has none;
-//   3. sweep the ops once more in the same order, each re-choosing against all its neighbours'
-//      choices (now all decided), which repairs the choices of the first ops (made before their
-//      neighbours'), keeping the parameter rule.
-// Graph inputs and constants are laid out as the dataset strategy says (fixed layouts, costed
-// like a neighbour). The configured ops keep their strategy at every level (and their layouts
-// are what their neighbours meet). The cost of a level is linear in the ops and their candidates
-// (a few per op): the 1000-op chain at 8 devices takes milliseconds (bench/README.md). The plan
-// is not optimal: the tests bound its cost-model cost against the dynamic programming's optimum
-// on small graphs.
+// d_l = p_1 * ... * p_l devices. Every strategy is one of ShardingRule::shardings on all D devices
+// (those using fewer repeat the computation), so layouts and costs are those the rewrite sees. An
+// op's *partial strategy* after level l uses d_l devices; its *options* at level l+1 are the
+// strategies *refining* it by p_{l+1} (every split a multiple of the old one: one loop cut
+// p_{l+1} times more, for a reduction loop every operand indexing it), and, where
+// fully_use_devices is off or none refines it, the partial strategy itself. At each level:
+//   1. the ops decide one by one, each taking the option of least *local cost*: its own cost
+//      (compute * c + beta * comm * m as in NOTE [Cost graph]), plus the redistribution (beta * m
+//      times redistribution_s) from each decided producer, graph input or constant and to each
+//      decided consumer, plus its share of the gradient AllReduce of each parameter it reads; an
+//      op reading a parameter another op has already laid out at this level only takes options
+//      reading it in that layout (one layout per parameter), unless it has none;
+//   2. a second sweep in the same order re-decides every op against all its neighbours;
+//   3. the users of each shared parameter may move together to another layout they can all read
+//      it in, when that lowers the sum of their local costs (one at a time they never could);
+// and this runs for three orders of the ops (by their cost under the partial strategy, largest
+// first, as MindSpore's SortByWeight; producers first; consumers first), keeping the outcome of
+// least total cost. After the last level, a parameter whose users' options never met (seed 001's
+// BatchNorm moving statistics at 1024 devices) is *repaired*: its users take candidates using as
+// many devices, or failing that any, that read it alike, the cheapest such. The configured ops
+// keep their strategy throughout. Candidates and own costs are computed once per op signature
+// (primitive, attributes, types) and redistribution costs cached per pair of layouts, so a level
+// is linear in the ops: the 1000-op chain at 8 devices takes ~15 ms (bench/README.md). The plan
+// is not optimal (tests/parallel/search_recursive_test.cc bounds it against the dynamic
+// programming's optimum); it does not search under memory_capacity_bytes, it checks its plan
+// against it. docs/design/search.md, section 6.
 #pragma once
 
 #include <cstdint>
