@@ -217,7 +217,33 @@ TEST(RecursiveSearch, SeedOnesResNet50GetsAConsistentPlanUpTo1024Devices) {
     const RecursivePlan plan = recursive_programming_plan(net, o);
     EXPECT_TRUE(std::isfinite(plan.cost)) << devices;
     expect_valid(net, plan.strategies, devices);
+    // The dynamic programming finds a plan too (its users widened, NOTE [Algorithm parameters]).
+    const double optimum = solve_dynamic_programming(build_cost_graph(net, o), o).cost;
+    std::printf("ResNet-50 on %lld devices: recursive / optimum %.4f\n",
+                static_cast<long long>(devices), plan.cost / optimum);
+    EXPECT_GE(plan.cost, optimum * (1 - 1e-9));
   }
+}
+
+// A parameter read by ops whose strategies using every device never read it alike: the Mul of
+// x (8, 4) by s (4,) splits s 4 ways over the last axis of [2, 4], the ReLU of s 4 ways over the
+// first of [4, 2]. Under fully_use_devices both get back their other candidates, so the dynamic
+// programming has a plan (MindSpore reports a failed edge there).
+TEST(AlgoParameters, FullyUseDevicesWidensTheUsersOfAParameterTheyCannotShare) {
+  const ir::Graph net = trace({{8, 4}}, [](const std::vector<Tensor>& in) {
+    const Tensor s = parameter({4}, "s");
+    return std::vector<Tensor>{call("Mul", {in[0], s}), call("ReLU", {s})};
+  });
+  SearchOptions o{.step_parallel = {.device_num = 8}};
+  const CostGraph graph = build_cost_graph(net, o);
+  // The Mul was widened: some of its candidates use fewer than 8 devices.
+  const ir::Node& mul = net.nodes[static_cast<size_t>(graph.nodes[0].graph_node)];
+  ASSERT_EQ(mul.op->name, "Mul");
+  EXPECT_TRUE(std::any_of(graph.nodes[0].strategies.begin(), graph.nodes[0].strategies.end(),
+                          [&](const ir::Strategy& st) { return used(net, mul, st, 8) < 8; }));
+  const SearchResult r = solve_dynamic_programming(graph, o);
+  EXPECT_TRUE(std::isfinite(r.cost));
+  EXPECT_TRUE(std::isfinite(recursive_programming_plan(net, o).cost));
 }
 
 TEST(RecursiveSearch, SplitsAnyDeviceCountByItsPrimeFactors) {
@@ -306,7 +332,9 @@ TEST(AlgoParameters, FullyUseDevicesOffAdmitsAStrategyUsingFewerDevices) {
     ir::Graph dp = tiny_matmul(), rec = tiny_matmul();
     const CostGraph graph = build_cost_graph(dp, o);
     for (const ir::Strategy& s : graph.nodes[0].strategies) {
-      if (full) EXPECT_EQ(used(dp, op_named(dp, "matmul"), s, 8), 8) << ir::strategy_to_string(s);
+      if (full) {
+        EXPECT_EQ(used(dp, op_named(dp, "matmul"), s, 8), 8) << ir::strategy_to_string(s);
+      }
     }
     search_strategies(dp, o);
     search_strategies_recursive(rec, o);
@@ -421,7 +449,9 @@ TEST(AlgoParameters, TensorSliceAlignKeepsMatMulSlicesMultiplesOfTheSize) {
     const auto& cands = graph.nodes[0].strategies;
     EXPECT_EQ(std::all_of(cands.begin(), cands.end(), aligned), align);
     search_strategies_recursive(rec, o);
-    if (align) EXPECT_TRUE(aligned(op_named(rec, "matmul").strategy));
+    if (align) {
+      EXPECT_TRUE(aligned(op_named(rec, "matmul").strategy));
+    }
   }
   SearchOptions bad{.step_parallel = {.device_num = 8}, .tensor_slice_align_size = 0};
   EXPECT_THROW(build_cost_graph(net(), bad), Error);

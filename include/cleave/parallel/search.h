@@ -60,7 +60,9 @@
 //   fully_use_devices               an op's candidates are only its strategies using every
 //                                   device (the product of the splits is device_num); an op
 //                                   with none (its dimensions too small or indivisible) keeps
-//                                   those using the most devices it can, where MindSpore fails;
+//                                   those using the most devices it can, and the users of a
+//                                   parameter whose kept candidates read it in no common layout
+//                                   get all theirs back, where MindSpore fails;
 //   elementwise_op_strategy_follow  an elementwise op (its rule's summary starts "elementwise")
 //                                   reading another op's output takes only strategies reading it
 //                                   in the layout it is produced in (no redistribution): it

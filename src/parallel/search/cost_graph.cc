@@ -1,6 +1,7 @@
 // The cost graph of a traced forward graph (NOTE [Cost graph] in cleave/parallel/search.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -37,6 +38,7 @@ class Builder {
         f_(o),
         index_(g.nodes.size(), -1),
         shardings_(g.nodes.size()),
+        unfiltered_(g.nodes.size()),
         metas_(g.nodes.size()),
         fixed_(g.nodes.size()),
         users_(g.nodes.size()) {}
@@ -60,7 +62,15 @@ class Builder {
       if (n.kind == NodeKind::kConstant) {
         fixed_[i] = Layout::replicated({o_.step_parallel.device_num}, n.outputs[0].shape.rank());
       }
-      if (n.is_op()) add_operator(i);
+    }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (g_.nodes[i].is_op()) choose_shardings(i);
+    }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (g_.nodes[i].kind == NodeKind::kParameter) widen_for_parameter(i);
+    }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (g_.nodes[i].is_op()) add_operator(i);
     }
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (g_.nodes[i].kind == NodeKind::kParameter) add_parameter(i);
@@ -85,7 +95,9 @@ class Builder {
         plan_redistribution(from, to, meta.shape, planned_dtype(meta.dtype)));
   }
 
-  void add_operator(size_t i) {
+  // The candidates of op i (NOTE [Algorithm parameters]); those fully_use_devices dropped are
+  // kept aside for widen_for_parameter.
+  void choose_shardings(size_t i) {
     const Node& n = g_.nodes[i];
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       metas_[i].push_back(g_.meta(n.inputs[k]));
@@ -113,13 +125,53 @@ class Builder {
           memory.push_back(c.memory_bytes);
         }
       }
-      for (size_t c :
-           search_detail::filter_candidates(ctx, all, costs, memory, o_, o_.fully_use_devices)) {
-        shardings.push_back(std::move(all[c]));
+      const std::vector<size_t> keep =
+          search_detail::filter_candidates(ctx, all, costs, memory, o_, o_.fully_use_devices);
+      const bool reads_parameter = std::any_of(n.inputs.begin(), n.inputs.end(), [&](ValueRef v) {
+        return g_.nodes[static_cast<size_t>(v.node)].kind == NodeKind::kParameter;
+      });
+      if (o_.fully_use_devices && reads_parameter) {
+        for (size_t c :
+             search_detail::filter_candidates(ctx, all, costs, memory, o_, /*full_use=*/false)) {
+          unfiltered_[i].push_back(all[c]);
+        }
+        if (unfiltered_[i].size() == keep.size()) unfiltered_[i].clear();
       }
+      for (size_t c : keep) shardings.push_back(std::move(all[c]));
     }
     CLEAVE_ASSERT(!shardings.empty(), "{}: its rule offers no strategy on {} devices",
                   describe_op(ctx), o_.step_parallel.device_num);
+  }
+
+  // A parameter read by several ops whose candidates under fully_use_devices read it in no
+  // common layout (seed 001's BatchNorm moving statistics, read by the BatchNorm and by the
+  // update's Mul of a vector, on 1024 devices): its users get back the candidates using fewer
+  // devices, so that a plan exists (MindSpore fails there, NOTE [Algorithm parameters]).
+  void widen_for_parameter(size_t p) {
+    const std::vector<std::pair<size_t, size_t>>& users = users_[p];
+    if (users.size() < 2) return;
+    std::set<std::string> common;
+    for (size_t u = 0; u < users.size(); ++u) {
+      std::set<std::string> mine;
+      for (const OpSharding& s : shardings_[users[u].first]) {
+        mine.insert(s.inputs[users[u].second].normalized().to_string());
+      }
+      if (u == 0) {
+        common = std::move(mine);
+      } else {
+        std::erase_if(common, [&](const std::string& l) { return mine.count(l) == 0; });
+      }
+    }
+    if (!common.empty()) return;
+    for (const auto& [i, k] : users) {
+      if (!unfiltered_[i].empty()) shardings_[i] = unfiltered_[i];
+    }
+  }
+
+  void add_operator(size_t i) {
+    const Node& n = g_.nodes[i];
+    const RuleContext ctx = context(i);
+    const std::vector<OpSharding>& shardings = shardings_[i];
     CostNode node;
     node.graph_node = static_cast<int>(i);
     node.name = describe_op(ctx);
@@ -225,6 +277,7 @@ class Builder {
   Factors f_;
   std::vector<int> index_;  // per graph node: its cost node, -1 for none
   std::vector<std::vector<OpSharding>> shardings_;
+  std::vector<std::vector<OpSharding>> unfiltered_;  // fully_use_devices: before it filtered
   std::vector<std::vector<ir::TensorMeta>> metas_;
   std::vector<std::optional<Layout>> fixed_;                   // graph inputs and constants
   std::map<std::pair<size_t, size_t>, Layout> layouts_;        // (parameter, candidate) -> layout
