@@ -11,10 +11,16 @@
 //                                       001_resnet50_data_parallel/train_step/01_trace.ir), its
 //                                       inputs read whole by every rank (full_batch)
 //
+//   search_bench recursive GRAPH DEVICES ARG
+//                                       the same graphs through the recursive programming
+//                                       (search_mode "recursive_programming")
+//
 // Prints "ROW <graph>_<ops>_d<devices> build_ms=<cost graph> solve_ms=<dynamic programming>
 // total_ms=<search_strategies> ops=<ops> candidates=<all nodes'> eliminations=<n> exact=<nodes
 // left to the exact solver> cost_ms=<predicted step>", the medians of 3 runs after one warm-up
-// (which fills the redistribution cache).
+// (which fills the redistribution cache); the recursive programming "ROW
+// rec_<graph>_<ops>_d<devices> search_ms=<recursive_programming_plan> ops=<ops> levels=<prime
+// factors> cost_ms=<predicted step>", with the same medians.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -100,6 +106,30 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+Graph make_graph(const std::string& which, const std::string& arg) {
+  const int64_t ops = which == "text" ? 0 : std::atoll(arg.c_str());
+  return which == "chain"      ? chain(ops)
+         : which == "residual" ? residual(ops)
+                               : ir::parse_file(arg).graph;
+}
+
+int run_recursive(const std::string& which, int64_t devices, const std::string& arg) {
+  parallel::SearchOptions o{.step_parallel = {.device_num = devices}};
+  if (which == "text") o.step_parallel.dataset = parallel::DatasetSplit::kFullBatch;
+  const Graph g = make_graph(which, arg);
+  std::vector<double> search_ms;
+  parallel::RecursivePlan plan;
+  for (int k = 0; k < 4; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    plan = parallel::recursive_programming_plan(g, o);
+    if (k > 0) search_ms.push_back(ms_since(t0));  // the first is the warm-up
+  }
+  std::printf("ROW rec_%s_%lld_d%lld search_ms=%.1f ops=%d levels=%zu cost_ms=%.4g\n",
+              which.c_str(), static_cast<long long>(plan.ops), static_cast<long long>(devices),
+              median(search_ms), plan.ops, plan.levels.size(), plan.cost * 1e3);
+  return 0;
+}
+
 int run(const std::string& which, int64_t devices, const std::string& arg) {
   std::vector<double> build_ms, solve_ms, total_ms;
   parallel::SearchReport report;
@@ -137,15 +167,22 @@ int run(const std::string& which, int64_t devices, const std::string& arg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const bool recursive = argc == 5 && std::string(argv[1]) == "recursive";
+  if (recursive) {
+    --argc;
+    ++argv;
+  }
   const std::string which = argc == 4 ? argv[1] : "";
   if ((which != "chain" && which != "residual" && which != "text") || std::atoll(argv[2]) < 1 ||
       (which != "text" && std::atoll(argv[3]) < 4)) {
     std::fprintf(stderr,
-                 "usage: search_bench chain|residual DEVICES OPS (OPS >= 4) | text DEVICES FILE\n");
+                 "usage: search_bench [recursive] chain|residual DEVICES OPS (OPS >= 4) | "
+                 "[recursive] text DEVICES FILE\n");
     return 2;
   }
   try {
-    return run(which, std::atoll(argv[2]), argv[3]);
+    return recursive ? run_recursive(which, std::atoll(argv[2]), argv[3])
+                     : run(which, std::atoll(argv[2]), argv[3]);
   } catch (const Error& e) {
     std::fprintf(stderr, "search_bench: %s\n", e.what());
     return 1;

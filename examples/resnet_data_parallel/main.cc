@@ -43,6 +43,7 @@ struct Options {
   int64_t num_samples = 0;   // 0: the whole shard
   std::string network = "resnet50";
   std::string parallel_mode = "data";
+  std::string search_mode = "dynamic_programming";  // of --parallel-mode auto
   bool parameter_broadcast = true;
   double bucket_cap_mb = 25;
   uint64_t seed = 1;
@@ -128,6 +129,10 @@ int main(int argc, char** argv) {
                  "data (DATA_PARALLEL, the seed's first variant) or auto (AUTO_PARALLEL: the "
                  "dynamic-programming strategy search, every rank from the same seed)")
       ->check(cleave::flags::one_of({"data", "auto"}));
+  app.add_option("--search-mode", o.search_mode,
+                 "the AUTO_PARALLEL search: dynamic_programming (the optimum of the cost model, "
+                 "MindSpore's default) or recursive_programming (SAPP, a fast heuristic)")
+      ->check(cleave::flags::one_of({"dynamic_programming", "recursive_programming"}));
   app.add_option("--parameter-broadcast", o.parameter_broadcast,
                  "broadcast rank 0's initial parameters (true, MindSpore's default in data "
                  "parallel mode, or false)")
@@ -159,6 +164,7 @@ int main(int argc, char** argv) {
     runtime::AutoParallelContext parallel;
     if (rank_size > 1) {
       parallel.parallel_mode = auto_parallel ? runtime::AUTO_PARALLEL : runtime::DATA_PARALLEL;
+      parallel.search_mode = o.search_mode;
       parallel.mirror_mean = true;
       parallel.parameter_broadcast = !auto_parallel && o.parameter_broadcast;
       parallel.bucket_cap_mb = o.bucket_cap_mb;

@@ -3,8 +3,9 @@
 # DEVICE_ID, a rank table): a reduced ResNet (resnet_small, 32x32 images) trains with its loss
 # falling and both ranks end with bit-identical parameters; ResNet-50 itself runs 2 steps with the
 # same result; without parameter_broadcast, ranks started from different seeds end apart; the
-# same program under cleave-run and mpirun; AUTO_PARALLEL searches its strategies and both ranks
-# print the same losses. "Falling": the mean loss of the last epoch is at most 85% of the first's.
+# same program under cleave-run and mpirun; AUTO_PARALLEL searches its strategies (the dynamic
+# programming, and the recursive programming) and both ranks print the same losses. "Falling":
+# the mean loss of the last epoch is at most 85% of the first's.
 # Usage: resnet_data_parallel_test.sh BIN_DIR
 set -euo pipefail
 bin=$(cd "$1" && pwd)
@@ -90,3 +91,11 @@ grep -q "dynamic programming: .* ops" "$work/auto/device0/log0" ||
 [ "$(grep "loss is" "$work/auto/device0/log0")" = "$(grep "loss is" "$work/auto/device1/log1")" ] ||
   fail "--parallel-mode auto: the ranks' losses differ"
 echo "ok: AUTO_PARALLEL: $(grep -m1 -o "dynamic programming: [0-9]* ops" "$work/auto/device0/log0"), the same losses on both ranks"
+
+# The same with the recursive programming (search_mode "recursive_programming", SAPP).
+run_job auto_rec "${args[@]}" --parallel-mode auto --search-mode recursive_programming
+grep -q "recursive programming: .* ops" "$work/auto_rec/device0/log0" ||
+  fail "--search-mode recursive_programming: rank 0 printed no search summary: $(cat "$work/auto_rec/device0/log0")"
+[ "$(grep "loss is" "$work/auto_rec/device0/log0")" = "$(grep "loss is" "$work/auto_rec/device1/log1")" ] ||
+  fail "--search-mode recursive_programming: the ranks' losses differ"
+echo "ok: AUTO_PARALLEL: $(grep -m1 -o "recursive programming: [0-9]* ops, [0-9]* levels*" "$work/auto_rec/device0/log0"), the same losses on both ranks"

@@ -66,14 +66,6 @@ void set_auto_parallel_context(const AutoParallelContext& context) {
                    "{}: search_mode is \"{}\"; expected \"sharding_propagation\", "
                    "\"dynamic_programming\" or \"recursive_programming\"",
                    who, search);
-  if (context.parallel_mode == AUTO_PARALLEL && search == "recursive_programming") {
-    CLEAVE_UNIMPLEMENTED(
-        "{}: search_mode \"{}\" is not built yet; AUTO_PARALLEL supports "
-        "\"dynamic_programming\" (every operator's strategy searched from the cost model) and "
-        "\"sharding_propagation\" (give a few operators a strategy with shard(), the others "
-        "follow)",
-        who, search);
-  }
   CLEAVE_CHECK_ARG(context.device_num >= 0,
                    "{}: device_num is {}; expected a positive device count (0: the world size)",
                    who, context.device_num);
@@ -136,6 +128,51 @@ void set_auto_parallel_context(const AutoParallelContext& context) {
   }
   global_auto_parallel_context() = context;
 }
+
+namespace {
+AlgoParameters& global_algo_parameters() {
+  static AlgoParameters parameters;
+  return parameters;
+}
+CostModelContext& global_cost_model_context() {
+  static CostModelContext context;
+  return context;
+}
+}  // namespace
+
+void set_algo_parameters(const AlgoParameters& parameters) {
+  CLEAVE_CHECK_ARG(
+      std::isfinite(parameters.algo_approxi_epsilon) && parameters.algo_approxi_epsilon > 0,
+      "set_algo_parameters: algo_approxi_epsilon is {}; expected a finite value > 0 (default 0.1)",
+      parameters.algo_approxi_epsilon);
+  CLEAVE_CHECK_ARG(
+      parameters.tensor_slice_align_size >= 1 && parameters.tensor_slice_align_size <= 1024,
+      "set_algo_parameters: tensor_slice_align_size is {}; expected an element count in "
+      "[1, 1024] (default 16)",
+      parameters.tensor_slice_align_size);
+  global_algo_parameters() = parameters;
+}
+
+const AlgoParameters& get_algo_parameters() { return global_algo_parameters(); }
+
+void reset_algo_parameters() { global_algo_parameters() = AlgoParameters{}; }
+
+void set_cost_model_context(const CostModelContext& context) {
+  CLEAVE_CHECK_ARG(
+      std::isfinite(context.device_memory_capacity) && context.device_memory_capacity >= 0,
+      "set_cost_model_context: device_memory_capacity is {}; expected bytes per rank >= 0 (0: no "
+      "limit)",
+      context.device_memory_capacity);
+  CLEAVE_CHECK_ARG(std::isfinite(context.costmodel_beta) && context.costmodel_beta >= 0,
+                   "set_cost_model_context: costmodel_beta is {}; expected a finite weight >= 0 "
+                   "(default 1)",
+                   context.costmodel_beta);
+  global_cost_model_context() = context;
+}
+
+const CostModelContext& get_cost_model_context() { return global_cost_model_context(); }
+
+void reset_cost_model_context() { global_cost_model_context() = CostModelContext{}; }
 
 void reset_auto_parallel_context() { global_auto_parallel_context() = AutoParallelContext{}; }
 

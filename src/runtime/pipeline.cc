@@ -123,23 +123,29 @@ void propagate_strategies(CompileState& s) {
       r.inconsistencies.size(), r.inconsistencies.size() == 1 ? "" : "s", lines));
 }
 
-// AUTO_PARALLEL's search, as search_mode names it: sharding propagation, or the dynamic
-// programming (NOTE [Dynamic programming search]), of which rank 0 prints a summary line.
+// AUTO_PARALLEL's search, as search_mode names it: sharding propagation, the dynamic
+// programming or the recursive programming (NOTE [Dynamic programming search], [Recursive
+// programming search]), of which rank 0 prints a summary line.
 void search_strategies(CompileState& s) {
   const std::string& mode = s.options.search_mode;
-  if (mode == "dynamic_programming") {
-    const parallel::SearchReport r = parallel::search_strategies(
-        s.graph, {.step_parallel = s.options.step_parallel,
-                  .cost_model = &parallel::cost_model_for_profile(s.options.cost_model_profile),
-                  .training = s.program.training()});
-    s.messages.push_back(r.summary());
+  if (mode == "dynamic_programming" || mode == "recursive_programming") {
+    const AlgoParameters& algo = s.options.algo;
+    const parallel::SearchOptions o{
+        .step_parallel = s.options.step_parallel,
+        .cost_model = &parallel::cost_model_for_profile(s.options.cost_model_profile),
+        .beta = s.options.cost_model.costmodel_beta,
+        .memory_capacity_bytes = s.options.cost_model.device_memory_capacity,
+        .training = s.program.training(),
+        .fully_use_devices = algo.fully_use_devices,
+        .elementwise_op_strategy_follow = algo.elementwise_op_strategy_follow,
+        .enable_algo_approxi = algo.enable_algo_approxi,
+        .algo_approxi_epsilon = algo.algo_approxi_epsilon,
+        .tensor_slice_align_enable = algo.tensor_slice_align_enable,
+        .tensor_slice_align_size = algo.tensor_slice_align_size};
+    s.messages.push_back(mode == "dynamic_programming"
+                             ? parallel::search_strategies(s.graph, o).summary()
+                             : parallel::search_strategies_recursive(s.graph, o).summary());
     return;
-  }
-  if (mode == "recursive_programming") {
-    CLEAVE_UNIMPLEMENTED(
-        "{}: search_mode \"recursive_programming\" is not built yet; use "
-        "\"dynamic_programming\" or \"sharding_propagation\"",
-        s.program.name);
   }
   CLEAVE_CHECK_ARG(mode.empty() || mode == "sharding_propagation",
                    "{}: search_mode is \"{}\"; expected \"sharding_propagation\", "
@@ -379,6 +385,9 @@ CompileOptions compile_options(const StepProgram& program) {
   o.mode = c.parallel_mode;
   o.search_mode = c.search_mode;
   o.cost_model_profile = c.cost_model_profile;
+  o.algo = get_algo_parameters();
+  o.cost_model = get_cost_model_context();
+  o.enable_alltoall = c.enable_alltoall;
   // Micro-batches pipeline a training step; an evaluation runs its batch at once.
   o.micro_batches = program.training() ? c.pipeline_micro_batches : 1;
   o.device_num = c.device_num > 0 ? c.device_num : o.world_size;

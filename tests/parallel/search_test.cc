@@ -221,11 +221,16 @@ TEST(Search, TheCostGraphHasANodePerOpAndParameterAndAnEdgePerTensor) {
   EXPECT_EQ(params, 2);
   EXPECT_EQ(param_edges, 2);
   EXPECT_EQ(op_edges, tensors);
-  // MatMul (16, 32) x (32, 16) on 8 devices: every split of its three loops that divides 8.
+  // MatMul (16, 32) x (32, 16) on 8 devices: every split of its three loops whose product is 8
+  // (fully_use_devices, MindSpore's default), or, with fully_use_devices off, divides 8.
   const CostNode& matmul = g.nodes[0];
   EXPECT_EQ(matmul.name, "MatMul 'matmul' (scope Default)");
-  EXPECT_EQ(matmul.num_candidates(), 20);
-  EXPECT_EQ(matmul.labels[0], "((1, 1), (1, 1))");
+  EXPECT_EQ(matmul.num_candidates(), 10);
+  EXPECT_EQ(matmul.labels[0], "((1, 1), (1, 8))");
+  const CostGraph all =
+      build_cost_graph(net, {.step_parallel = {.device_num = 8}, .fully_use_devices = false});
+  EXPECT_EQ(all.nodes[0].num_candidates(), 20);
+  EXPECT_EQ(all.nodes[0].labels[0], "((1, 1), (1, 1))");
 }
 
 TEST(Search, AParameterOfSeveralOpsIsReadInOneLayout) {

@@ -30,14 +30,11 @@ TEST_F(AutoParallelContextTest, DefaultsAreMindSporesAndValidSettingsAreKept) {
   EXPECT_EQ(get_auto_parallel_context().parallel_mode, SEMI_AUTO_PARALLEL);
 }
 
-TEST_F(AutoParallelContextTest, TheRecursiveSearchIsNotBuiltYetAndSaysSo) {
-  EXPECT_ERROR_KIND(set_auto_parallel_context(
-                        {.parallel_mode = AUTO_PARALLEL, .search_mode = "recursive_programming"}),
-                    ErrorKind::kUnimplemented,
-                    "search_mode \"recursive_programming\" is not built yet",
-                    "\"dynamic_programming\"", "\"sharding_propagation\"");
-  // A failed call leaves the context as it was.
-  EXPECT_EQ(get_auto_parallel_context().parallel_mode, STAND_ALONE);
+TEST_F(AutoParallelContextTest, EverySearchModeIsAccepted) {
+  set_auto_parallel_context(
+      {.parallel_mode = AUTO_PARALLEL, .search_mode = "recursive_programming"});
+  EXPECT_EQ(get_auto_parallel_context().search_mode, "recursive_programming");
+  reset_auto_parallel_context();
   // The dynamic programming, MindSpore's default, is accepted.
   set_auto_parallel_context({.parallel_mode = AUTO_PARALLEL});
   EXPECT_EQ(get_auto_parallel_context().search_mode, "dynamic_programming");

@@ -1,5 +1,5 @@
-// Strategy search (AUTO_PARALLEL, search_mode "dynamic_programming"): a strategy for every
-// operator of the traced forward graph, chosen by the cost model.
+// Strategy search (AUTO_PARALLEL, search_mode "dynamic_programming" or "recursive_programming"):
+// a strategy for every operator of the traced forward graph, chosen by the cost model.
 //
 // NOTE [Cost graph]
 // The search sees the traced forward graph (global shapes) as a *cost graph*:
@@ -54,6 +54,60 @@
 // elimination reduces, their candidates are enumerated exactly (branch and bound on the cost),
 // or an Error names their operators when their combinations exceed max_exact_combinations.
 // docs/design/search.md works a small example through.
+//
+// NOTE [Algorithm parameters]
+// MindSpore's set_algo_parameters, honoured by both searches where they choose candidates
+// (build_cost_graph for the dynamic programming, each level of the recursive programming):
+//   fully_use_devices               an op's candidates are only its strategies using every
+//                                   device (the product of the splits is device_num); an op
+//                                   with none (its dimensions too small or indivisible) keeps
+//                                   those using the most devices it can, and the users of a
+//                                   parameter whose kept candidates read it in no common layout
+//                                   get all theirs back, where MindSpore fails;
+//   elementwise_op_strategy_follow  an elementwise op (its rule's summary starts "elementwise")
+//                                   reading another op's output takes only strategies reading it
+//                                   in the layout it is produced in (no redistribution): it
+//                                   follows its producer;
+//   enable_algo_approxi             an op's candidates are thinned: sorted by cost, one is
+//                                   dropped when a kept one costs at most (1 + algo_approxi_
+//                                   epsilon) times as much and needs at most as much memory
+//                                   (MindSpore's approximation of the strategy lists);
+//   tensor_slice_align_enable       a MatMul's or BatchMatMul's candidate is dropped when one of
+//                                   its inputs' last two dimensions is split into slices whose
+//                                   size is not a multiple of tensor_slice_align_size (a dimension
+//                                   left whole is never the reason).
+// The configured ops (shard(), strategy files) keep their strategy whatever the parameters say.
+//
+// NOTE [Recursive programming search]
+// search_mode "recursive_programming", MindSpore's SAPP: a fast heuristic instead of the optimum.
+// The device count D is factored into primes p_1 <= p_2 <= ... (8 = 2*2*2, 12 = 2*2*3, 3 = 3);
+// a *level* l cuts every op's work into p_l more slices, so after level l the ops use
+// d_l = p_1 * ... * p_l devices. Every strategy is one of ShardingRule::shardings on all D devices
+// (those using fewer repeat the computation), so layouts and costs are those the rewrite sees. An
+// op's *partial strategy* after level l uses d_l devices; its *options* at level l+1 are the
+// strategies *refining* it by p_{l+1} (every split a multiple of the old one: one loop cut
+// p_{l+1} times more, for a reduction loop every operand indexing it), and, where
+// fully_use_devices is off or none refines it, the partial strategy itself. At each level:
+//   1. the ops decide one by one, each taking the option of least *local cost*: its own cost
+//      (compute * c + beta * comm * m as in NOTE [Cost graph]), plus the redistribution (beta * m
+//      times redistribution_s) from each decided producer, graph input or constant and to each
+//      decided consumer, plus its share of the gradient AllReduce of each parameter it reads; an
+//      op reading a parameter another op has already laid out at this level only takes options
+//      reading it in that layout (one layout per parameter), unless it has none;
+//   2. a second sweep in the same order re-decides every op against all its neighbours;
+//   3. the users of each shared parameter may move together to another layout they can all read
+//      it in, when that lowers the sum of their local costs (one at a time they never could);
+// and this runs for three orders of the ops (by their cost under the partial strategy, largest
+// first, as MindSpore's SortByWeight; producers first; consumers first), keeping the outcome of
+// least total cost. After the last level, a parameter whose users' options never met (seed 001's
+// BatchNorm moving statistics at 1024 devices) is *repaired*: its users take candidates using as
+// many devices, or failing that any, that read it alike, the cheapest such. The configured ops
+// keep their strategy throughout. Candidates and own costs are computed once per op signature
+// (primitive, attributes, types) and redistribution costs cached per pair of layouts, so a level
+// is linear in the ops: the 1000-op chain at 8 devices takes ~15 ms (bench/README.md). The plan
+// is not optimal (tests/parallel/search_recursive_test.cc bounds it against the dynamic
+// programming's optimum); it does not search under memory_capacity_bytes, it checks its plan
+// against it. docs/design/search.md, section 6.
 #pragma once
 
 #include <cstdint>
@@ -75,6 +129,13 @@ struct SearchOptions {
   bool training = true;                   // a training step (c = 3, m = 2) or a forward only
   double max_exact_combinations = 1e7;    // what the exact solver may enumerate
   int64_t max_star_candidates = 4096;     // candidates of a node a star elimination makes
+  // MindSpore's set_algo_parameters (NOTE [Algorithm parameters]), with its defaults.
+  bool fully_use_devices = true;
+  bool elementwise_op_strategy_follow = false;
+  bool enable_algo_approxi = false;
+  double algo_approxi_epsilon = 0.1;
+  bool tensor_slice_align_enable = false;
+  int64_t tensor_slice_align_size = 16;
 };
 
 struct CostNode {
@@ -157,5 +218,40 @@ struct SearchReport {
 // and the ops writing into their inputs). Errors: those of build_cost_graph and
 // solve_dynamic_programming.
 SearchReport search_strategies(ir::Graph& global, const SearchOptions& options);
+
+// The recursive-programming search on `global` (NOTE [Recursive programming search]): a strategy
+// per node of `global` (empty for the nodes that are not ops), the configured ones as given.
+// Errors: those of build_cost_graph (an op without a rule, an invalid given strategy).
+std::vector<ir::Strategy> recursive_programming(const ir::Graph& global,
+                                                const SearchOptions& options);
+
+struct RecursivePlan {
+  std::vector<ir::Strategy> strategies;  // per node of the graph (empty: not an op)
+  int ops = 0;                           // ops searched (not configured)
+  std::vector<int64_t> levels;           // the prime factors of device_num, one per level
+  // The plan's cost and memory as the cost graph of the same options counts them (NOTE [Cost
+  // graph]; CostGraph::cost of the plan's candidates, computed without building it).
+  double cost = 0;
+  double memory_bytes = 0;
+  // "recursive programming: 53 ops, 3 levels (2 x 2 x 2), predicted step cost 1.23 ms, memory
+  // 4.5 MiB per rank"
+  std::string summary() const;
+};
+
+// The same search, with the plan's cost and levels.
+RecursivePlan recursive_programming_plan(const ir::Graph& global, const SearchOptions& options);
+
+// The recursive-programming search applied to `global` as search_strategies does (Node::strategy
+// with strategy_derived for every op not configured). Throws, besides the errors above, Error
+// when options.memory_capacity_bytes is set and the plan needs more, naming the least memory any
+// plan needs (at least the sum of every op's least, NOTE [Recursive programming search]).
+RecursivePlan search_strategies_recursive(ir::Graph& global, const SearchOptions& options);
+
+// The cost of a plan given as one strategy per graph node (as recursive_programming returns) in
+// the cost graph `graph` of `global` built with the same options: the candidate of each operator
+// node is the one with that strategy, each parameter's the layout its first user reads. Throws
+// Error naming the op whose strategy is not among its candidates.
+SearchResult cost_of_strategies(const CostGraph& graph, const ir::Graph& global,
+                                const std::vector<ir::Strategy>& strategies);
 
 }  // namespace cleave::parallel

@@ -38,8 +38,10 @@ const Context& get_context();
 //                       from the search (search_mode): "sharding_propagation" spreads the
 //                       shard() strategies to their neighbours (cleave/parallel/propagation.h);
 //                       "dynamic_programming" searches every operator's strategy from the cost
-//                       model (cleave/parallel/search.h); "recursive_programming" is not built
-//                       yet.
+//                       model for the cheapest plan (cleave/parallel/search.h);
+//                       "recursive_programming" (SAPP) bisects the devices level by level, a
+//                       fast heuristic for large graphs and device counts. Both read
+//                       set_algo_parameters and set_cost_model_context below.
 enum ParallelMode { STAND_ALONE = 0, DATA_PARALLEL = 1, SEMI_AUTO_PARALLEL = 2, AUTO_PARALLEL = 3 };
 // "STAND_ALONE", "DATA_PARALLEL", ...
 const char* parallel_mode_name(ParallelMode mode);
@@ -92,6 +94,11 @@ struct AutoParallelContext {
   // gradients and the loss are averaged over the micro-batches, which equals the unpipelined step
   // when the loss is a mean over the batch. 1 (the default): no micro-batching.
   int pipeline_micro_batches = 1;
+  // MindSpore's switch for AlltoAll in redistribution (default off there). Accepted and checked,
+  // but it has no effect yet: cleave's redistribution planner (cleave/parallel/redistribution.h)
+  // always considers AlltoAll where it moves a split from one dimension to another, whatever
+  // this says. TODO(#25): AllGather + Split in its place when off.
+  bool enable_alltoall = false;
 };
 
 // Replaces the process-wide auto-parallel context. Throws Error (and keeps the previous context)
@@ -100,6 +107,49 @@ void set_auto_parallel_context(const AutoParallelContext& context);
 const AutoParallelContext& get_auto_parallel_context();
 // Back to the defaults (MindSpore's reset_auto_parallel_context).
 void reset_auto_parallel_context();
+// MindSpore's set_algo_parameters: how AUTO_PARALLEL's searches ("dynamic_programming",
+// "recursive_programming") choose candidates (NOTE [Algorithm parameters] in
+// cleave/parallel/search.h; docs/design/search.md has the table). MindSpore's names and defaults.
+struct AlgoParameters {
+  // Only strategies using every device (an op that cannot: those using the most it can).
+  bool fully_use_devices = true;
+  // An elementwise op takes the layout its producer's output has (no redistribution between).
+  bool elementwise_op_strategy_follow = false;
+  // Thin each op's candidates: drop one costing at most (1 + algo_approxi_epsilon) times a kept
+  // one that needs no more memory. algo_approxi_epsilon must be > 0.
+  bool enable_algo_approxi = false;
+  double algo_approxi_epsilon = 0.1;
+  // MatMul and BatchMatMul: a split of an input's last two dimensions must leave slices of a
+  // multiple of tensor_slice_align_size elements (in [1, 1024]).
+  bool tensor_slice_align_enable = false;
+  int64_t tensor_slice_align_size = 16;
+};
+// Replaces the algorithm parameters; throws Error (keeping the previous ones) naming the key and
+// the accepted values.
+void set_algo_parameters(const AlgoParameters& parameters);
+const AlgoParameters& get_algo_parameters();
+void reset_algo_parameters();
+
+// MindSpore's cost-model context (set_cost_model_context), the keys cleave's cost model in
+// seconds honours:
+struct CostModelContext {
+  // Bytes each rank may hold for the slices the cost model counts (NOTE [Cost graph]); a search
+  // whose every plan needs more fails naming the least any plan needs. MindSpore's default is
+  // 16 GiB for its accelerators; cleave's 0 means no limit, for CPU ranks: they share the host's
+  // memory (and its paging) with one another, and a limit that never binds only slows the
+  // dynamic programming (Pareto fronts instead of single minima).
+  double device_memory_capacity = 0;
+  // beta, the weight of communication against computation (compute + beta * communication).
+  // MindSpore's costmodel_beta (400 on Ascend, 50 on GPU) weighs its byte-count costs; cleave's
+  // costs are both seconds, so its default is 1: a second of either costs the same. >= 0.
+  double costmodel_beta = 1.0;
+};
+// Replaces the cost-model context; throws Error (keeping the previous one) naming the key and the
+// accepted values.
+void set_cost_model_context(const CostModelContext& context);
+const CostModelContext& get_cost_model_context();
+void reset_cost_model_context();
+
 // The dataset strategy in effect: "data_parallel", "full_batch", or "" when it is per input
 // (context.dataset_strategy holds the strategies).
 std::string dataset_strategy_kind(const AutoParallelContext& context);

@@ -1,7 +1,9 @@
 // The cost graph of a traced forward graph (NOTE [Cost graph] in cleave/parallel/search.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <optional>
@@ -10,6 +12,7 @@
 #include "cleave/core/error.h"
 #include "cleave/parallel/redistribution.h"
 #include "cleave/parallel/search.h"
+#include "parallel/search/candidates.h"
 
 namespace cleave::parallel {
 namespace {
@@ -23,14 +26,8 @@ constexpr double kForbidden = std::numeric_limits<double>::infinity();
 
 DType planned_dtype(DType d) { return d == DType::kBool ? DType::kInt32 : d; }
 
-double slice_bytes(const ir::TensorMeta& m, const Layout& l) {
-  return static_cast<double>(l.slice_shape(m.shape).numel() * dtype_size(m.dtype));
-}
-
-// The factors of NOTE [Cost graph]: computation c, communication m.
-struct Factors {
-  double compute = 1, comm = 1, beta = 1;
-};
+using search_detail::check_search_options;
+using search_detail::Factors;
 
 class Builder {
  public:
@@ -38,9 +35,10 @@ class Builder {
       : g_(g),
         o_(o),
         model_(o.cost_model != nullptr ? *o.cost_model : default_cost_model()),
-        f_{o.training ? 3.0 : 1.0, o.training ? 2.0 : 1.0, o.beta},
+        f_(o),
         index_(g.nodes.size(), -1),
         shardings_(g.nodes.size()),
+        unfiltered_(g.nodes.size()),
         metas_(g.nodes.size()),
         fixed_(g.nodes.size()),
         users_(g.nodes.size()) {}
@@ -54,6 +52,7 @@ class Builder {
     CLEAVE_CHECK_ARG(o_.memory_capacity_bytes >= 0,
                      "search: memory_capacity_bytes is {}; expected >= 0 (0: no limit)",
                      o_.memory_capacity_bytes);
+    check_search_options(o_);
     const std::vector<Layout> inputs = dataset_layouts(g_, o_.step_parallel);
     for (size_t k = 0; k < g_.inputs.size(); ++k) {
       fixed_[static_cast<size_t>(g_.inputs[k])] = inputs[k];
@@ -63,7 +62,15 @@ class Builder {
       if (n.kind == NodeKind::kConstant) {
         fixed_[i] = Layout::replicated({o_.step_parallel.device_num}, n.outputs[0].shape.rank());
       }
-      if (n.is_op()) add_operator(i);
+    }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (g_.nodes[i].is_op()) choose_shardings(i);
+    }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (g_.nodes[i].kind == NodeKind::kParameter) widen_for_parameter(i);
+    }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (g_.nodes[i].is_op()) add_operator(i);
     }
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (g_.nodes[i].kind == NodeKind::kParameter) add_parameter(i);
@@ -88,7 +95,9 @@ class Builder {
         plan_redistribution(from, to, meta.shape, planned_dtype(meta.dtype)));
   }
 
-  void add_operator(size_t i) {
+  // The candidates of op i (NOTE [Algorithm parameters]); those fully_use_devices dropped are
+  // kept aside for widen_for_parameter.
+  void choose_shardings(size_t i) {
     const Node& n = g_.nodes[i];
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       metas_[i].push_back(g_.meta(n.inputs[k]));
@@ -106,16 +115,69 @@ class Builder {
     if (!n.strategy.empty()) {
       shardings.push_back(rule->infer(ctx, n.strategy));  // the rewrite's check and error
     } else {
-      shardings = rule->shardings(ctx);
+      // NOTE [Algorithm parameters]: the rule's strategies, filtered.
+      std::vector<OpSharding> all = rule->shardings(ctx);
+      std::vector<double> costs, memory;
+      if (o_.enable_algo_approxi) {
+        for (const OpSharding& s : all) {
+          const OpCost c = model_.op_cost(ctx, s);
+          costs.push_back(f_.own(c));
+          memory.push_back(c.memory_bytes);
+        }
+      }
+      const std::vector<size_t> keep =
+          search_detail::filter_candidates(ctx, all, costs, memory, o_, o_.fully_use_devices);
+      const bool reads_parameter = std::any_of(n.inputs.begin(), n.inputs.end(), [&](ValueRef v) {
+        return g_.nodes[static_cast<size_t>(v.node)].kind == NodeKind::kParameter;
+      });
+      if (o_.fully_use_devices && reads_parameter) {
+        for (size_t c :
+             search_detail::filter_candidates(ctx, all, costs, memory, o_, /*full_use=*/false)) {
+          unfiltered_[i].push_back(all[c]);
+        }
+        if (unfiltered_[i].size() == keep.size()) unfiltered_[i].clear();
+      }
+      for (size_t c : keep) shardings.push_back(std::move(all[c]));
     }
     CLEAVE_ASSERT(!shardings.empty(), "{}: its rule offers no strategy on {} devices",
                   describe_op(ctx), o_.step_parallel.device_num);
+  }
+
+  // A parameter read by several ops whose candidates under fully_use_devices read it in no
+  // common layout (seed 001's BatchNorm moving statistics, read by the BatchNorm and by the
+  // update's Mul of a vector, on 1024 devices): its users get back the candidates using fewer
+  // devices, so that a plan exists (MindSpore fails there, NOTE [Algorithm parameters]).
+  void widen_for_parameter(size_t p) {
+    const std::vector<std::pair<size_t, size_t>>& users = users_[p];
+    if (users.size() < 2) return;
+    std::set<std::string> common;
+    for (size_t u = 0; u < users.size(); ++u) {
+      std::set<std::string> mine;
+      for (const OpSharding& s : shardings_[users[u].first]) {
+        mine.insert(s.inputs[users[u].second].normalized().to_string());
+      }
+      if (u == 0) {
+        common = std::move(mine);
+      } else {
+        std::erase_if(common, [&](const std::string& l) { return mine.count(l) == 0; });
+      }
+    }
+    if (!common.empty()) return;
+    for (const auto& [i, k] : users) {
+      if (!unfiltered_[i].empty()) shardings_[i] = unfiltered_[i];
+    }
+  }
+
+  void add_operator(size_t i) {
+    const Node& n = g_.nodes[i];
+    const RuleContext ctx = context(i);
+    const std::vector<OpSharding>& shardings = shardings_[i];
     CostNode node;
     node.graph_node = static_cast<int>(i);
     node.name = describe_op(ctx);
     for (const OpSharding& s : shardings) {
       const OpCost c = model_.op_cost(ctx, s);
-      double cost = f_.compute * c.compute_s + f_.beta * f_.comm * c.comm_s;
+      double cost = f_.own(c);
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         const std::optional<Layout>& fixed = fixed_[static_cast<size_t>(n.inputs[k].node)];
         if (fixed) cost += f_.beta * f_.comm * redistribution_s(*fixed, s.inputs[k], metas_[i][k]);
@@ -140,19 +202,13 @@ class Builder {
     node.name = fmt::format("parameter '{}'", param.name);
     // BatchNorm's moving statistics have no gradient to reduce (a parsed graph binds no tensor:
     // every parameter counts as trainable there).
-    const bool trainable = !param.value.defined() || param.value.requires_grad();
+    const bool trainable = search_detail::trainable(param);
     std::set<std::string> seen;
     for (const auto& [i, k] : users_[p]) {
       for (const OpSharding& s : shardings_[i]) {
         const Layout& l = s.inputs[k];
         if (!seen.insert(l.normalized().to_string()).second) continue;
-        double cost = 0;
-        if (o_.training && trainable && l.replicas() > 1) {
-          const double n_ranks = static_cast<double>(l.replicas());
-          const double sent = 2 * slice_bytes(meta, l) * (n_ranks - 1) / n_ranks;
-          cost = f_.beta * model_.collective_s(Collective::kAllReduce, sent, l.replicas());
-        }
-        node.cost.push_back(cost);
+        node.cost.push_back(search_detail::mirror_cost(model_, o_, meta, l, trainable));
         node.memory_bytes.push_back(0);
         node.labels.push_back(l.to_string());
         layouts_.emplace(std::make_pair(p, node.cost.size() - 1), l);
@@ -161,6 +217,15 @@ class Builder {
     if (node.cost.empty()) return;  // read by no op
     index_[p] = static_cast<int>(out_.nodes.size());
     out_.nodes.push_back(std::move(node));
+  }
+
+  // The first input of op i that another op produces (SIZE_MAX: none).
+  size_t first_op_input(size_t i) const {
+    const Node& n = g_.nodes[i];
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      if (g_.nodes[static_cast<size_t>(n.inputs[k].node)].is_op()) return k;
+    }
+    return SIZE_MAX;
   }
 
   void add_edges(size_t i) {
@@ -175,10 +240,21 @@ class Builder {
         const std::vector<OpSharding>& theirs = shardings_[src];
         CostEdge e{index_[src], to, {}};
         e.cost.reserve(theirs.size() * mine.size());
+        // elementwise_op_strategy_follow: an elementwise op reads its first producer's output as
+        // produced, where one of its candidates can (NOTE [Algorithm parameters]).
+        const bool follow = o_.elementwise_op_strategy_follow && n.strategy.empty() &&
+                            k == first_op_input(i) && search_detail::is_elementwise(*n.op);
         for (const OpSharding& a : theirs) {
           const Layout from = a.outputs[static_cast<size_t>(v.output)].completed();
+          const size_t row = e.cost.size();
+          bool matched = false;
           for (const OpSharding& b : mine) {
             e.cost.push_back(f_.beta * f_.comm * redistribution_s(from, b.inputs[k], metas_[i][k]));
+            matched = matched || from.same_distribution(b.inputs[k]);
+          }
+          if (!follow || !matched) continue;
+          for (size_t c = 0; c < mine.size(); ++c) {
+            if (!from.same_distribution(mine[c].inputs[k])) e.cost[row + c] = kForbidden;
           }
         }
         out_.edges.push_back(std::move(e));
@@ -204,6 +280,7 @@ class Builder {
   Factors f_;
   std::vector<int> index_;  // per graph node: its cost node, -1 for none
   std::vector<std::vector<OpSharding>> shardings_;
+  std::vector<std::vector<OpSharding>> unfiltered_;  // fully_use_devices: before it filtered
   std::vector<std::vector<ir::TensorMeta>> metas_;
   std::vector<std::optional<Layout>> fixed_;                   // graph inputs and constants
   std::map<std::pair<size_t, size_t>, Layout> layouts_;        // (parameter, candidate) -> layout

@@ -1,0 +1,117 @@
+// The candidates both searches share (candidates.h).
+#include "parallel/search/candidates.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "cleave/core/error.h"
+
+namespace cleave::parallel::search_detail {
+
+int64_t devices_used(const OpSharding& s) {
+  if (!s.loop_splits.empty()) {
+    return std::accumulate(s.loop_splits.begin(), s.loop_splits.end(), int64_t{1},
+                           std::multiplies<>());
+  }
+  int64_t most = 1;
+  auto count = [&](const Layout& l) {
+    int64_t n = 1;
+    for (int64_t d = 0; d < l.tensor_rank(); ++d) n *= l.splits(d);
+    for (int a : l.partial()) n *= l.device_matrix()[static_cast<size_t>(a)];
+    most = std::max(most, n);
+  };
+  for (const Layout& l : s.inputs) count(l);
+  for (const Layout& l : s.outputs) count(l);
+  return most;
+}
+
+bool refines(const ir::Strategy& fine, const ir::Strategy& coarse) {
+  if (fine.size() != coarse.size()) return false;
+  for (size_t k = 0; k < fine.size(); ++k) {
+    if (fine[k].size() != coarse[k].size()) return false;
+    for (size_t d = 0; d < fine[k].size(); ++d) {
+      if (coarse[k][d] <= 0 || fine[k][d] % coarse[k][d] != 0) return false;
+    }
+  }
+  return true;
+}
+
+bool slice_aligned(const RuleContext& ctx, const OpSharding& s, const SearchOptions& o) {
+  if (!o.tensor_slice_align_enable) return true;
+  if (ctx.op.name != "MatMul" && ctx.op.name != "BatchMatMul") return true;
+  for (size_t k = 0; k < s.inputs.size() && k < ctx.inputs.size(); ++k) {
+    const Shape& shape = ctx.inputs[k].shape;
+    for (int64_t d = std::max<int64_t>(0, shape.rank() - 2); d < shape.rank(); ++d) {
+      const int64_t split = s.inputs[k].splits(d);
+      if (split > 1 && (shape[d] / split) % o.tensor_slice_align_size != 0) return false;
+    }
+  }
+  return true;
+}
+
+std::vector<size_t> filter_candidates(const RuleContext& ctx,
+                                      const std::vector<OpSharding>& shardings,
+                                      const std::vector<double>& costs,
+                                      const std::vector<double>& memory, const SearchOptions& o,
+                                      bool full_use) {
+  std::vector<size_t> keep;
+  for (size_t c = 0; c < shardings.size(); ++c) {
+    if (slice_aligned(ctx, shardings[c], o)) keep.push_back(c);
+  }
+  // The replicated strategy (shardings' first) splits nothing, so it is always aligned; a rule
+  // without it keeps everything rather than nothing.
+  if (keep.empty()) {
+    keep.resize(shardings.size());
+    std::iota(keep.begin(), keep.end(), size_t{0});
+  }
+  if (full_use) {
+    int64_t most = 1;
+    for (size_t c : keep) most = std::max(most, devices_used(shardings[c]));
+    std::erase_if(keep, [&](size_t c) { return devices_used(shardings[c]) != most; });
+  }
+  if (o.enable_algo_approxi && keep.size() > 1) {
+    std::vector<size_t> order = keep;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return costs[a] < costs[b]; });
+    std::vector<size_t> kept;
+    for (size_t c : order) {
+      const bool close = std::any_of(kept.begin(), kept.end(), [&](size_t k) {
+        return costs[c] <= (1 + o.algo_approxi_epsilon) * costs[k] && memory[k] <= memory[c];
+      });
+      if (!close) kept.push_back(c);
+    }
+    std::sort(kept.begin(), kept.end());
+    keep = std::move(kept);
+  }
+  return keep;
+}
+
+void check_search_options(const SearchOptions& o) {
+  CLEAVE_CHECK_ARG(std::isfinite(o.algo_approxi_epsilon) && o.algo_approxi_epsilon > 0,
+                   "search: algo_approxi_epsilon is {}; expected a finite value > 0 (MindSpore's "
+                   "default: 0.1)",
+                   o.algo_approxi_epsilon);
+  CLEAVE_CHECK_ARG(o.tensor_slice_align_size >= 1 && o.tensor_slice_align_size <= 1024,
+                   "search: tensor_slice_align_size is {}; expected an element count in [1, 1024] "
+                   "(MindSpore's default: 16)",
+                   o.tensor_slice_align_size);
+}
+
+bool is_elementwise(const ir::OpDef& op) {
+  const ShardingRule* rule = find_rule(op);
+  return rule != nullptr && rule->summary().starts_with("elementwise");
+}
+
+bool trainable(const ir::Node& n) { return !n.value.defined() || n.value.requires_grad(); }
+
+double mirror_cost(const CostModel& model, const SearchOptions& o, const ir::TensorMeta& meta,
+                   const Layout& l, bool trainable) {
+  if (!o.training || !trainable || l.replicas() <= 1) return 0;
+  const DType dtype = meta.dtype == DType::kBool ? DType::kInt32 : meta.dtype;
+  const double slice = static_cast<double>(l.slice_shape(meta.shape).numel() * dtype_size(dtype));
+  const double n = static_cast<double>(l.replicas());
+  return o.beta * model.collective_s(Collective::kAllReduce, 2 * slice * (n - 1) / n, l.replicas());
+}
+
+}  // namespace cleave::parallel::search_detail

@@ -1,0 +1,59 @@
+// What both searches share (cleave/parallel/search.h): an op's candidates under the algorithm
+// parameters (NOTE [Algorithm parameters]) and the cost factors of NOTE [Cost graph].
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cleave/parallel/cost_model.h"
+#include "cleave/parallel/search.h"
+#include "cleave/parallel/sharding_rule.h"
+
+namespace cleave::parallel::search_detail {
+
+// The factors of NOTE [Cost graph]: computation c, communication m, and beta.
+struct Factors {
+  double compute = 1, comm = 1, beta = 1;
+  explicit Factors(const SearchOptions& o)
+      : compute(o.training ? 3.0 : 1.0), comm(o.training ? 2.0 : 1.0), beta(o.beta) {}
+  // compute * c + beta * comm * m.
+  double own(const OpCost& c) const { return compute * c.compute_s + beta * comm * c.comm_s; }
+};
+
+// The devices a sharding uses: the product of its loop splits, or for a rule without loops the
+// most slices (times pending-sum groups) any of its operands has.
+int64_t devices_used(const OpSharding& s);
+
+// Whether every split of `fine` is a multiple of the same split of `coarse` (same structure).
+bool refines(const ir::Strategy& fine, const ir::Strategy& coarse);
+
+// Whether the sharding passes tensor_slice_align (always true when it is off).
+bool slice_aligned(const RuleContext& ctx, const OpSharding& s, const SearchOptions& o);
+
+// The candidates of an op nobody configured, in the order of `shardings`: those passing
+// tensor_slice_align; with `full_use`, only those using the most devices any of them uses
+// (NOTE [Algorithm parameters]); with enable_algo_approxi, thinned by cost (`costs`, one per
+// sharding, and `memory`). Returns indices into `shardings`; never empty when `shardings` is not.
+std::vector<size_t> filter_candidates(const RuleContext& ctx,
+                                      const std::vector<OpSharding>& shardings,
+                                      const std::vector<double>& costs,
+                                      const std::vector<double>& memory, const SearchOptions& o,
+                                      bool full_use);
+
+// Throws Error for an algorithm parameter out of range, naming it and the accepted values.
+void check_search_options(const SearchOptions& o);
+
+// Whether the op's rule is elementwise (elementwise_op_strategy_follow).
+bool is_elementwise(const ir::OpDef& op);
+
+// The gradient AllReduce a training step pays for a parameter of `meta` read in layout `l`
+// (NOTE [Cost graph]): 0 for an evaluation step, a layout without replicas, or a parameter
+// without gradient (BatchNorm's moving statistics).
+double mirror_cost(const CostModel& model, const SearchOptions& o, const ir::TensorMeta& meta,
+                   const Layout& l, bool trainable = true);
+
+// Whether parameter node `n` has a gradient: its bound tensor requires one (a parsed graph binds
+// trainable tensors: NOTE [IR text]).
+bool trainable(const ir::Node& n);
+
+}  // namespace cleave::parallel::search_detail
