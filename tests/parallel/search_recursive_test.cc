@@ -35,7 +35,8 @@ ir::Graph trace(const std::vector<Shape>& shapes, const Body& body) {
 }
 
 Tensor parameter(const Shape& shape, const std::string& name) {
-  return ir::Tracer::current()->add_parameter(Tensor::ones(shape), name);
+  // Trainable: a training step pays the reduction of its gradient (NOTE [Cost graph]).
+  return ir::Tracer::current()->add_parameter(Tensor::ones(shape).set_requires_grad(true), name);
 }
 
 Tensor call(const char* op, std::vector<Tensor> in) {
