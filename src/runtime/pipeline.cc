@@ -141,7 +141,8 @@ void search_strategies(CompileState& s) {
         .enable_algo_approxi = algo.enable_algo_approxi,
         .algo_approxi_epsilon = algo.algo_approxi_epsilon,
         .tensor_slice_align_enable = algo.tensor_slice_align_enable,
-        .tensor_slice_align_size = algo.tensor_slice_align_size};
+        .tensor_slice_align_size = algo.tensor_slice_align_size,
+        .objective = static_cast<parallel::SearchObjective>(s.options.search_level)};
     s.messages.push_back(mode == "dynamic_programming"
                              ? parallel::search_strategies(s.graph, o).summary()
                              : parallel::search_strategies_recursive(s.graph, o).summary());

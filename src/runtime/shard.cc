@@ -265,6 +265,12 @@ struct ShardedBlock::State {
     options.step_parallel.dataset = parallel::DatasetSplit::kFullBatch;
     options.strategy_load_file.clear();  // the files describe the user's whole-step graphs
     options.strategy_save_file.clear();
+    if (spec.options.level) {
+      // The operators without a strategy get theirs from the dynamic programming under the
+      // level's objective (NOTE [Search objectives]) instead of propagation.
+      options.search_mode = "dynamic_programming";
+      options.search_level = *spec.options.level;
+    }
     CompileState s{.program = program, .options = options};
     const std::vector<Pass>& passes = compile_passes();
     try {
@@ -501,11 +507,10 @@ ShardedBlock::ShardedBlock(ShardedBlockSpec spec) : state_(std::make_shared<Stat
         name);
   }
   if (o.level) {
-    CLEAVE_UNIMPLEMENTED(
-        "shard '{}': level is {}; the strategy search's level objective (0: computation / "
-        "communication ratio, 1: memory, 2: speed) is not built yet (TODO(#26)); leave level "
-        "unset",
-        name, *o.level);
+    CLEAVE_CHECK_ARG(*o.level >= 0 && *o.level <= 2,
+                     "shard '{}': level is {}; expected 0 (maximise computation over "
+                     "communication), 1 (minimise memory) or 2 (maximise speed)",
+                     name, *o.level);
   }
   if (o.out_strategy) {
     CLEAVE_UNIMPLEMENTED(

@@ -15,6 +15,7 @@
 
 #include "cleave/cleave.h"
 #include "cleave/ir/parse.h"
+#include "cleave/parallel/plan_estimate.h"
 #include "testing/gradcheck.h"
 
 namespace cleave::parallel {
@@ -293,6 +294,55 @@ TEST(Search, ALargeBatchIsSplitAndALargeWeightIsSharded) {
                     {.step_parallel = {.device_num = 4, .dataset = DatasetSplit::kFullBatch}});
   const ir::Strategy& s = deep.nodes.back().strategy;
   EXPECT_EQ(s[1][0] * s[1][1], 4) << ir::strategy_to_string(s);
+}
+
+// NOTE [Search objectives]: on the same network, each level's plan is the best of the three by
+// its own measure (time, bytes held, communication), costed by the same plan estimate.
+TEST(Search, EachObjectivesPlanIsTheBestByItsOwnMeasure) {
+  // (256, 512) x (512, 1024) -> ReLU -> x (1024, 512): large weights and a large batch, where
+  // time, memory and communication pull apart.
+  const ir::Graph net = trace({{256, 512}}, [](const std::vector<Tensor>& in) {
+    const Tensor h = call("ReLU", {call("MatMul", {in[0], parameter({512, 1024}, "w1")})});
+    return std::vector<Tensor>{call("MatMul", {h, parameter({1024, 512}, "w2")})};
+  });
+  const ConstantCostModel model;
+  struct Measured {
+    double time, bytes, comm;
+  };
+  std::vector<Measured> got;
+  std::vector<std::string> plans;
+  for (SearchObjective objective : {SearchObjective::kComputationOverCommunication,
+                                    SearchObjective::kMemory, SearchObjective::kSpeed}) {
+    ir::Graph g = net;
+    search_strategies(
+        g, {.step_parallel = {.device_num = 8}, .cost_model = &model, .objective = objective});
+    EstimateOptions eo;
+    eo.search = {.step_parallel = {.device_num = 8}, .cost_model = &model};
+    const PlanEstimate e = estimate_plan(g, eo);
+    got.push_back({e.cost, e.memory_bytes(), e.communication_s});
+    std::string plan;
+    for (const ir::Node& n : g.nodes) {
+      if (n.is_op()) plan += ir::strategy_to_string(n.strategy) + " ";
+    }
+    plans.push_back(plan);
+  }
+  const Measured &ratio = got[0], &memory = got[1], &speed = got[2];
+  EXPECT_LE(speed.time, memory.time * (1 + 1e-12));
+  EXPECT_LE(speed.time, ratio.time * (1 + 1e-12));
+  EXPECT_LE(memory.bytes, speed.bytes);
+  EXPECT_LE(memory.bytes, ratio.bytes);
+  EXPECT_LE(ratio.comm, speed.comm * (1 + 1e-12));
+  EXPECT_LE(ratio.comm, memory.comm * (1 + 1e-12));
+  // They do pull apart here: not every level picks the same plan.
+  EXPECT_TRUE(plans[0] != plans[2] || plans[1] != plans[2]) << "every objective chose " << plans[2];
+  std::printf(
+      "level 0 (computation / communication): %s\nlevel 1 (memory): %s\nlevel 2 (speed): "
+      "%s\n",
+      plans[0].c_str(), plans[1].c_str(), plans[2].c_str());
+  SearchOptions bad{.step_parallel = {.device_num = 8}};
+  bad.objective = static_cast<SearchObjective>(3);
+  ir::Graph g = net;
+  EXPECT_ERROR(search_strategies(g, bad), "objective (level) is 3");
 }
 
 TEST(Search, AnOpWithoutASharingRuleIsNamed) {

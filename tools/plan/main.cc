@@ -4,7 +4,8 @@
 // the communication nothing hides), each rank's memory and traffic, and the runner-up plans with
 // their predicted cost (NOTE [Plan estimate] in cleave/parallel/plan_estimate.h).
 //
-//   cleave-plan MODEL --device-num N [--batch-per-device B] [--search-mode MODE] [--profile FILE]
+//   cleave-plan MODEL --device-num N [--batch-per-device B] [--search-mode MODE] [--level L]
+//               [--profile FILE]
 //               [--backend shm|gloo|mpi|nccl] [--eval] [--optimizer momentum|sgd|adam]
 //               [--ops K] [--runner-ups R] [--load-strategy FILE] [--save-strategy FILE]
 //   cleave-plan --graph FILE.ir --device-num N [...]
@@ -51,7 +52,7 @@ double seconds_since(Clock::time_point t0) {
 struct Settings {
   std::string model, graph_file, search_mode = "dynamic_programming", profile, backend = "shm";
   std::string optimizer = "momentum", save_strategy, load_strategy;
-  int64_t device_num = 0, batch_per_device = 32, runner_ups = 3, ops = 20;
+  int64_t device_num = 0, batch_per_device = 32, runner_ups = 3, ops = 20, level = 2;
   int64_t layers = 2, hidden = 256, heads = 4, seq = 64;
   bool eval = false;
 };
@@ -259,9 +260,12 @@ int plan(const Settings& s) {
                        s.batch_per_device * s.device_num);
   }
   fmt::print("cleave-plan: {}\n", what);
-  fmt::print("  {} step on {} devices, search {}, cost model: {} (backend {}, {})\n",
-             training ? "training" : "evaluation", s.device_num, s.search_mode, model_source,
-             s.backend, profile.machine.cpu_model);
+  fmt::print("  {} step on {} devices, search {} level {} ({}), cost model: {} (backend {}, {})\n",
+             training ? "training" : "evaluation", s.device_num, s.search_mode, s.level,
+             s.level == 0   ? "computation over communication"
+             : s.level == 1 ? "memory"
+                            : "speed",
+             model_source, s.backend, profile.machine.cpu_model);
   fmt::print("  traced in {:.2f} s: {} nodes\n", seconds_since(start), traced.nodes.size());
 
   if (!s.load_strategy.empty()) {
@@ -272,6 +276,9 @@ int plan(const Settings& s) {
 
   parallel::EstimateOptions eo;
   eo.search = {.step_parallel = step, .cost_model = model, .training = training};
+  // The search's objective; the estimate below still costs every plan by time.
+  parallel::SearchOptions searched = eo.search;
+  searched.objective = static_cast<parallel::SearchObjective>(s.level);
   eo.optimizer_state_per_parameter = optimizer_state_slices(s.optimizer);
 
   ir::Graph chosen = traced;
@@ -279,8 +286,8 @@ int plan(const Settings& s) {
   std::vector<parallel::RunnerUp> runner_ups;
   parallel::CostGraph cost_graph;
   if (s.search_mode == "dynamic_programming") {
-    cost_graph = parallel::build_cost_graph(chosen, eo.search);
-    const parallel::SearchResult best = parallel::solve_dynamic_programming(cost_graph, eo.search);
+    cost_graph = parallel::build_cost_graph(chosen, searched);
+    const parallel::SearchResult best = parallel::solve_dynamic_programming(cost_graph, searched);
     parallel::apply_choice(chosen, cost_graph, best.choice);
     const double search_s = seconds_since(search_start);
     fmt::print(
@@ -290,7 +297,7 @@ int plan(const Settings& s) {
         ms(best.cost));
     if (s.runner_ups > 0) {
       runner_ups =
-          parallel::runner_up_plans(cost_graph, best, eo.search, static_cast<int>(s.runner_ups));
+          parallel::runner_up_plans(cost_graph, best, searched, static_cast<int>(s.runner_ups));
     }
   } else if (s.search_mode == "sharding_propagation") {
     parallel::propagate_strategies(chosen, step);
@@ -303,6 +310,7 @@ int plan(const Settings& s) {
     options.world_size = s.device_num;
     options.mode = runtime::AUTO_PARALLEL;
     options.search_mode = s.search_mode;
+    options.search_level = static_cast<int>(s.level);
     options.cost_model_profile = s.profile;
     options.device_num = s.device_num;
     options.step_parallel = step;
@@ -369,6 +377,10 @@ int main(int argc, char** argv) {
   app.add_option("--search-mode", s.search_mode, "the search")
       ->check(cleave::flags::one_of(
           {"dynamic_programming", "recursive_programming", "sharding_propagation"}))
+      ->capture_default_str();
+  app.add_option("--level", s.level,
+                 "the search's objective: 0 computation over communication, 1 memory, 2 speed")
+      ->check(cleave::flags::integer_in(0, 2))
       ->capture_default_str();
   app.add_option("--profile", s.profile,
                  "a machine profile (cleave-calibrate); default: the one shipped with cleave");

@@ -49,6 +49,13 @@ grep -Eq '_backbone\.block0\.q\.matmul +MatMul' "$tmp/out" || fail "transformer:
 expect 0 'evaluation step on 4 devices' mlp --device-num 4 --eval --runner-ups 0
 grep -q '^runner-ups' "$tmp/out" && fail "--runner-ups 0 printed runner-ups"
 expect 0 'optimizer state 0\.00 MiB' mlp --device-num 2 --optimizer sgd
+# level 1 (memory): the plan holds no more bytes per rank than level 2's (speed).
+mem1=$("$plan" mlp --device-num 8 --level 1 --runner-ups 0 | sed -n 's/^  memory per rank *\([0-9.]*\) MiB.*/\1/p' | head -1)
+mem2=$("$plan" mlp --device-num 8 --level 2 --runner-ups 0 | sed -n 's/^  memory per rank *\([0-9.]*\) MiB.*/\1/p' | head -1)
+awk -v a="$mem1" -v b="$mem2" 'BEGIN { exit !(a > 0 && a <= b) }' ||
+  fail "level 1 plans $mem1 MiB per rank, level 2 $mem2 MiB"
+expect 0 'level 0 \(computation over communication\)' mlp --device-num 4 --level 0 --runner-ups 0
+expect 2 '--level 3 is invalid' mlp --device-num 4 --level 3
 expect 1 'needs at least one operator with a strategy' mlp --device-num 4 \
   --search-mode sharding_propagation
 

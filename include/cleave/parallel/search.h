@@ -121,6 +121,20 @@
 
 namespace cleave::parallel {
 
+// NOTE [Search objectives]
+// What the dynamic programming minimises, MindSpore's `level` of shard():
+//   kSpeed (level 2, the default): the step's time, compute + beta * communication (NOTE [Cost
+//     graph]);
+//   kMemory (level 1): the bytes a rank holds first: the slices every op reads and writes, plus
+//     each parameter's slice with its gradient and one slice of optimizer state for a trainable
+//     one; the step's time breaks ties (a second counts as a byte, so a byte saved always wins);
+//   kComputationOverCommunication (level 0): communication first, weighed 1000 times the
+//     computation, so the plan that moves the fewest bytes per computation wins, the time of the
+//     computation breaking ties.
+// The recursive programming honours kComputationOverCommunication and kSpeed, and for kMemory
+// counts the ops' slices only.
+enum class SearchObjective { kComputationOverCommunication = 0, kMemory = 1, kSpeed = 2 };
+
 struct SearchOptions {
   StepParallelOptions step_parallel;      // device_num and the dataset strategy
   const CostModel* cost_model = nullptr;  // null: default_cost_model()
@@ -136,6 +150,7 @@ struct SearchOptions {
   double algo_approxi_epsilon = 0.1;
   bool tensor_slice_align_enable = false;
   int64_t tensor_slice_align_size = 16;
+  SearchObjective objective = SearchObjective::kSpeed;  // NOTE [Search objectives]
 };
 
 struct CostNode {

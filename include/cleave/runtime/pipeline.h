@@ -72,11 +72,13 @@ struct CompileOptions {
   ParallelMode mode = STAND_ALONE;
   std::string search_mode;         // AUTO_PARALLEL's (empty: sharding_propagation)
   std::string cost_model_profile;  // the search's machine profile (empty: the shipped one)
-  AlgoParameters algo;             // the search's (set_algo_parameters)
-  CostModelContext cost_model;     // the search's memory capacity and beta
-  bool enable_alltoall = false;    // (no effect yet: AutoParallelContext::enable_alltoall)
-  int64_t device_num = 1;          // the devices a parallel step is planned for
-  int micro_batches = 1;           // of a training step (an evaluation runs its batch at once)
+  // The search's objective: parallel::SearchObjective (2, speed; a sharded block's level).
+  int search_level = 2;
+  AlgoParameters algo;           // the search's (set_algo_parameters)
+  CostModelContext cost_model;   // the search's memory capacity and beta
+  bool enable_alltoall = false;  // (no effect yet: AutoParallelContext::enable_alltoall)
+  int64_t device_num = 1;        // the devices a parallel step is planned for
+  int micro_batches = 1;         // of a training step (an evaluation runs its batch at once)
   parallel::StepParallelOptions step_parallel;
   bool gradients_mean = false;  // gradients_mean or mirror_mean
   bool parameter_broadcast = false;

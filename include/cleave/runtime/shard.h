@@ -11,7 +11,8 @@
 //     with "sharding_propagation": each input is read through a Cast carrying its in_strategy (an
 //     absent entry: no Cast, the input is laid out as its first consumer needs), each planned
 //     parameter through a Cast carrying its parameter_plan strategy, and propagation spreads
-//     those strategies to every other operator of the block. The block's graph outputs are
+//     those strategies to every other operator of the block (with a `level`, the dynamic
+//     programming chooses theirs under that objective instead). The block's graph outputs are
 //     replicated (NOTE [Step-parallel rewrite]), so every rank gets the whole output.
 //   - Holders. The compiled graph does not bind the block's inputs and parameters themselves:
 //     the step-parallel load slices bound tensors in place (NOTE [Sharded parameters]), and the
@@ -77,8 +78,10 @@ struct ShardOptions {
   std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_plan;
   // Where the block runs: "CPU". "GPU" is an Error until the GPU backend runs sharded blocks.
   std::string device = "CPU";
-  // The objective of the search for the operators inside the block (0, 1, 2). Not built yet:
-  // setting it is an Error that says so (TODO(#26)).
+  // The objective of the search for the operators inside the block: 0 maximise computation over
+  // communication, 1 minimise memory, 2 maximise speed (NOTE [Search objectives] in
+  // cleave/parallel/search.h). Set, the operators without a strategy get theirs from the dynamic
+  // programming under that objective instead of from propagation. Unset: propagation.
   std::optional<int> level;
 };
 
@@ -106,8 +109,8 @@ struct ShardedBlockSpec {
 class ShardedBlock {
  public:
   // Throws Error for a context that cannot run it (not PYNATIVE_MODE, not AUTO_PARALLEL with
-  // "sharding_propagation"), a device other than "CPU", a level or an out_strategy (not built
-  // yet), an empty in_strategy or a null fn.
+  // "sharding_propagation"), a device other than "CPU", a level other than 0, 1 or 2, an
+  // out_strategy (not built yet), an empty in_strategy or a null fn.
   explicit ShardedBlock(ShardedBlockSpec spec);
   ~ShardedBlock();
   ShardedBlock(const ShardedBlock&) = delete;

@@ -96,6 +96,11 @@ void check_search_options(const SearchOptions& o) {
                    "search: tensor_slice_align_size is {}; expected an element count in [1, 1024] "
                    "(MindSpore's default: 16)",
                    o.tensor_slice_align_size);
+  const int level = static_cast<int>(o.objective);
+  CLEAVE_CHECK_ARG(level >= 0 && level <= 2,
+                   "search: the objective (level) is {}; expected 0 (computation over "
+                   "communication), 1 (memory) or 2 (speed)",
+                   level);
 }
 
 bool is_elementwise(const ir::OpDef& op) {
@@ -111,7 +116,8 @@ double mirror_cost(const CostModel& model, const SearchOptions& o, const ir::Ten
   const DType dtype = meta.dtype == DType::kBool ? DType::kInt32 : meta.dtype;
   const double slice = static_cast<double>(l.slice_shape(meta.shape).numel() * dtype_size(dtype));
   const double n = static_cast<double>(l.replicas());
-  return o.beta * model.collective_s(Collective::kAllReduce, 2 * slice * (n - 1) / n, l.replicas());
+  return Factors(o).beta *
+         model.collective_s(Collective::kAllReduce, 2 * slice * (n - 1) / n, l.replicas());
 }
 
 }  // namespace cleave::parallel::search_detail

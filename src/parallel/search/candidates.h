@@ -12,12 +12,21 @@
 namespace cleave::parallel::search_detail {
 
 // The factors of NOTE [Cost graph]: computation c, communication m, and beta.
+// The weights of a candidate's cost under the options' objective (NOTE [Cost graph], NOTE
+// [Search objectives]).
 struct Factors {
   double compute = 1, comm = 1, beta = 1;
+  double memory = 0;  // per byte held (kMemory)
   explicit Factors(const SearchOptions& o)
-      : compute(o.training ? 3.0 : 1.0), comm(o.training ? 2.0 : 1.0), beta(o.beta) {}
-  // compute * c + beta * comm * m.
-  double own(const OpCost& c) const { return compute * c.compute_s + beta * comm * c.comm_s; }
+      : compute(o.training ? 3.0 : 1.0),
+        comm(o.training ? 2.0 : 1.0),
+        beta(o.beta *
+             (o.objective == SearchObjective::kComputationOverCommunication ? 1000.0 : 1.0)),
+        memory(o.objective == SearchObjective::kMemory ? 1.0 : 0.0) {}
+  // compute * c + beta * comm * m (+ the bytes held, for kMemory).
+  double own(const OpCost& c) const {
+    return compute * c.compute_s + beta * comm * c.comm_s + memory * c.memory_bytes;
+  }
 };
 
 // The devices a sharding uses: the product of its loop splits, or for a rule without loops the

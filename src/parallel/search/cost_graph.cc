@@ -208,7 +208,12 @@ class Builder {
       for (const OpSharding& s : shardings_[i]) {
         const Layout& l = s.inputs[k];
         if (!seen.insert(l.normalized().to_string()).second) continue;
-        node.cost.push_back(search_detail::mirror_cost(model_, o_, meta, l, trainable));
+        // kMemory: the slice, its gradient and one slice of optimizer state (NOTE [Search
+        // objectives]).
+        const double held = f_.memory * static_cast<double>(l.slice_shape(meta.shape).numel()) *
+                            static_cast<double>(dtype_size(planned_dtype(meta.dtype))) *
+                            (trainable && o_.training ? 3.0 : 1.0);
+        node.cost.push_back(search_detail::mirror_cost(model_, o_, meta, l, trainable) + held);
         node.memory_bytes.push_back(0);
         node.labels.push_back(l.to_string());
         layouts_.emplace(std::make_pair(p, node.cost.size() - 1), l);
