@@ -33,6 +33,7 @@
 #include "cleave/parallel/plan_estimate.h"
 #include "cleave/runtime/pipeline.h"
 #include "common/lenet.h"
+#include "common/mlp.h"
 #include "common/transformer.h"
 
 namespace {
@@ -40,24 +41,6 @@ namespace {
 using namespace cleave;
 using namespace cleave::examples;
 using Clock = std::chrono::steady_clock;
-
-class Mlp : public nn::Cell {
- public:
-  Mlp() : Cell("Mlp") {
-    flatten = register_module("flatten", std::make_shared<nn::Flatten>());
-    fc1 = register_module("fc1", std::make_shared<nn::Dense>(28 * 28, 512));
-    relu1 = register_module("relu1", std::make_shared<nn::ReLU>());
-    fc2 = register_module("fc2", std::make_shared<nn::Dense>(512, 512));
-    relu2 = register_module("relu2", std::make_shared<nn::ReLU>());
-    fc3 = register_module("fc3", std::make_shared<nn::Dense>(512, 10));
-  }
-  Tensor construct(const Tensor& x) override {
-    return (*fc3)((*relu2)((*fc2)((*relu1)((*fc1)((*flatten)(x))))));
-  }
-  std::shared_ptr<nn::Flatten> flatten;
-  std::shared_ptr<nn::Dense> fc1, fc2, fc3;
-  std::shared_ptr<nn::ReLU> relu1, relu2;
-};
 
 // Dense strategies: the MatMul reads x (batch, in) and its weight (out, in) (transpose_b).
 void dense(nn::Dense& d, int64_t batch, int64_t in, int64_t out) {

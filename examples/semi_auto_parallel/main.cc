@@ -31,28 +31,11 @@
 #include "cleave/flags.h"
 #include "cleave/runtime/sharded_parameters.h"
 #include "common/lenet.h"
+#include "common/mlp.h"
 
 namespace {
 
 using namespace cleave;
-
-class Mlp : public nn::Cell {
- public:
-  Mlp() : Cell("Mlp") {
-    flatten = register_module("flatten", std::make_shared<nn::Flatten>());
-    fc1 = register_module("fc1", std::make_shared<nn::Dense>(28 * 28, 512));
-    relu1 = register_module("relu1", std::make_shared<nn::ReLU>());
-    fc2 = register_module("fc2", std::make_shared<nn::Dense>(512, 512));
-    relu2 = register_module("relu2", std::make_shared<nn::ReLU>());
-    fc3 = register_module("fc3", std::make_shared<nn::Dense>(512, 10));
-  }
-  Tensor construct(const Tensor& x) override {
-    return (*fc3)((*relu2)((*fc2)((*relu1)((*fc1)((*flatten)(x))))));
-  }
-  std::shared_ptr<nn::Flatten> flatten;
-  std::shared_ptr<nn::Dense> fc1, fc2, fc3;
-  std::shared_ptr<nn::ReLU> relu1, relu2;
-};
 
 // NOTE [The model-parallel strategies], for n devices (n divides 8).
 // The ReLUs get strategies when given (LeNet's one ReLU serves 4-D and 2-D tensors, so it keeps
@@ -113,7 +96,7 @@ int main(int argc, char** argv) {
       }
       net = l;
     } else {
-      auto m = std::make_shared<Mlp>();
+      auto m = std::make_shared<examples::Mlp>();
       if (n > 1 && strategy == "model") {
         m->flatten->flatten.shard({{n, 1, 1, 1}});
         shard_dense(*m->fc1, m->relu1.get(), *m->fc2, m->relu2.get(), *m->fc3, n);

@@ -36,6 +36,7 @@
 #include "cleave/parallel/strategy_file.h"
 #include "cleave/runtime/pipeline.h"
 #include "common/lenet.h"
+#include "common/mlp.h"
 #include "common/resnet.h"
 #include "common/transformer.h"
 
@@ -55,24 +56,6 @@ struct Settings {
   int64_t device_num = 0, batch_per_device = 32, runner_ups = 3, ops = 20, level = 2;
   int64_t layers = 2, hidden = 256, heads = 4, seq = 64;
   bool eval = false;
-};
-
-class Mlp : public nn::Cell {
- public:
-  Mlp() : Cell("Mlp") {
-    flatten = register_module("flatten", std::make_shared<nn::Flatten>());
-    fc1 = register_module("fc1", std::make_shared<nn::Dense>(28 * 28, 512));
-    relu1 = register_module("relu1", std::make_shared<nn::ReLU>());
-    fc2 = register_module("fc2", std::make_shared<nn::Dense>(512, 512));
-    relu2 = register_module("relu2", std::make_shared<nn::ReLU>());
-    fc3 = register_module("fc3", std::make_shared<nn::Dense>(512, 10));
-  }
-  Tensor construct(const Tensor& x) override {
-    return (*fc3)((*relu2)((*fc2)((*relu1)((*fc1)((*flatten)(x))))));
-  }
-  std::shared_ptr<nn::Flatten> flatten;
-  std::shared_ptr<nn::Dense> fc1, fc2, fc3;
-  std::shared_ptr<nn::ReLU> relu1, relu2;
 };
 
 // The model's network, its loss, its input's shape for one device's batch, and one line saying
