@@ -3,6 +3,7 @@
 //
 //   sharding_propagation [--epochs 5] [--steps-per-epoch 4] [--batch 2] [--graphs DIR]
 //                        [--ckpt-dir DIR] [--strategy-save FILE] [--strategy-load FILE]
+//                        [--resume DIR --resume-strategy FILE]
 //
 // Net(in_dim 32, hidden_dim 16, out_dim 16) with parameters w and w2 initialised "normal", MSELoss,
 // Momentum(lr 0.2, momentum 0.1), a GeneratorDataset of one fixed random batch of --batch rows per
@@ -10,7 +11,10 @@
 // its slice of the global batch; every rank reads the same rows, as in the seed), LossMonitor and
 // ModelCheckpoint into <ckpt-dir>/<rank>. GRAPH_MODE with save_graphs 2: rank R's graphs go to
 // <graphs>/rank_<R>/ (rank 0 also writes the step_parallel_begin dump with every strategy).
-// Alone (no job) it trains the same rows on one device: its losses are the job's.
+// Alone (no job) it trains the same rows on one device: its losses are the job's. --resume DIR
+// continues from the newest checkpoint set a job saved into DIR (DIR/<rank>/CKP-*.ckpt) under the
+// strategy file --resume-strategy, on any number of ranks (Model.load_distributed_checkpoint):
+// the next train() runs the steps after the saved one up to --epochs.
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -31,7 +35,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Seed 003: AUTO_PARALLEL with sharding propagation from one hand-set MatMul."};
   cleave::flags::setup(app, cleave::flags::cluster_variables());
   int64_t epochs = 5, steps_per_epoch = 4, batch = 2;
-  std::string graphs = "saved_graph", ckpt_dir = ".", strategy_save, strategy_load;
+  std::string graphs = "saved_graph", ckpt_dir = ".", strategy_save, strategy_load, resume,
+              resume_strategy;
   app.add_option("--epochs", epochs, "training epochs")->check(cleave::flags::positive());
   app.add_option("--steps-per-epoch", steps_per_epoch, "batches per epoch")
       ->check(cleave::flags::positive());
@@ -42,6 +47,11 @@ int main(int argc, char** argv) {
                  "strategy_ckpt_save_file: write every operator's strategy here");
   app.add_option("--strategy-load", strategy_load,
                  "strategy_ckpt_load_file: take the strategies from this file");
+  app.add_option("--resume", resume,
+                 "continue from the newest checkpoint set in DIR (one folder per rank)");
+  app.add_option("--resume-strategy", resume_strategy,
+                 "the strategy file of the job that saved --resume's checkpoints")
+      ->needs(app.get_option("--resume"));
   if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
   try {
     init();
@@ -70,6 +80,7 @@ int main(int argc, char** argv) {
     auto loss = std::make_shared<nn::MSELoss>();
     auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.2, 0.1);
     train::Model model(net, loss, opt);
+    if (!resume.empty()) model.load_distributed_checkpoint(resume, resume_strategy);
     model.train(epochs, data,
                 {std::make_shared<train::LossMonitor>(),
                  std::make_shared<train::ModelCheckpoint>(train::CheckpointConfig{}, "CKP",

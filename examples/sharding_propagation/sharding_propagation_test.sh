@@ -6,7 +6,8 @@
 # ones; both dumps equal the golden files in golden/ and cleave-ir draws them; every rank's
 # checkpoint holds its slices of w and w2, equal to the single process's rows; the loaded strategy
 # file gives the same losses; cleave-ckpt merge turns the 8 checkpoints into the single process's;
-# a hand-started job (MS_ROLE, MS_WORKER_NUM, MS_SCHED_HOST,
+# a job of 8 ranks resumed from its own checkpoint set continues the single process's losses, and
+# a one-process run refuses to save into the job's folder; a hand-started job (MS_ROLE, MS_WORKER_NUM, MS_SCHED_HOST,
 # MS_SCHED_PORT) prints them too.
 # Usage: sharding_propagation_test.sh BIN_DIR
 # CLEAVE_UPDATE_GOLDEN=1 rewrites the golden files from this run instead of comparing.
@@ -203,6 +204,32 @@ if "$bin/cleave-ckpt" transform "$work/job" --src-strategy "$work/strategy.json"
 fi
 grep -q "exists already" "$work/again.err" || fail "a second transform said: $(cat "$work/again.err")"
 echo "ok: cleave-ckpt transform gives a 2-rank job's slices, plans what each rank reads, overwrites nothing"
+
+# Resumed: 8 ranks train 5 steps and save; a new 8-rank job loads that set (the strategy file it
+# saved) and trains steps 6 to 10, whose losses are the single process's (1e-5 relative).
+run_job first5 --epochs 1 --steps-per-epoch 5 --strategy-save "$work/first5.json"
+for r in 0 1 2 3 4 5 6 7; do
+  [ -f "$work/first5/$r/CKP-1_5.ckpt.commit" ] || fail "rank $r did not commit CKP-1_5.ckpt"
+done
+run_job next5 --epochs 2 --steps-per-epoch 5 --resume "$work/first5" \
+  --resume-strategy "$work/first5.json"
+for f in "$work"/next5/log_output/worker_*.log; do
+  grep "loss is" "$f" | awk -v name="$f" '
+    NR == FNR { if (FNR > 5 && FNR <= 10) ref[FNR - 5] = $NF; next }
+    { ++m; d = ref[m] - $NF; if (d < 0) d = -d
+      if ($2 != "2" || d > 1e-5 * ref[m]) { print name ": " $0 " where one device has " ref[m]; bad = 1 } }
+    END { if (m != 5) { print name ": " m " loss lines, expected 5"; bad = 1 }; exit bad }' \
+    "$work/single.loss" - || fail "the resumed job does not continue the single process's losses"
+done
+echo "ok: a job of 8 ranks resumed from its 5-step checkpoint set prints the single process's losses 6 to 10"
+# A one-process run into the job's folder would mix its files with the job's: refused.
+if (cd "$work" && timeout 60 "$bin/sharding_propagation" --epochs 1 --ckpt-dir "$work/first5") \
+  > "$work/mixed.out" 2>&1; then
+  fail "a one-process run saved into the 8-rank job's checkpoint folder"
+fi
+grep -q "saved by rank 0 of a job of 8 ranks" "$work/mixed.out" ||
+  fail "a one-process run into the job's folder said: $(cat "$work/mixed.out")"
+echo "ok: a one-process run refuses to write into the 8-rank job's checkpoint folder"
 
 run_job replay --strategy-load "$work/strategy.json"
 check_ranks "cleave-run 8 workers from the strategy file" "$work"/replay/log_output/worker_*.log

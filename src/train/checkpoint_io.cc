@@ -196,7 +196,8 @@ void check_tensors(const NamedTensors& tensors, const std::string& path) {
 
 // ---- .ckpt ----
 
-std::string encode_ckpt(const NamedTensors& tensors) {
+std::string encode_ckpt(const NamedTensors& tensors,
+                        const std::map<std::string, std::string>& metadata) {
   // The checksum goes first (NOTE [Checkpoint checksums]): field 100, wire type 5 (fixed32), its
   // key the varint 805 (0xa5 0x06), then 4 little-endian bytes. A parser accepts fields in any
   // order; SerializeToString would write it last.
@@ -206,6 +207,11 @@ std::string encode_ckpt(const NamedTensors& tensors) {
   out[1] = '\x06';
   for (size_t i = 0; i < 4; ++i) out[2 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
   proto::Checkpoint ckpt;
+  for (const auto& [key, value] : metadata) {
+    proto::Checkpoint::Metadata* entry = ckpt.add_metadata();
+    entry->set_key(key);
+    entry->set_value(value);
+  }
   for (const auto& [name, t] : tensors) {
     proto::Checkpoint::Value* value = ckpt.add_value();
     value->set_tag(name);
@@ -381,7 +387,7 @@ void save_checkpoint(const NamedTensors& tensors, const std::string& path,
                    "checksum; use another key",
                    path, kChecksumKey);
   const std::string bytes = format == CheckpointFormat::kCkpt
-                                ? encode_ckpt(tensors)
+                                ? encode_ckpt(tensors, metadata)
                                 : encode_safetensors(tensors, metadata);
   write_file_atomically(path, bytes, kWhat);
 }
@@ -401,7 +407,19 @@ ParamMap load_checkpoint(const std::string& path, const LoadCheckpointOptions& o
 }
 
 std::map<std::string, std::string> load_checkpoint_metadata(const std::string& path) {
-  if (checkpoint_format(path) == CheckpointFormat::kCkpt) return {};
+  if (checkpoint_format(path) == CheckpointFormat::kCkpt) {
+    proto::Checkpoint ckpt;
+    CLEAVE_CHECK_ARG(ckpt.ParseFromString(read_whole_file(path, kWhat)),
+                     "cannot load checkpoint '{}': it is not a valid .ckpt file (the protobuf "
+                     "message does not parse: the file is truncated or corrupt, or not a "
+                     "checkpoint)",
+                     path);
+    std::map<std::string, std::string> out;
+    for (const proto::Checkpoint::Metadata& entry : ckpt.metadata()) {
+      out[entry.key()] = entry.value();
+    }
+    return out;
+  }
   size_t data_begin = 0;
   const nlohmann::json header =
       parse_safetensors_header(path, read_whole_file(path, kWhat), data_begin);

@@ -7,6 +7,7 @@
 
 #include "cleave/core/error.h"
 #include "cleave/train/checkpoint.h"
+#include "cleave/train/checkpoint_set.h"
 #include "cleave/train/model.h"
 
 namespace cleave::train {
@@ -187,6 +188,22 @@ std::vector<CheckpointFile> checkpoint_files(const std::string& directory,
   return files;
 }
 
+// ModelCheckpoint writes into a folder whose markers of its prefix are another job's (NOTE
+// [Checkpoint sets]): the two jobs' files would replace each other's. Throws naming both jobs.
+void refuse_another_job(const std::string& directory, const std::string& prefix,
+                        const std::string& format, const CheckpointJob& job) {
+  for (const auto& [epoch, step, path] : checkpoint_files(directory, prefix, format)) {
+    const std::optional<CommitMarker> marker = read_commit_marker(path.string());
+    if (!marker || marker->job.same_job(job)) continue;
+    CLEAVE_FAIL(
+        "ModelCheckpoint: the folder '{}' holds '{}', saved by rank {} of {}, but this run is "
+        "{}: its checkpoints would replace that job's and the folder would mix two jobs' files. "
+        "Give this run its own folder (or another prefix), or remove that job's files",
+        directory, path.filename().string(), marker->job.rank, marker->job.describe(),
+        job.describe());
+  }
+}
+
 }  // namespace
 
 std::string latest_checkpoint(const std::string& directory, const std::string& prefix) {
@@ -201,6 +218,11 @@ std::string latest_checkpoint(const std::string& directory, const std::string& p
       "latest_checkpoint: the folder '{}' holds no checkpoint '{}-<epoch>_<step>.ckpt' "
       "or '.safetensors'",
       directory, prefix);
+  // The newest committed one (NOTE [Checkpoint sets]): a file without its marker is a save that
+  // did not complete; folders written without markers take the newest file.
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    if (read_commit_marker(std::get<2>(*it).string())) return std::get<2>(*it).string();
+  }
   return std::get<2>(files.back()).string();
 }
 
@@ -235,16 +257,30 @@ void ModelCheckpoint::save(const RunContext& ctx) {
     for (const auto& [name, t] : state) values.push_back(t);
     ctx.train_step->share_placed_state(values);
   }
+  // NOTE [Checkpoint sets] in cleave/train/checkpoint_set.h: the file, then its commit marker,
+  // then the deletions.
+  const CheckpointJob job = current_job(*ctx.network);
+  if (!folder_checked_) {
+    refuse_another_job(directory_, prefix_, config_.format, job);
+    folder_checked_ = true;
+  }
   const std::string file =
       fmt::format("{}-{}_{}.{}", prefix_, ctx.cur_epoch_num, ctx.step_in_epoch, config_.format);
   latest_ = (std::filesystem::path(directory_) / file).string();
-  save_checkpoint(state, latest_);
+  save_checkpoint(state, latest_, job_metadata(job));
+  write_commit_marker(latest_, {.job = job,
+                                .epoch_num = ctx.cur_epoch_num,
+                                .step_in_epoch = ctx.step_in_epoch,
+                                .step_num = ctx.cur_step_num});
   last_saved_step_ = ctx.cur_step_num;
 
   const std::vector<CheckpointFile> files = checkpoint_files(directory_, prefix_, config_.format);
-  const auto keep = static_cast<size_t>(config_.keep_checkpoint_max);
+  // In a job of several ranks another rank may still be saving the previous step: keep it.
+  const auto keep = static_cast<size_t>(
+      std::max<int64_t>(config_.keep_checkpoint_max, job.device_num > 1 ? 2 : 1));
   for (size_t i = 0; i + keep < files.size(); ++i) {
     std::error_code ec;
+    std::filesystem::remove(commit_marker_path(std::get<2>(files[i]).string()), ec);
     std::filesystem::remove(std::get<2>(files[i]), ec);
   }
 }

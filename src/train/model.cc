@@ -13,6 +13,7 @@
 #include "cleave/nn/loss.h"
 #include "cleave/runtime/context.h"
 #include "cleave/train/checkpoint.h"
+#include "cleave/train/sharded_checkpoint.h"
 
 namespace cleave::train {
 namespace {
@@ -383,7 +384,35 @@ void Model::save_train_state(const std::string& path) const {
 void Model::load_train_state(const std::string& path) {
   CLEAVE_CHECK_ARG(optimizer_ != nullptr,
                    "Model.load_train_state: the model has no optimizer to restore into");
-  const TrainProgress progress = restore_train_state(*network_, *optimizer_, load_checkpoint(path));
+  resume_from(restore_train_state(*network_, *optimizer_, load_checkpoint(path)), path);
+}
+
+void Model::load_distributed_checkpoint(const std::string& directory,
+                                        const std::string& strategy_file,
+                                        const std::string& prefix) {
+  CLEAVE_CHECK_ARG(optimizer_ != nullptr,
+                   "Model.load_distributed_checkpoint: the model has no optimizer to restore into");
+  resume_from(train::load_distributed_checkpoint(*network_, optimizer_.get(), directory,
+                                                 strategy_file, prefix),
+              directory);
+}
+
+void Model::resume_from(const TrainProgress& progress, const std::string& source) {
+  // In a job every rank must continue from the same step: ranks that loaded different steps (a
+  // folder of each, one of them holding a newer save) would train on silently apart.
+  const std::shared_ptr<comm::ProcessGroup> world = comm::get_group(comm::kWorldGroup);
+  if (world != nullptr && world->size() > 1) {
+    const double step = static_cast<double>(progress.step_num);
+    const Tensor range = Tensor::from_vector(std::vector<double>{step, -step});
+    world->all_reduce(range, comm::ReduceOp::kMax);
+    const std::vector<double> r = range.to_double_vector();
+    CLEAVE_CHECK_ARG(r[0] == -r[1],
+                     "cannot resume training: rank {} loaded step {} from '{}', but the ranks of "
+                     "the job loaded steps {} to {}: their checkpoints are of different saves. "
+                     "Load one set every rank completed (Model.load_distributed_checkpoint takes "
+                     "the newest; NOTE [Checkpoint sets])",
+                     world->rank(), progress.step_num, source, -r[1], r[0]);
+  }
   progress_ = progress;
   resume_step_ = progress.step_num;
   resume_epoch_ = progress.epoch_num;

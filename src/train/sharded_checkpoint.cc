@@ -8,10 +8,14 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <regex>
 #include <set>
+#include <tuple>
 
 #include "cleave/core/error.h"
+#include "cleave/train/checkpoint_set.h"
 
 namespace cleave::train {
 namespace {
@@ -247,16 +251,78 @@ TransformPlan plan_transform(const std::vector<std::string>& tensor_names,
   return plan;
 }
 
+namespace {
+
+// A checkpoint file "<prefix>-<epoch>_<step>.<format>" of a rank's folder.
+struct SavedFile {
+  std::string prefix;  // "" for a file not named so
+  int64_t epoch = 0, step = 0;
+  fs::path path;
+  std::optional<CommitMarker> marker;
+};
+
+// The newest set committed on every rank (NOTE [Checkpoint sets]): one file per rank, or an Error
+// naming the ranks whose files are missing or from another step.
+std::vector<std::string> newest_committed_set(const std::string& directory,
+                                              const std::vector<std::vector<SavedFile>>& folders,
+                                              const std::vector<fs::path>& folder_paths) {
+  using Key = std::tuple<std::string, int64_t, int64_t>;
+  const auto name = [](const Key& k) {
+    return fmt::format("{}-{}_{}", std::get<0>(k), std::get<1>(k), std::get<2>(k));
+  };
+  std::map<Key, std::vector<std::string>> committed;  // key -> each rank's file
+  for (size_t r = 0; r < folders.size(); ++r) {
+    for (const SavedFile& f : folders[r]) {
+      if (!f.marker) continue;
+      std::vector<std::string>& files = committed[{f.prefix, f.epoch, f.step}];
+      files.resize(folders.size());
+      files[r] = f.path.string();
+    }
+  }
+  const Key* newest_anywhere = nullptr;
+  for (auto it = committed.rbegin(); it != committed.rend(); ++it) {
+    if (newest_anywhere == nullptr) newest_anywhere = &it->first;
+    const bool complete = std::all_of(it->second.begin(), it->second.end(),
+                                      [](const std::string& f) { return !f.empty(); });
+    if (complete) return it->second;
+  }
+  // No set is complete: name, for the newest step any rank committed, the ranks without it and
+  // what they hold instead.
+  std::vector<std::string> missing;
+  for (size_t r = 0; r < folders.size(); ++r) {
+    const std::vector<std::string>& files = committed.at(*newest_anywhere);
+    if (!files[r].empty()) continue;
+    std::string newest = "no committed checkpoint";
+    for (const SavedFile& f : folders[r]) {
+      if (f.marker) newest = fmt::format("newest committed {}", name({f.prefix, f.epoch, f.step}));
+    }
+    missing.push_back(fmt::format("rank {} ('{}': {})", r, folder_paths[r].string(), newest));
+  }
+  CLEAVE_FAIL(
+      "merge: no checkpoint set in '{}' is complete on every rank (NOTE [Checkpoint sets]): the "
+      "newest, {}, is missing on {}; a job stopped while saving leaves its previous set whole, "
+      "but these folders hold no step committed by every rank",
+      directory, name(*newest_anywhere), fmt::join(missing, ", "));
+}
+
+}  // namespace
+
 std::vector<std::string> rank_checkpoint_files(const std::string& directory, int64_t device_num,
-                                               const std::string& prefix) {
+                                               const std::string& prefix,
+                                               const parallel::ParameterLayouts* layouts) {
   std::error_code ec;
   CLEAVE_CHECK_ARG(fs::is_directory(directory, ec),
                    "merge: '{}' is not a folder; expected the folder holding one folder per rank "
                    "('0', '1', ... or 'rank_0', 'rank_1', ...)",
                    directory);
   CLEAVE_CHECK_ARG(device_num >= 1, "merge: device_num {} is not positive", device_num);
-  std::vector<std::string> files;
-  const std::regex saved(R"((.+)-[0-9]+_[0-9]+\.(ckpt|safetensors))");
+  const std::string fingerprint = layouts != nullptr ? layouts_fingerprint(*layouts) : "";
+  const std::regex saved(R"((.+)-([0-9]+)_([0-9]+)\.(ckpt|safetensors))");
+  std::vector<std::vector<SavedFile>> folders;
+  std::vector<fs::path> folder_paths;
+  bool any_marker = false;
+  const CheckpointJob* first_job = nullptr;
+  std::string first_marker;
   for (int64_t r = 0; r < device_num; ++r) {
     fs::path folder;
     for (const std::string& n : {std::to_string(r), fmt::format("rank_{}", r)}) {
@@ -266,35 +332,111 @@ std::vector<std::string> rank_checkpoint_files(const std::string& directory, int
                      "merge: '{}' has no folder '{}' or 'rank_{}' for rank {} of {}; expected one "
                      "folder per rank of the strategy's device_num",
                      directory, r, r, r, device_num);
-    std::vector<fs::path> found;
+    std::vector<SavedFile> found;
     std::set<std::string> prefixes;
     for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
       const std::string ext = e.path().extension().string();
       if (!e.is_regular_file() || (ext != ".ckpt" && ext != ".safetensors")) continue;
-      found.push_back(e.path());
+      SavedFile f{.path = e.path()};
       std::smatch m;
       const std::string file = e.path().filename().string();
-      prefixes.insert(std::regex_match(file, m, saved) ? m[1].str() : std::string());
+      if (std::regex_match(file, m, saved)) {
+        f.prefix = m[1].str();
+        f.epoch = std::stoll(m[2].str());
+        f.step = std::stoll(m[3].str());
+      }
+      if (!prefix.empty() && f.prefix != prefix) continue;
+      prefixes.insert(f.prefix);
+      f.marker = read_commit_marker(f.path.string());
+      found.push_back(std::move(f));
     }
-    CLEAVE_CHECK_ARG(!found.empty(), "merge: the folder '{}' holds no .ckpt or .safetensors file",
-                     folder.string());
-    if (!prefix.empty()) {
-      files.push_back(latest_checkpoint(folder.string(), prefix));
-    } else if (found.size() == 1) {
-      files.push_back(found[0].string());
-    } else if (prefixes.size() == 1 && !prefixes.begin()->empty()) {
-      files.push_back(latest_checkpoint(folder.string(), *prefixes.begin()));
-    } else {
-      std::vector<std::string> names;
-      for (const fs::path& p : found) names.push_back(p.filename().string());
-      std::sort(names.begin(), names.end());
-      CLEAVE_FAIL(
-          "merge: the folder '{}' holds {} checkpoints ({}); give --prefix to take the newest "
-          "'<prefix>-<epoch>_<step>' one",
-          folder.string(), found.size(), fmt::join(names, ", "));
+    CLEAVE_CHECK_ARG(!found.empty(), "merge: the folder '{}' holds no {} file", folder.string(),
+                     prefix.empty() ? std::string(".ckpt or .safetensors")
+                                    : fmt::format("'{}-<epoch>_<step>' checkpoint", prefix));
+    if (prefixes.size() > 1 || prefixes.begin()->empty()) {
+      CLEAVE_CHECK_ARG(found.size() == 1,
+                       "merge: the folder '{}' holds {} checkpoints ({}); give --prefix to take "
+                       "the newest '<prefix>-<epoch>_<step>' one",
+                       folder.string(), found.size(), [&] {
+                         std::vector<std::string> names;
+                         for (const SavedFile& f : found) names.push_back(f.path.filename());
+                         std::sort(names.begin(), names.end());
+                         return fmt::format("{}", fmt::join(names, ", "));
+                       }());
     }
+    std::sort(found.begin(), found.end(), [](const SavedFile& a, const SavedFile& b) {
+      return std::tie(a.epoch, a.step) < std::tie(b.epoch, b.step);
+    });
+    // Every marker must be this rank's, of one job (NOTE [Checkpoint sets]).
+    for (const SavedFile& f : found) {
+      if (!f.marker) continue;
+      any_marker = true;
+      const CheckpointJob& job = f.marker->job;
+      const std::string marker = commit_marker_path(f.path.string());
+      CLEAVE_CHECK_ARG(job.device_num == device_num && job.rank == r,
+                       "merge: '{}' was saved by rank {} of {}, but it is in the folder of rank "
+                       "{} of a set of {} ranks (the strategy's device_num); the folder holds "
+                       "another job's checkpoints or the folders were renamed",
+                       f.path.string(), job.rank, job.describe(), r, device_num);
+      if (first_job == nullptr) {
+        first_job = &f.marker->job;
+        first_marker = f.path.string();
+      }
+      CLEAVE_CHECK_ARG(job.same_job(*first_job),
+                       "merge: '{}' was saved by {} but '{}' by {}: the folders mix two jobs' "
+                       "checkpoints",
+                       f.path.string(), job.describe(), first_marker, first_job->describe());
+      CLEAVE_CHECK_ARG(layouts == nullptr || job.layouts == fingerprint,
+                       "merge: '{}' was saved by {}, but the strategy file lays the parameters "
+                       "out otherwise (layouts {}): these checkpoints were written under another "
+                       "strategy; give the strategy file their job wrote",
+                       f.path.string(), job.describe(),
+                       fingerprint.empty() ? std::string("none sharded") : fingerprint);
+    }
+    folders.push_back(std::move(found));
+    folder_paths.push_back(folder);
   }
+  if (any_marker) return newest_committed_set(directory, folders, folder_paths);
+  // Folders without markers (older files, other tools): each folder's newest file.
+  std::vector<std::string> files;
+  for (const std::vector<SavedFile>& found : folders) files.push_back(found.back().path.string());
   return files;
+}
+
+TrainProgress load_distributed_checkpoint(nn::Cell& net, optim::Optimizer* optimizer,
+                                          const std::string& directory,
+                                          const std::string& strategy_file,
+                                          const std::string& prefix) {
+  parallel::ParameterLayouts layouts;
+  if (!strategy_file.empty()) {
+    layouts = parallel::load_parameter_layouts(strategy_file);
+  } else {
+    // Nothing sharded: as many ranks as the folder has rank folders.
+    std::error_code ec;
+    layouts.device_num = 0;
+    while (fs::is_directory(fs::path(directory) / std::to_string(layouts.device_num), ec) ||
+           fs::is_directory(fs::path(directory) / fmt::format("rank_{}", layouts.device_num), ec)) {
+      ++layouts.device_num;
+    }
+    CLEAVE_CHECK_ARG(layouts.device_num > 0,
+                     "load_distributed_checkpoint: '{}' holds no folder '0' or 'rank_0'; expected "
+                     "the folder holding one folder per rank of the job that saved it",
+                     directory);
+  }
+  std::vector<RankCheckpoint> ranks;
+  for (const std::string& file :
+       rank_checkpoint_files(directory, layouts.device_num, prefix, &layouts)) {
+    ranks.push_back({load_checkpoint(file), file});
+  }
+  const NamedTensors whole = merge_checkpoints(ranks, layouts);
+  const ParamMap params(whole.begin(), whole.end());
+  if (optimizer != nullptr) return restore_train_state(net, *optimizer, params);
+  load_param_into_net(net, params);
+  const auto counter = [&](const char* name) {
+    const auto it = params.find(name);
+    return it == params.end() ? int64_t{0} : static_cast<int64_t>(it->second.item());
+  };
+  return {.epoch_num = counter("epoch_num"), .step_num = counter("step_num")};
 }
 
 }  // namespace cleave::train

@@ -316,8 +316,10 @@ TEST(ModelCheckpoint, NamesFilesAndKeepsTheNewest) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir / "ckpt")) names.push_back(e.path().filename());
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"lenet-2_3.ckpt", "lenet-3_2.ckpt", "lenet-3_3.ckpt"}));
+  // Each file with its commit marker (NOTE [Checkpoint sets]); the deleted files' markers go too.
+  EXPECT_EQ(names, (std::vector<std::string>{"lenet-2_3.ckpt", "lenet-2_3.ckpt.commit",
+                                             "lenet-3_2.ckpt", "lenet-3_2.ckpt.commit",
+                                             "lenet-3_3.ckpt", "lenet-3_3.ckpt.commit"}));
   EXPECT_EQ(ckpt->latest_checkpoint(), dir / "ckpt/lenet-3_3.ckpt");
   const ParamMap saved = load_checkpoint(ckpt->latest_checkpoint());
   EXPECT_EQ(saved.at("step_num").item(), 9);

@@ -15,25 +15,14 @@
 #include "cleave/cleave.h"
 #include "cleave/runtime/sharded_parameters.h"
 #include "testing/ranks.h"
+#include "train/sharded_mlp.h"
 
 namespace cleave::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-class Mlp : public nn::Cell {
- public:
-  Mlp() : Cell("Mlp") {
-    fc1 = register_module("fc1", std::make_shared<nn::Dense>(12, 16));
-    relu = register_module("relu", std::make_shared<nn::ReLU>());
-    fc2 = register_module("fc2", std::make_shared<nn::Dense>(16, 8));
-  }
-  Tensor construct(const Tensor& x) override { return (*fc2)((*relu)((*fc1)(x))); }
-  std::shared_ptr<nn::Dense> fc1, fc2;
-  std::shared_ptr<nn::ReLU> relu;
-};
-
-std::mutex g_seed_mutex;
+using ckpt_testing::Mlp;
 
 struct Job {
   fs::path dir;
@@ -42,33 +31,12 @@ struct Job {
   std::map<std::string, Tensor> single;    // the same training on one device
 };
 
-// The strategies of a job of 4 ranks (fc1 by columns, fc2 by rows) or of 2 (the batch 2 ways in
-// fc1, fc2's output features 2 ways).
-void shard(Mlp& net, int ranks) {
-  if (ranks == 4) {
-    net.fc1->matmul.shard({{1, 1}, {4, 1}});
-    net.fc1->bias_add.shard({{1, 4}, {4}});
-    net.relu->relu.shard({{1, 4}});
-    net.fc2->matmul.shard({{1, 4}, {1, 4}});
-  } else {
-    net.fc1->matmul.shard({{2, 1}, {1, 1}});
-    net.fc2->matmul.shard({{1, 1}, {2, 1}});
-    net.fc2->bias_add.shard({{1, 2}, {2}});
-  }
-}
-
 // The MLP with the shard() strategies of a job of `ranks` (ignored by a one-device run), trained
 // `steps` steps, first restoring `resume` (a whole, single-device checkpoint) when given; returns
 // its train_state_tensors.
 NamedTensors train(const Tensor& x, const Tensor& y, int ranks, int steps = 3,
                    const ParamMap* resume = nullptr) {
-  std::shared_ptr<Mlp> net;
-  {
-    std::lock_guard<std::mutex> lock(g_seed_mutex);
-    set_seed(1);
-    net = std::make_shared<Mlp>();
-  }
-  shard(*net, ranks);
+  const std::shared_ptr<Mlp> net = ckpt_testing::make_mlp(ranks);
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.1, 0.9);
   TrainProgress progress;
   if (resume != nullptr) progress = restore_train_state(*net, *opt, *resume);

@@ -69,7 +69,8 @@ int merge(int argc, char** argv) {
     train::checkpoint_format(output);  // a wrong extension fails before any reading
     const parallel::ParameterLayouts layouts = parallel::load_parameter_layouts(strategy);
     std::vector<train::RankCheckpoint> ranks;
-    for (const std::string& file : train::rank_checkpoint_files(dir, layouts.device_num, prefix)) {
+    for (const std::string& file :
+         train::rank_checkpoint_files(dir, layouts.device_num, prefix, &layouts)) {
       ranks.push_back({train::load_checkpoint(file), file});
     }
     const train::NamedTensors merged = train::merge_checkpoints(ranks, layouts);
@@ -118,7 +119,7 @@ int transform(int argc, char** argv) {
     const parallel::ParameterLayouts from = parallel::load_parameter_layouts(src_strategy);
     const parallel::ParameterLayouts to = parallel::load_parameter_layouts(dst_strategy);
     const std::vector<std::string> files =
-        train::rank_checkpoint_files(src, from.device_num, prefix);
+        train::rank_checkpoint_files(src, from.device_num, prefix, &from);
     std::vector<train::RankCheckpoint> ranks;
     if (plan_only) {
       std::vector<std::string> names;

@@ -50,8 +50,9 @@ CheckpointFormat checkpoint_format(const std::string& path);
 // Writes every parameter of `cell` (dotted names, as parameters_and_names()) to `path`.
 void save_checkpoint(const nn::Cell& cell, const std::string& path);
 // Writes `tensors` (unique, non-empty names; defined tensors) to `path`, with a checksum (NOTE
-// [Checkpoint checksums]). `metadata` goes to the safetensors "__metadata__" (a .ckpt has no
-// place for it and ignores it); its key "cleave.crc32c" is reserved.
+// [Checkpoint checksums]). `metadata` goes to the safetensors "__metadata__", or to a .ckpt's
+// field `metadata` (number 101, which MindSpore's reader skips); its key "cleave.crc32c" is
+// reserved. The checksum covers the tensors, not the metadata.
 void save_checkpoint(const NamedTensors& tensors, const std::string& path,
                      const std::map<std::string, std::string>& metadata = {});
 
@@ -69,7 +70,8 @@ struct LoadCheckpointOptions {
 // not match its shape, a duplicate name, a checksum that does not match: NOTE [Checkpoint
 // checksums]), and, with NonFinite::kRefuse, when a tensor holds a NaN or an infinity.
 ParamMap load_checkpoint(const std::string& path, const LoadCheckpointOptions& options = {});
-// The "__metadata__" of a safetensors file (empty for a .ckpt), without cleave's checksum.
+// The metadata save_checkpoint stored (a safetensors file's "__metadata__" without cleave's
+// checksum; a .ckpt's field 101; empty for a file written without any).
 std::map<std::string, std::string> load_checkpoint_metadata(const std::string& path);
 
 // Copies params[name] into every parameter of `net` (by dotted name). Every parameter must be
@@ -101,9 +103,11 @@ TrainProgress restore_train_state(nn::Cell& net, optim::Optimizer& optimizer,
                                   const ParamMap& params);
 
 // The newest checkpoint ModelCheckpoint wrote with `prefix` in `directory`:
-// "<directory>/<prefix>-<epoch>_<step>.<ckpt|safetensors>" with the largest (epoch, step). Throws
-// Error naming the folder when it is missing or holds none (to resume a run:
-// Model::load_train_state(latest_checkpoint(dir, prefix))).
+// "<directory>/<prefix>-<epoch>_<step>.<ckpt|safetensors>" with the largest (epoch, step) among
+// those with a commit marker (NOTE [Checkpoint sets] in cleave/train/checkpoint_set.h; among all
+// when none has one). Throws Error naming the folder when it is missing or holds none (to resume
+// a run: Model::load_train_state(latest_checkpoint(dir, prefix)); in a job of several ranks each
+// rank gives its own folder, and load_train_state checks that every rank loaded the same step).
 std::string latest_checkpoint(const std::string& directory, const std::string& prefix);
 
 // ---- ModelCheckpoint ----
@@ -119,9 +123,12 @@ struct CheckpointConfig {
 };
 
 // Saves the training state (train_state_tensors: parameters, optimizer state, epoch and step) to
-// "<directory>/<prefix>-<epoch>_<step in epoch>.<format>", creating the folder if needed, and
-// deletes the oldest files "<prefix>-<e>_<s>.<format>" of the folder (by epoch, then step)
-// beyond keep_checkpoint_max.
+// "<directory>/<prefix>-<epoch>_<step in epoch>.<format>", creating the folder if needed, with
+// its commit marker "<file>.commit", and deletes the oldest files "<prefix>-<e>_<s>.<format>" of
+// the folder (by epoch, then step) beyond keep_checkpoint_max (at least 2 are kept in a job of
+// several ranks). In a job, rank r gives its own folder; the files of one step on every rank are
+// one set (NOTE [Checkpoint sets] in cleave/train/checkpoint_set.h). Throws Error, writing
+// nothing, when the folder holds another job's checkpoints of this prefix.
 class ModelCheckpoint : public Callback {
  public:
   explicit ModelCheckpoint(CheckpointConfig config = {}, std::string prefix = "CKP",
@@ -139,6 +146,8 @@ class ModelCheckpoint : public Callback {
   std::string directory_;
   std::string latest_;
   int64_t last_saved_step_ = -1;
+  bool folder_checked_ =
+      false;  // whether the folder holds no other job's set (NOTE [Checkpoint sets])
 };
 
 }  // namespace cleave::train

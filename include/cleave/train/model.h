@@ -127,6 +127,12 @@ class Model {
   // epochs and steps already done, so it sees the batches the uninterrupted run saw. Throws Error
   // listing every missing or mismatched tensor (and changes nothing then).
   void load_train_state(const std::string& path);
+  // Restores the newest checkpoint set `directory` holds (one folder per rank, as ModelCheckpoint
+  // writes them), saved by a job under `strategy_file` ("" when it sharded nothing), whatever
+  // this job's device count and strategy (train::load_distributed_checkpoint); call it before the
+  // first train(). The next train() continues after the saved step, as after load_train_state.
+  void load_distributed_checkpoint(const std::string& directory, const std::string& strategy_file,
+                                   const std::string& prefix = "");
 
   // Where training stands: the epoch of the last step run and the steps run in all.
   const TrainProgress& progress() const { return progress_; }
@@ -135,6 +141,10 @@ class Model {
   const std::shared_ptr<optim::Optimizer>& optimizer() const { return optimizer_; }
 
  private:
+  // Continues after `progress` (loaded from `source`); in a job, checks that every rank loaded
+  // the same step (collective).
+  void resume_from(const TrainProgress& progress, const std::string& source);
+
   nn::CellPtr network_;
   nn::CellPtr loss_fn_;
   std::shared_ptr<optim::Optimizer> optimizer_;

@@ -57,10 +57,30 @@ TransformPlan plan_transform(const std::vector<std::string>& tensor_names,
                              const parallel::ParameterLayouts& destination);
 
 // Each rank's checkpoint in `directory`: the folder "<r>" or "rank_<r>" of rank r, for r below
-// device_num, holding one checkpoint, or several written by ModelCheckpoint with one prefix (the
-// newest is taken), or with `prefix` given, the newest "<prefix>-<epoch>_<step>" one. Throws Error
-// naming the folder when one is missing, empty or ambiguous.
+// device_num. When the folders hold commit markers (NOTE [Checkpoint sets] in
+// cleave/train/checkpoint_set.h), the files of the newest set committed on every rank (of
+// `prefix` when given); every marker must be its folder's rank's, of one job of device_num ranks,
+// and, with `layouts` given, of a job that laid its parameters out as `layouts` does. Folders
+// without markers give their one checkpoint, or the newest of several written by ModelCheckpoint
+// with one prefix (or with `prefix`). Throws Error naming the folder when one is missing, empty
+// or ambiguous, when no set is complete on every rank (naming the ranks whose files are missing
+// or from another step), and naming the files when they are another job's.
 std::vector<std::string> rank_checkpoint_files(const std::string& directory, int64_t device_num,
-                                               const std::string& prefix = "");
+                                               const std::string& prefix = "",
+                                               const parallel::ParameterLayouts* layouts = nullptr);
+
+// Restores, at the start of a job, the training state a job saved under `strategy_file` (its
+// strategy_ckpt_save_file; "" for a job that sharded nothing, e.g. DATA_PARALLEL) into `net` and
+// `optimizer` (null: the parameters only), whatever the device count and strategy of the job
+// that loads it: the newest committed set of `directory` (rank_checkpoint_files) is merged into
+// whole tensors (merge_checkpoints) and loaded with the global shapes; compiling the new job's
+// step then slices the parameters and the optimizer state under its own layouts (NOTE [Sharded
+// parameters]). Every rank reads every source file once. Returns the progress saved (the next
+// Model::train continues after it: Model::load_distributed_checkpoint). Throws Error as
+// rank_checkpoint_files, merge_checkpoints and restore_train_state do, changing nothing then.
+TrainProgress load_distributed_checkpoint(nn::Cell& net, optim::Optimizer* optimizer,
+                                          const std::string& directory,
+                                          const std::string& strategy_file,
+                                          const std::string& prefix = "");
 
 }  // namespace cleave::train

@@ -1,0 +1,323 @@
+// A sharded job's checkpoint sets (NOTE [Checkpoint sets] in cleave/train/checkpoint_set.h): the
+// MLP of sharded_mlp.h trained by Model.train on 4 thread ranks with ModelCheckpoint, resumed by
+// Model.load_distributed_checkpoint on 4 ranks (same strategy), 2 ranks (another strategy) and one
+// device, each continuing the loss curve of an uninterrupted one-device run; partial sets and
+// other jobs' files refused by name; and a saving job killed with SIGKILL at 20 moments, after
+// each of which the newest committed set loads on every rank.
+#include "cleave/train/checkpoint_set.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "cleave/cleave.h"
+#include "cleave/train/sharded_checkpoint.h"
+#include "testing/ranks.h"
+#include "train/sharded_mlp.h"
+
+extern char** environ;
+
+namespace cleave::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("cleave_{}_{}", name, ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+class LossRecorder : public Callback {
+ public:
+  void on_step_end(RunContext& ctx) override { losses.push_back(ctx.loss_value()); }
+  std::vector<double> losses;
+};
+
+// Where Model.train of the MLP starts from and what it saves.
+struct Run {
+  int ranks = 1;                // the job's ranks (the shard() strategies of sharded_mlp.h)
+  int64_t epochs = 1;           // of 3 steps each, on one fixed batch
+  std::string save_dir;         // ModelCheckpoint into <save_dir>/<rank> when set
+  std::string resume_dir;       // Model.load_distributed_checkpoint from here when set
+  std::string resume_strategy;  // ... saved under this strategy file
+};
+
+// The batch every run trains on (drawn before any thread job: set_seed is process-wide).
+struct Batch {
+  Tensor x, y;
+};
+Batch fixed_batch() {
+  set_seed(5);
+  const Tensor x = Tensor::normal({8, 12});
+  return {x, ops::cast(Tensor::uniform({8}, 0, 8), DType::kInt32)};
+}
+
+// The losses of `run` on this thread (a rank of a thread job, or one device).
+std::vector<double> train_losses(const Run& run, const Batch& batch) {
+  const Tensor &x = batch.x, &y = batch.y;
+  auto data = dataset::GeneratorDataset(
+      [&](int64_t) {
+        return dataset::Row{x, y};
+      },
+      3, {"data", "label"});
+  const auto net = ckpt_testing::make_mlp(run.ranks);
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.1, 0.9);
+  Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"), opt);
+  if (!run.resume_dir.empty()) {
+    model.load_distributed_checkpoint(run.resume_dir, run.resume_strategy);
+  }
+  auto recorder = std::make_shared<LossRecorder>();
+  std::vector<CallbackPtr> callbacks = {recorder};
+  if (!run.save_dir.empty()) {
+    callbacks.push_back(std::make_shared<ModelCheckpoint>(
+        CheckpointConfig{.save_checkpoint_steps = 1, .keep_checkpoint_max = 1}, "CKP",
+        fmt::format("{}/{}", run.save_dir, comm::world_rank())));
+  }
+  model.train(run.epochs, data, callbacks);
+  return recorder->losses;
+}
+
+// `run` on `run.ranks` thread ranks in SEMI_AUTO_PARALLEL (full batch), writing its strategy file
+// to `strategy` when given; rank 0's losses (checked equal on every rank).
+std::vector<double> job_losses(const Run& run, const std::string& strategy = "") {
+  const Batch batch = fixed_batch();
+  if (run.ranks == 1) {
+    runtime::reset_auto_parallel_context();
+    return train_losses(run, batch);
+  }
+  runtime::set_auto_parallel_context({.parallel_mode = runtime::SEMI_AUTO_PARALLEL,
+                                      .dataset_strategy = "full_batch",
+                                      .strategy_ckpt_save_file = strategy});
+  std::vector<std::vector<double>> losses(static_cast<size_t>(run.ranks));
+  testing::run_thread_job(run.ranks, [&](comm::ProcessGroup& g) {
+    losses[static_cast<size_t>(g.rank())] = train_losses(run, batch);
+  });
+  runtime::reset_auto_parallel_context();
+  for (const auto& l : losses) EXPECT_EQ(l, losses[0]);
+  return losses[0];
+}
+
+void expect_near(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-5 * std::abs(want[i])) << "loss " << i;
+  }
+}
+
+void expect_error(const std::function<void()>& call, const std::string& words) {
+  try {
+    call();
+    ADD_FAILURE() << "no error; expected one mentioning '" << words << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+// A 4-rank job trained one epoch of 3 steps, saving every step (keep_checkpoint_max 1: a job of
+// several ranks keeps 2), into `dir`/<rank>, its strategy file `dir`/strategy.json.
+std::vector<double> save_four_rank_job(const fs::path& dir) {
+  runtime::set_context({.mode = runtime::GRAPH_MODE});
+  return job_losses({.ranks = 4, .save_dir = dir.string()}, (dir / "strategy.json").string());
+}
+
+TEST(CheckpointSet, AJobResumesOnAnyDeviceCountAsOneUninterruptedDevice) {
+  runtime::set_context({.mode = runtime::GRAPH_MODE});
+  const std::vector<double> six = job_losses({.ranks = 1, .epochs = 2});
+  ASSERT_EQ(six.size(), 6u);
+  const fs::path dir = fresh_dir("ckpt_set_resume");
+  const std::vector<double> first = save_four_rank_job(dir);
+  expect_near(first, {six.begin(), six.begin() + 3});
+  for (int r = 0; r < 4; ++r) {
+    const fs::path mine = dir / std::to_string(r);
+    EXPECT_TRUE(fs::exists(mine / "CKP-1_3.ckpt.commit")) << mine;
+    EXPECT_TRUE(fs::exists(mine / "CKP-1_2.ckpt")) << "a job of several ranks keeps 2";
+    EXPECT_FALSE(fs::exists(mine / "CKP-1_1.ckpt"));
+    const auto marker = read_commit_marker((mine / "CKP-1_3.ckpt").string());
+    ASSERT_TRUE(marker.has_value());
+    EXPECT_EQ(marker->job.rank, r);
+    EXPECT_EQ(marker->job.device_num, 4);
+    EXPECT_EQ(marker->step_num, 3);
+    // The file itself records its job too.
+    const auto job = job_from_metadata(load_checkpoint_metadata((mine / "CKP-1_3.ckpt").string()));
+    ASSERT_TRUE(job.has_value());
+    EXPECT_EQ(job->layouts, marker->job.layouts);
+    EXPECT_FALSE(job->layouts.empty());
+  }
+  // The job's layouts fingerprint is its strategy file's.
+  const std::string strategy = (dir / "strategy.json").string();
+  EXPECT_EQ(read_commit_marker((dir / "0" / "CKP-1_3.ckpt").string())->job.layouts,
+            layouts_fingerprint(parallel::load_parameter_layouts(strategy)));
+  const std::vector<double> next(six.begin() + 3, six.end());
+  // The same strategy on 4 ranks, another on 2 ranks, and one device: steps 4 to 6.
+  for (int ranks : {4, 2, 1}) {
+    SCOPED_TRACE(fmt::format("resumed on {} rank(s)", ranks));
+    expect_near(
+        job_losses(
+            {.ranks = ranks, .epochs = 2, .resume_dir = dir.string(), .resume_strategy = strategy}),
+        next);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointSet, PartialSetsAndOtherJobsFilesAreRefusedByName) {
+  const fs::path dir = fresh_dir("ckpt_set_partial");
+  save_four_rank_job(dir);
+  const std::string strategy = (dir / "strategy.json").string();
+  const parallel::ParameterLayouts layouts = parallel::load_parameter_layouts(strategy);
+  const auto set = [&] { return rank_checkpoint_files(dir.string(), 4, "", &layouts); };
+  EXPECT_EQ(set()[2], (dir / "2" / "CKP-1_3.ckpt").string());
+
+  // Folders renamed: rank 3's files in rank 1's folder.
+  fs::rename(dir / "1", dir / "x");
+  fs::rename(dir / "3", dir / "1");
+  expect_error(set, "saved by rank 3 of a job of 4 ranks");
+  fs::rename(dir / "1", dir / "3");
+  fs::rename(dir / "x", dir / "1");
+  // Another device count's strategy.
+  parallel::ParameterLayouts two = layouts;
+  two.device_num = 2;
+  expect_error([&] { rank_checkpoint_files(dir.string(), 2, "", &two); }, "set of 2 ranks");
+  // A one-device run writing into rank 0's folder would replace the job's files: refused.
+  runtime::set_context({.mode = runtime::GRAPH_MODE});
+  expect_error([&] { job_losses({.ranks = 1, .save_dir = dir.string()}); },
+               "saved by rank 0 of a job of 4 ranks");
+  EXPECT_EQ(set()[0], (dir / "0" / "CKP-1_3.ckpt").string());
+
+  // Rank 2 stopped before committing step 3: the set of step 2 is the newest whole one.
+  fs::remove(dir / "2" / "CKP-1_3.ckpt.commit");
+  for (const std::string& f : set()) EXPECT_TRUE(f.ends_with("CKP-1_2.ckpt")) << f;
+  // Each rank resuming from its own folder's newest file would mix steps 2 and 3: refused.
+  runtime::set_auto_parallel_context(
+      {.parallel_mode = runtime::SEMI_AUTO_PARALLEL, .dataset_strategy = "full_batch"});
+  expect_error(
+      [&] {
+        testing::run_thread_job(4, [&](comm::ProcessGroup& g) {
+          const auto net = ckpt_testing::make_mlp(4);
+          Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"),
+                      std::make_shared<optim::Momentum>(net->trainable_params(), 0.1, 0.9));
+          // Its own folder's newest committed step (rank 2: step 2; the others: step 3), that
+          // step's set merged into whole tensors, as a resumed job loads them before compiling.
+          const std::string own =
+              fs::path(latest_checkpoint((dir / std::to_string(g.rank())).string(), "CKP"))
+                  .filename()
+                  .string();
+          std::vector<RankCheckpoint> ranks;
+          for (int r = 0; r < 4; ++r) {
+            const std::string f = (dir / std::to_string(r) / own).string();
+            ranks.push_back({load_checkpoint(f), f});
+          }
+          const NamedTensors whole = merge_checkpoints(ranks, layouts);
+          const fs::path mine = dir / fmt::format("whole_{}.ckpt", g.rank());
+          save_checkpoint(whole, mine.string());
+          model.load_train_state(mine.string());
+        });
+      },
+      "loaded steps 2 to 3");
+  runtime::reset_auto_parallel_context();
+  // Without any step committed on rank 2: no set, and the error names rank 2.
+  fs::remove(dir / "2" / "CKP-1_2.ckpt.commit");
+  expect_error(set, "is missing on rank 2");
+  fs::remove_all(dir);
+}
+
+// NOTE [Killing a saving job]
+// checkpoint_kill_child (tests/train/checkpoint_kill_child.cc) trains the 4-rank job saving every
+// step until it is killed. It is killed with SIGKILL at 20 seeded moments: 5 within 0.4 s of its
+// start (the start, the compile, the first saves), 15 within 0.4 s after every rank committed its
+// first save (about 150 saves a second then, so the moments fall in every phase of a save: the
+// file, the marker, the deletions, on any rank). After each kill: either no rank committed any step
+// yet (and the set is refused as incomplete), or the newest step every rank committed is what
+// rank_checkpoint_files takes, every file of it loads, and they merge (replicated tensors and
+// counters equal on every rank: the files are of one step).
+TEST(CheckpointSet, AJobKilledWhileSavingLeavesItsLastCommittedSetWhole) {
+  std::mt19937 random(2026);
+  std::uniform_int_distribution<int> delay_ms(0, 400);
+  int committed = 0, newer_than_set = 0;
+  for (int kill = 0; kill < 20; ++kill) {
+    SCOPED_TRACE(fmt::format("kill {}", kill));
+    const fs::path dir = fresh_dir(fmt::format("ckpt_kill_{}", kill));
+    const std::string child = CLEAVE_CHECKPOINT_KILL_CHILD;
+    const std::string dir_arg = dir.string();
+    char* argv[] = {const_cast<char*>(child.c_str()), const_cast<char*>(dir_arg.c_str()), nullptr};
+    pid_t pid = 0;
+    ASSERT_EQ(posix_spawn(&pid, child.c_str(), nullptr, nullptr, argv, environ), 0);
+    if (kill >= 5) {
+      // After every rank committed its first save: the steady state of saving every step.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      const auto first_committed = [&] {
+        for (int r = 0; r < 4; ++r) {
+          if (!fs::exists(dir / std::to_string(r) / "CKP-1_1.ckpt.commit")) return false;
+        }
+        return true;
+      };
+      while (!first_committed() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(random)));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the child ended by itself (status " << status << ")";
+
+    // The newest step with a marker on every rank, and the newest with a file on any, read
+    // directly from the folders.
+    std::map<int64_t, int> committed_on;  // step -> ranks with its file and marker
+    int64_t newest_committed = -1, newest_any = -1;
+    for (int r = 0; r < 4; ++r) {
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(dir / std::to_string(r), ec)) {
+        int64_t step = 0;
+        const std::string name = e.path().filename().string();
+        if (std::sscanf(name.c_str(), "CKP-1_%ld.ckpt", &step) != 1 || !name.ends_with(".ckpt")) {
+          continue;
+        }
+        newest_any = std::max(newest_any, step);
+        if (fs::exists(e.path().string() + ".commit")) ++committed_on[step];
+      }
+    }
+    for (const auto& [step, ranks] : committed_on) {
+      if (ranks == 4) newest_committed = step;
+    }
+    if (newest_committed < 0) {
+      if (fs::exists(dir / "0")) {
+        expect_error([&] { rank_checkpoint_files(dir.string(), 4, "CKP"); }, "merge:");
+      }
+      fs::remove_all(dir);
+      continue;
+    }
+    ++committed;
+    if (newest_any > newest_committed) ++newer_than_set;
+    const parallel::ParameterLayouts layouts =
+        parallel::load_parameter_layouts((dir / "strategy.json").string());
+    const std::vector<std::string> files = rank_checkpoint_files(dir.string(), 4, "CKP", &layouts);
+    std::vector<RankCheckpoint> ranks;
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(
+          files[static_cast<size_t>(r)],
+          (dir / std::to_string(r) / fmt::format("CKP-1_{}.ckpt", newest_committed)).string());
+      ranks.push_back({load_checkpoint(files[static_cast<size_t>(r)]), files[r]});
+    }
+    const NamedTensors whole = merge_checkpoints(ranks, layouts);
+    EXPECT_EQ(ParamMap(whole.begin(), whole.end()).at("step_num").item(), newest_committed);
+    fs::remove_all(dir);
+  }
+  std::printf("%d of 20 kills after a committed set; %d of them with a newer, partial save\n",
+              committed, newer_than_set);
+  EXPECT_GE(committed, 15) << "kills 5 to 19 come after the first committed set";
+}
+
+}  // namespace
+}  // namespace cleave::train

@@ -1,0 +1,53 @@
+// The MLP the sharded-checkpoint tests train, and its strategies on 4 and 2 ranks: shared by
+// sharded_checkpoint_test.cc, checkpoint_set_test.cc and the program checkpoint_kill_child.cc.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "cleave/cleave.h"
+
+namespace cleave::ckpt_testing {
+
+class Mlp : public nn::Cell {
+ public:
+  Mlp() : Cell("Mlp") {
+    fc1 = register_module("fc1", std::make_shared<nn::Dense>(12, 16));
+    relu = register_module("relu", std::make_shared<nn::ReLU>());
+    fc2 = register_module("fc2", std::make_shared<nn::Dense>(16, 8));
+  }
+  Tensor construct(const Tensor& x) override { return (*fc2)((*relu)((*fc1)(x))); }
+  std::shared_ptr<nn::Dense> fc1, fc2;
+  std::shared_ptr<nn::ReLU> relu;
+};
+
+// The strategies of a job of 4 ranks (fc1 by columns, fc2 by rows) or of 2 (the batch 2 ways in
+// fc1, fc2's output features 2 ways); a one-device run ignores them.
+inline void shard(Mlp& net, int ranks) {
+  if (ranks == 4) {
+    net.fc1->matmul.shard({{1, 1}, {4, 1}});
+    net.fc1->bias_add.shard({{1, 4}, {4}});
+    net.relu->relu.shard({{1, 4}});
+    net.fc2->matmul.shard({{1, 4}, {1, 4}});
+  } else if (ranks == 2) {
+    net.fc1->matmul.shard({{2, 1}, {1, 1}});
+    net.fc2->matmul.shard({{1, 1}, {2, 1}});
+    net.fc2->bias_add.shard({{1, 2}, {2}});
+  }
+}
+
+// The MLP initialised with seed 1 (set_seed is process-wide: thread ranks take turns), sharded
+// for a job of `ranks`.
+inline std::shared_ptr<Mlp> make_mlp(int ranks) {
+  static std::mutex seed_mutex;
+  std::shared_ptr<Mlp> net;
+  {
+    std::lock_guard<std::mutex> lock(seed_mutex);
+    set_seed(1);
+    net = std::make_shared<Mlp>();
+  }
+  shard(*net, ranks);
+  return net;
+}
+
+}  // namespace cleave::ckpt_testing
