@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks, side by side with a peer in one run.
-# Usage: bench/run.sh core|graph|comm|data|place|shard|dp|search [SECONDS_PER_ROW]
+# Usage: bench/run.sh core|graph|comm|data|place|shard|dp|search|ckpt [SECONDS_PER_ROW]
 # Every suite first prints MACHINE cpu="<model>" isa=<avx512|avx2|sse> cores=<N>, and appends
 # those fields to each BENCH row; the suites with a PyTorch peer (core, dp) print a PEER line per
 # thread count saying how the peer runs (NOTE [Peers at their best] below).
@@ -64,6 +64,13 @@
 #     every network of bench/plan_train_bench.cc trained with each hand plan and the searched one
 #     on 2 and 4 workers: measured beside predicted step time, the searched plan against the best
 #     hand plan, and the rank correlation of predicted and measured (bench/README.md "search").
+#   ckpt: a sharded job's checkpoints (bench/ckpt_bench.cc: CKPT_MIB, default 1024 MiB, of Float32
+#     matrices over 8 ranks by rows) saved, merged into one file (cleave-ckpt merge) and transformed
+#     to 4 ranks splitting by columns (cleave-ckpt transform), each beside `cp -r` of the same
+#     rank files followed by `sync`, on the same disk with the files in the page cache (warm):
+#     BENCH ckpt_<save|merge|transform>_<MiB>mib cleave_mb_s=<MiB/s> cp_sync_mb_s=<MiB/s>
+#       ratio=<cp_sync time / cleave time> seconds=<cleave's>  (CKPT_RUNS runs, default 3: medians)
+#     The folder is CKPT_DIR (default a new one under /var/tmp: /tmp may be memory).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 suite=${1:-core}
@@ -291,6 +298,40 @@ case "$suite" in
                m, c2, t2, c2 / t2, c1, t1, c2 / c1, s1, s2, ar, w, wm, hidden }'
     done
     rm -rf "$work"
+    ;;
+  ckpt)
+    bin=$build/bin
+    if [ ! -x "$build/bench/ckpt_bench" ] || [ ! -x "$bin/cleave-ckpt" ]; then
+      "$root/scripts/build.sh" Release >/dev/null
+    fi
+    mib=${CKPT_MIB:-1024}
+    runs=${CKPT_RUNS:-3}
+    work=${CKPT_DIR:-$(mktemp -d /var/tmp/cleave_ckpt_bench.XXXXXX)}
+    mkdir -p "$work"
+    now() { date +%s.%N; }
+    median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+    : > "$work/times"
+    for run in $(seq "$runs"); do
+      rm -rf "$work/src" "$work/dst" "$work/copy" "$work/full.ckpt"
+      save=$("$build/bench/ckpt_bench" "$work" "$mib" 8 | awk '{ sub("seconds=", "", $4); print $4 }')
+      t=$(now); cp -r "$work/src" "$work/copy" && sync; cp_s=$(awk -v a="$t" -v b="$(now)" 'BEGIN { print b - a }')
+      t=$(now); "$bin/cleave-ckpt" merge "$work/src" --strategy "$work/src.json" -o "$work/full.ckpt" > /dev/null
+      merge=$(awk -v a="$t" -v b="$(now)" 'BEGIN { print b - a }')
+      t=$(now); "$bin/cleave-ckpt" transform "$work/src" --src-strategy "$work/src.json" \
+        --dst-strategy "$work/dst.json" -o "$work/dst" > /dev/null
+      transform=$(awk -v a="$t" -v b="$(now)" 'BEGIN { print b - a }')
+      echo "$save $cp_s $merge $transform" >> "$work/times"
+    done
+    bytes_mib=$(du -sm "$work/src" | awk '{ print $1 }')
+    for col in "save 1" "merge 3" "transform 4"; do
+      read -r name c <<< "$col"
+      s=$(awk -v c="$c" '{ print $c }' "$work/times" | median)
+      cp_s=$(awk '{ print $2 }' "$work/times" | median)
+      awk -v n="$name" -v m="$mib" -v b="$bytes_mib" -v s="$s" -v cp="$cp_s" 'BEGIN {
+        printf "BENCH ckpt_%s_%dmib cleave_mb_s=%.0f cp_sync_mb_s=%.0f ratio=%.2f seconds=%.2f\n",
+               n, m, b / s, b / cp, cp / s, s }'
+    done
+    [ -n "${CKPT_DIR:-}" ] || rm -rf "$work"
     ;;
   search)
     bin=$build/bin
