@@ -24,8 +24,9 @@
 #                   lost scheduler, all within 15 s
 #   sched_link_down the scheduler alone on host C, workers on A and B; C's link set down: every
 #                   worker ends itself within 15 s naming the scheduler
-#   throttle        host B's link throttled with tc tbf (both directions): the checksum job still
-#                   gives the same hash; prints the slowdown
+#   throttle        host B's link throttled to 20 Mbit/s each way with tc tbf: a 1 MB AllReduce
+#                   loop goes on, slower (prints both rates), and the checksum job gives the
+#                   unthrottled hash
 # Every fault case runs with the default timeouts (CLEAVE_HEARTBEAT_TIMEOUT_MS=10000).
 #
 # Setup and teardown are idempotent: the namespaces (cleave-sw holding the bridge, cleave-a,
@@ -337,6 +338,7 @@ case_seed003_2x4() {
 # two UTS namespaces, or flat for one host); output in $work/checksum_$1.
 checksum_job() {
   local where=$1 dir=$work/checksum_$1 i
+  rm -rf "$dir"
   next_port
   local sched=${addr[cleave-a]}
   [ "$where" = netns ] || sched=127.0.0.1
@@ -374,16 +376,17 @@ case_hierarchical() {
   checksum_job sim
   checksum_job flat
   local n=$work/checksum_netns/checksums s=$work/checksum_sim/checksums f=$work/checksum_flat/checksums
-  [ "$(awk '{ print $4 }' "$n" | sort -u)" = "shm+tcp" ] || bad "netns: transport is not shm+tcp: $(cat "$n")"
-  [ "$(awk '{ print $4 }' "$s" | sort -u)" = "shm+tcp" ] || bad "sim: transport is not shm+tcp: $(cat "$s")"
-  [ "$(awk '{ print $4 }' "$f" | sort -u)" = "shm" ] || bad "flat: transport is not shm: $(cat "$f")"
-  [ "$(awk '{ print $6 }' "$n" | sort -u | wc -l)" = 1 ] || bad "netns: the ranks' hashes differ: $(cat "$n")"
-  [ "$(awk '{ print $6 }' "$n" | sort -u)" = "$(awk '{ print $6 }' "$s" | sort -u)" ] ||
+  [ "$(awk '{ print $5 }' "$n" | sort -u)" = "shm+tcp" ] || bad "netns: transport is not shm+tcp: $(cat "$n")"
+  [ "$(awk '{ print $5 }' "$s" | sort -u)" = "shm+tcp" ] || bad "sim: transport is not shm+tcp: $(cat "$s")"
+  [ "$(awk '{ print $5 }' "$f" | sort -u)" = "shm" ] || bad "flat: transport is not shm: $(cat "$f")"
+  [ "$(awk '{ print $7 }' "$n" | sort -u | wc -l)" = 1 ] || bad "netns: the ranks' hashes differ: $(cat "$n")"
+  [ "$(awk '{ print $7 }' "$n" | sort -u)" = "$(awk '{ print $7 }' "$s" | sort -u)" ] ||
     bad "2 hosts in namespaces and 2 hosts simulated on one differ: $(cat "$n" "$s")"
-  awk 'NR == FNR { ref = $8; next } { d = ref - $8; if (d < 0) d = -d; if (d > 1e-5 * (ref < 0 ? -ref : ref)) { print "  flat sum " $8 " vs " ref; bad = 1 } } END { exit bad }' \
+  awk 'NR == FNR { ref = $9; next } { d = ref - $9; if (d < 0) d = -d; if (d > 1e-5 * (ref < 0 ? -ref : ref)) { print "  flat sum " $9 " vs " ref; bad = 1 } } END { exit bad }' \
     "$n" "$f" || bad "the flat run's sum is not within 1e-5 of the hierarchical one's"
-  echo "  2 hosts x 3 ranks: hash $(awk '{ print $6; exit }' "$n") (shm+tcp) on every rank, the same as simulated on one host;"
-  echo "  one host, 6 ranks (shm): hash $(awk '{ print $6; exit }' "$f"), sum $(awk '{ print $8; exit }' "$f") vs $(awk '{ print $8; exit }' "$n")"
+  awk '{ print $7; exit }' "$n" > "$work/hash.netns"
+  echo "  2 hosts x 3 ranks: hash $(awk '{ print $7; exit }' "$n") (shm+tcp) on every rank, the same as simulated on one host;"
+  echo "  one host, 6 ranks (shm): hash $(awk '{ print $7; exit }' "$f"), sum $(awk '{ print $9; exit }' "$f") vs $(awk '{ print $9; exit }' "$n")"
 }
 
 case_rank_table() {
@@ -478,10 +481,16 @@ check_ended() {  # pattern secs pids...
     local log=$dir/${pid_name[$p]}.log
     grep -q -- "$pattern" "$log" ||
       bad "${pid_name[$p]} on ${pid_host[$p]} does not name '$pattern': $(tail -n 2 "$log")"
-    echo "  ${pid_name[$p]} on ${pid_host[$p]}: $(grep -m 1 -o -- "cleave[^:]*: .*" "$log" | grep -- "$pattern" | head -n 1 | cut -c 1-220)"
+    echo "  ${pid_name[$p]} on ${pid_host[$p]}: $(grep -o -- "cleave[^:]*: .*" "$log" | grep -- "$pattern" | head -n 1 | cut -c 1-300)"
   done
   awk -v s="$secs" 'BEGIN { exit !(s < 15) }' || bad "the processes took ${secs} s to end (bound: 15 s)"
   echo "  every process ended ${secs} s after the fault"
+}
+
+# The scheduler's failure line names both ranks of host B (2 and 3: ranks follow host names).
+names_both_b_ranks() {
+  grep "job failed" "$dir/scheduler.log" | grep "rank 2 (host cleave-b" | grep -q "rank 3 (host cleave-b" ||
+    bad "the scheduler does not name both of host B's ranks: $(grep "job failed" "$dir/scheduler.log")"
 }
 
 case_kill_host() {
@@ -491,7 +500,8 @@ case_kill_host() {
   local secs
   secs=$(wait_gone 30 "$sched_pid" "${a_pids[@]}")
   wait "${b_pids[@]}" 2> /dev/null
-  check_ended "host cleave-b" "$secs" "$sched_pid" "${a_pids[@]}"
+  check_ended "failed: rank . (host cleave-b" "$secs" "$sched_pid" "${a_pids[@]}"
+  names_both_b_ranks
   pids=()
 }
 
@@ -502,7 +512,8 @@ case_link_down() {
   local secs
   secs=$(wait_gone 30 "$sched_pid" "${a_pids[@]}" "${b_pids[@]}")
   ip -n "$switch" link set v-cleave-b up
-  check_ended "host cleave-b" "$secs" "$sched_pid" "${a_pids[@]}"
+  check_ended "failed: rank . (host cleave-b" "$secs" "$sched_pid" "${a_pids[@]}"
+  names_both_b_ranks
   check_ended "lost the scheduler at ${addr[cleave-a]}" "$secs" "${b_pids[@]}"
   pids=()
 }
@@ -512,38 +523,72 @@ case_sched_link_down() {
   fault_job cleave-c "$dir"
   ip -n "$switch" link set v-cleave-c down
   local secs
-  secs=$(wait_gone 30 "${a_pids[@]}" "${b_pids[@]}")
-  check_ended "lost the scheduler at ${addr[cleave-c]}" "$secs" "${a_pids[@]}" "${b_pids[@]}"
-  # The scheduler, cut off from every worker, ends too.
-  local more
-  more=$(wait_gone 30 "$sched_pid")
+  secs=$(wait_gone 30 "$sched_pid" "${a_pids[@]}" "${b_pids[@]}")
   ip -n "$switch" link set v-cleave-c up
-  alive "$sched_pid" && { kill -KILL "$sched_pid"; bad "the cut-off scheduler still ran 30 s after its workers ended"; }
-  wait "$sched_pid"
-  echo "  the cut-off scheduler ended $more s after its workers (status $?): $(tail -n 1 "$dir/scheduler.log" | cut -c 1-200)"
+  check_ended "lost the scheduler at ${addr[cleave-c]}" "$secs" "${a_pids[@]}" "${b_pids[@]}"
+  # The scheduler, cut off from every worker, ends too, naming them.
+  check_ended "job failed: rank . (host cleave-[ab]" "$secs" "$sched_pid"
   pids=()
 }
 
+# The AllReduce loop of cluster_test_program (MB megabytes, SECONDS) on 4 workers, the scheduler
+# on A: 2 on A and 2 on B (split), or all 4 on A (one); prints rank 0's all-reduces per second.
+loop_rate() {  # dir [split|one] [MB] [SECONDS]
+  local dir=$1 layout=${2:-split} mb=${3:-1} seconds=${4:-4} i h
+  next_port
+  local env=(MS_WORKER_NUM=4 MS_SCHED_HOST=${addr[cleave-a]} MS_SCHED_PORT=$port)
+  start scheduler cleave-a "$dir" MS_ROLE=MS_SCHED "${env[@]}" -- "$program" loop "$seconds" "$mb"
+  for i in 0 1 2 3; do
+    h=cleave-a
+    [ "$layout" = split ] && [ $i -ge 2 ] && h=cleave-b
+    start "worker_$i" "$h" "$dir" MS_ROLE=MS_WORKER MS_NODE_ID=$i "${env[@]}" -- \
+      "$program" loop "$seconds" "$mb"
+  done
+  wait_job 120 > /dev/null || { show_logs "$dir" >&2; return 1; }
+  awk '/all-reduces of/ { gsub(/[()]/, "", $10); printf "%.1f", $4 / $10 }' "$dir/worker_0.log"
+}
+
+# Not run by default (NETNS_CASES=bench; bench/run.sh comm with CLEAVE_BENCH_NETNS=1): AllReduce
+# bandwidth of 4 ranks over 2 hosts (2 each: shared memory inside, TCP between the leaders)
+# against 4 ranks on one host (shared memory only), as BENCH rows. The loop also broadcasts 8
+# bytes per iteration (its stop flag), which the small sizes feel.
+case_bench() {
+  local kb mb split one
+  for kb in 64 1024 16384; do
+    mb=$(awk -v k=$kb 'BEGIN { print k / 1024 }')
+    split=$(loop_rate "$work/bench_split_$kb" split "$mb" 3) || bad "the 2-host loop failed"
+    one=$(loop_rate "$work/bench_one_$kb" one "$mb" 3) || bad "the 1-host loop failed"
+    awk -v kb=$kb -v s="$split" -v o="$one" 'BEGIN {
+      b = kb * 1024; printf "BENCH AllReduce_%s_np4_netns two_hosts=%.3f one_host=%.3f ratio=%.2f two_hosts_us=%.0f one_host_us=%.0f\n",
+        (kb >= 1024 ? kb / 1024 "MB" : kb "KB"), b * s / 1e9, b * o / 1e9, s / o, 1e6 / s, 1e6 / o }'
+  done
+}
+
 case_throttle() {
-  local plain throttled
-  local t0
+  local plain throttled t0 rate=20mbit
+  if [ ! -s "$work/hash.netns" ]; then  # the unthrottled hash, when the hierarchical case did not run
+    checksum_job netns
+    awk '{ print $7; exit }' "$work/checksum_netns/checksums" > "$work/hash.netns"
+  fi
+  plain=$(loop_rate "$work/loop_plain") || bad "the unthrottled loop failed"
+  # B's link at $rate each way: its veth's egress in the switch, its eth0's egress.
+  tc -n "$switch" qdisc add dev v-cleave-b root tbf rate $rate burst 32kb latency 200ms
+  tc -n cleave-b qdisc add dev eth0 root tbf rate $rate burst 32kb latency 200ms
+  throttled=$(loop_rate "$work/loop_throttled") || bad "the throttled loop failed"
   t0=$(date +%s.%N)
   checksum_job netns
-  plain=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-  mv "$work/checksum_netns" "$work/checksum_plain"
-  # 50 Mbit/s each way on B's link.
-  ip -n "$switch" link set v-cleave-b up
-  tc -n "$switch" qdisc add dev v-cleave-b root tbf rate 50mbit burst 64kb latency 100ms
-  tc -n cleave-b qdisc add dev eth0 root tbf rate 50mbit burst 64kb latency 100ms
-  t0=$(date +%s.%N)
-  checksum_job netns
-  throttled=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  local secs
+  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   tc -n "$switch" qdisc del dev v-cleave-b root
   tc -n cleave-b qdisc del dev eth0 root
-  [ "$(awk '{ print $6 }' "$work/checksum_netns/checksums" | sort -u)" = \
-    "$(awk '{ print $6 }' "$work/checksum_plain/checksums" | sort -u)" ] ||
-    bad "the throttled job's hash differs from the unthrottled one's"
-  echo "  checksum job 2 x 3 ranks: ${plain} s unthrottled, ${throttled} s with B's link at 50 Mbit/s (tbf), same hash"
+  local reference_hash
+  reference_hash=$(cat "$work/hash.netns" 2> /dev/null)
+  local hash
+  hash=$(awk '{ print $7 }' "$work/checksum_netns/checksums" | sort -u)
+  [ "$(wc -w <<< "$hash")" = 1 ] || bad "the throttled job's ranks' hashes differ: $hash"
+  [ "$hash" = "$reference_hash" ] || bad "the throttled job's hash $hash differs from the unthrottled $reference_hash"
+  echo "  1 MB AllReduce over 2 hosts x 2 ranks: $plain per second unthrottled, $throttled with B's link at $rate (tbf)"
+  echo "  checksum job 2 x 3 ranks through the throttled link: ${secs} s, hash $hash (the unthrottled one)"
 }
 
 run_case seed002_2x4 case_seed002_2x4
@@ -555,6 +600,7 @@ run_case kill_host case_kill_host
 run_case link_down case_link_down
 run_case sched_link_down case_sched_link_down
 run_case throttle case_throttle
+[[ " ${NETNS_CASES:-} " == *" bench "* ]] && run_case bench case_bench
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "netns_test.sh: FAILED: ${failed[*]}"
