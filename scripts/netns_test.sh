@@ -32,8 +32,9 @@
 # Setup and teardown are idempotent: the namespaces (cleave-sw holding the bridge, cleave-a,
 # cleave-b, cleave-c), their veths and every process started in them are removed at exit, on
 # failure and on Ctrl-C, and leftovers of an interrupted run are removed first. On a minimal root
-# (a chroot that mounts only /proc, /dev and /dev/shm) the script mounts /sys and /run where
-# missing and installs iproute2 with apt-get when `ip` is missing.
+# (a chroot that mounts only /proc, /dev and /dev/shm) the script mounts /sys when missing and
+# unmounts it at exit (and /run/netns, which `ip netns add` bind-mounts), and installs iproute2
+# with apt-get when `ip` or `tc` is missing.
 #
 # Environment: NETNS_CASES (space-separated case names, default all), NETNS_KEEP=1 keeps the work
 # folder (logs of every process) and prints its path.
@@ -60,21 +61,6 @@ for f in "$bin/cleave-run" "$bin/cleave-datagen" "$bin/manual_parallel" \
   }
 done
 
-# ---- The machine: /sys, /run, iproute2 --------------------------------------------------------
-
-[ -d /sys/class/net ] || mount -t sysfs sysfs /sys
-mountpoint -q /run || [ -w /run ] || mount -t tmpfs tmpfs /run
-mkdir -p /run/netns
-if ! command -v ip > /dev/null || ! command -v tc > /dev/null; then
-  echo "netns_test.sh: installing iproute2"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 > /dev/null ||
-    { apt-get update -q > /dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 > /dev/null; } ||
-    { echo "netns_test.sh: cannot install iproute2" >&2; exit 2; }
-fi
-for tool in ip tc unshare nsenter mountpoint; do
-  command -v $tool > /dev/null || { echo "netns_test.sh: $tool not found" >&2; exit 2; }
-done
-
 # ---- Hosts ------------------------------------------------------------------------------------
 
 hosts=(cleave-a cleave-b cleave-c)
@@ -83,14 +69,19 @@ declare -A holder  # host -> pid of the process holding its UTS and mount namesp
 switch=cleave-sw   # the namespace of the bridge
 work=$(mktemp -d /tmp/cleave-netns.XXXXXX)
 chmod 755 "$work"
-started=()  # every job process this script started (pids), for the teardown
+mounted=()  # what this script mounted, for the cleanup
+current_case=  # the subshell running a case
 
 # The ids of the processes living in network namespace $1 (ip netns pids), without failing.
 netns_pids() { ip netns pids "$1" 2> /dev/null || true; }
 
 teardown() {
   local pid ns
-  for pid in "${started[@]}"; do kill -KILL "$pid" 2> /dev/null; done
+  # The job processes the cases started (also those on loopback, outside the namespaces), each
+  # only while it still runs one of this build's programs.
+  for pid in $(cat "$work/pids" 2> /dev/null); do
+    [[ "$(tr '\0' ' ' < "/proc/$pid/cmdline" 2> /dev/null)" == *"$build"* ]] && kill -KILL "$pid" 2> /dev/null
+  done
   for ns in "${hosts[@]}" "$switch"; do
     # Processes left in the namespaces (a previous run's holders and jobs).
     for pid in $(netns_pids "$ns"); do kill -KILL "$pid" 2> /dev/null; done
@@ -102,11 +93,36 @@ teardown() {
 cleanup() {
   trap - EXIT INT TERM
   exec 2> /dev/null  # the shell's notes on the processes it kills
+  [ -z "$current_case" ] || kill -KILL "$current_case"
   teardown
+  local m
+  for m in /run/netns /sys; do
+    [[ " ${mounted[*]} " == *" $m "* ]] || continue
+    # /run/netns only when no other namespace was added meanwhile.
+    if [ "$m" = /sys ] || [ -z "$(ls -A /run/netns)" ]; then umount "$m" 2> /dev/null; fi
+  done
   if [ "${NETNS_KEEP:-0}" = 1 ]; then echo "netns_test.sh: logs kept in $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 trap 'echo "netns_test.sh: interrupted" >&2; exit 130' INT TERM
+
+# ---- The machine: /sys, /run/netns, iproute2 ---------------------------------------------------
+
+# What this script mounts in the root's namespace is unmounted at exit (cleanup), so that a
+# chroot (such as a fresh-machine test's) keeps no mount behind: /sys when missing, and
+# /run/netns, which `ip netns add` turns into a bind mount of itself.
+if [ ! -d /sys/class/net ]; then mount -t sysfs sysfs /sys && mounted+=(/sys); fi
+mkdir -p /run/netns
+mountpoint -q /run/netns || mounted+=(/run/netns)
+if ! command -v ip > /dev/null || ! command -v tc > /dev/null; then
+  echo "netns_test.sh: installing iproute2"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 > /dev/null ||
+    { apt-get update -q > /dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 > /dev/null; } ||
+    { echo "netns_test.sh: cannot install iproute2" >&2; exit 2; }
+fi
+for tool in ip tc unshare nsenter mountpoint; do
+  command -v $tool > /dev/null || { echo "netns_test.sh: $tool not found" >&2; exit 2; }
+done
 
 teardown  # leftovers of an interrupted run
 [ "${NETNS_DEBUG:-0}" = 1 ] && set -x
@@ -180,7 +196,7 @@ start() {
   (on_host "$h" "$dir" env "${vars[@]}" "$@" > "$dir/$name.log" 2>&1) &
   local pid=$!
   pids+=("$pid")
-  started+=("$pid")
+  echo "$pid" >> "$work/pids"
   pid_name[$pid]=$name
   pid_host[$pid]=$h
 }
@@ -234,8 +250,13 @@ run_case() {  # name function
   if [ -n "${NETNS_CASES:-}" ] && [[ " $NETNS_CASES " != *" $name "* ]]; then return; fi
   echo "--- $name"
   t0=$(date +%s.%N)
-  ("$2")
+  # In the background, so that a signal interrupts the wait at once (bash runs a trap only
+  # after the foreground command it waits for has ended).
+  ("$2") &
+  current_case=$!
+  wait "$current_case"
   rc=$?
+  current_case=
   t1=$(date +%s.%N)
   local secs
   secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
@@ -355,7 +376,8 @@ checksum_job() {
     # One host: the root network namespace, on loopback. sim: two host names (UTS namespaces),
     # one /dev/shm, so the host keys differ as on two hosts; flat: one host name.
     (cd "$dir" && exec env MS_ROLE=MS_SCHED "${env[@]}" "$program" checksum > scheduler.log 2>&1) &
-    pids+=($!) started+=($!) pid_name[$!]=scheduler pid_host[$!]=this
+    pids+=($!) pid_name[$!]=scheduler pid_host[$!]=this
+    echo $! >> "$work/pids"
     for i in 0 1 2 3 4 5; do
       local name=cleave-a
       [ $i -ge 3 ] && name=cleave-b
@@ -363,7 +385,8 @@ checksum_job() {
       (cd "$dir" && exec unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "$name" \
         env MS_ROLE=MS_WORKER MS_NODE_ID=$i "${env[@]}" "$program" checksum \
         > "worker_$i.log" 2>&1) &
-      pids+=($!) started+=($!) pid_name[$!]=worker_$i pid_host[$!]=$name
+      pids+=($!) pid_name[$!]=worker_$i pid_host[$!]=$name
+      echo $! >> "$work/pids"
     done
   fi
   wait_job 120 || { show_logs "$dir"; bad "the $where checksum job failed"; }
