@@ -127,28 +127,35 @@ done
 teardown  # leftovers of an interrupted run
 [ "${NETNS_DEBUG:-0}" = 1 ] && set -x
 
-# /etc/hosts of every host: the host names resolve to the addresses (Gloo listens on its host name).
-{
-  echo "127.0.0.1 localhost"
-  for h in "${hosts[@]}"; do echo "${addr[$h]} $h"; done
-} > "$work/hosts"
+# Runs a command in network namespace $1 (not `ip -n` or `ip netns exec`: they remount /sys in a
+# new mount namespace whose root they make a slave, which fails in a chroot).
+in_ns() {
+  local ns=$1
+  shift
+  nsenter --net="/run/netns/$ns" -- "$@"
+}
+
+# Each host mounts its own /dev/shm over this one in its mount namespace, made private there
+# first so that nothing propagates back (a chroot's "/" is no mount point, so the namespace's
+# root cannot be made private: `unshare --propagation private` and `ip netns exec` fail there).
+mountpoint -q /dev/shm ||
+  { echo "netns_test.sh: /dev/shm must be a mount point (each host mounts its own over it)" >&2; exit 2; }
 
 ip netns add "$switch"
-ip -n "$switch" link add br0 type bridge
-ip -n "$switch" link set br0 up
-ip -n "$switch" link set lo up
+in_ns "$switch" ip link add br0 type bridge
+in_ns "$switch" ip link set br0 up
+in_ns "$switch" ip link set lo up
 for h in "${hosts[@]}"; do
   ip netns add "$h"
   ip link add "v-$h" netns "$switch" type veth peer name eth0 netns "$h"
-  ip -n "$switch" link set "v-$h" master br0 up
-  ip -n "$h" addr add "${addr[$h]}/24" dev eth0
-  ip -n "$h" link set eth0 up
-  ip -n "$h" link set lo up
-  # The holder: the host's name, its own /dev/shm and /etc/hosts, kept alive for nsenter.
-  ip netns exec "$h" unshare --uts --mount --propagation private -- sh -c "
-    hostname $h && mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm &&
-    { [ -e /etc/hosts ] || touch /etc/hosts; } && mount --bind '$work/hosts' /etc/hosts &&
-    exec sleep infinity" &
+  in_ns "$switch" ip link set "v-$h" master br0 up
+  in_ns "$h" ip addr add "${addr[$h]}/24" dev eth0
+  in_ns "$h" ip link set eth0 up
+  in_ns "$h" ip link set lo up
+  # The holder: the host's name and its own /dev/shm, kept alive for nsenter.
+  nsenter --net="/run/netns/$h" -- unshare --uts --mount --propagation unchanged -- sh -c "
+    hostname $h && mount --make-private /dev/shm &&
+    mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm && exec sleep infinity" &
   holder[$h]=$!
   disown "$!"
 done
@@ -159,19 +166,20 @@ for h in "${hosts[@]}"; do
   done
   [ "$(cat "/proc/${holder[$h]}/comm" 2> /dev/null)" = sleep ] ||
     { echo "netns_test.sh: host $h did not come up" >&2; exit 1; }
-  echo "${holder[$h]}" > "$work/holder.$h"
+  echo "${holder[$h]}" > "$work/holder.${addr[$h]}"  # for mpirun's rsh agent
 done
 # A refused connection (nothing listens on port 1) proves the path; a silent one does not.
-reachable() { [[ "$(ip netns exec "$1" timeout 2 bash -c "< /dev/tcp/$2/1" 2>&1)" == *refused* ]]; }
+reachable() { [[ "$(nsenter --net="/run/netns/$1" timeout 2 bash -c "< /dev/tcp/$2/1" 2>&1)" == *refused* ]]; }
 for _ in $(seq 20); do reachable cleave-a "${addr[cleave-b]}" && break; sleep 0.25; done
 reachable cleave-a "${addr[cleave-b]}" ||
   { echo "netns_test.sh: host cleave-a cannot reach cleave-b over the bridge" >&2; exit 1; }
 
-# Runs a command on host $1 in folder $2 (exec: the command keeps the pid).
+# Runs a command on host $1 in folder $2 (exec: the command keeps the pid). -r: in the holder's
+# root, which is not the mount namespace's own inside a chroot.
 on_host() {  # host dir command...
   local h=$1 dir=$2
   shift 2
-  exec nsenter -t "${holder[$h]}" -n -m -u -- sh -c 'cd "$0" && exec "$@"' "$dir" "$@"
+  exec nsenter -t "${holder[$h]}" -n -m -u -r -- sh -c 'cd "$0" && exec "$@"' "$dir" "$@"
 }
 
 # ---- Processes and results --------------------------------------------------------------------
@@ -189,7 +197,9 @@ declare -A pid_name pid_host
 start() {
   local name=$1 h=$2 dir=$3
   shift 3
-  local vars=()
+  # The Gloo transport listens on the host's address: its name resolves nowhere (no DNS, and
+  # /etc/hosts is shared by the hosts).
+  local vars=(MS_WORKER_IP="${addr[$h]}")
   while [ "$1" != -- ]; do vars+=("$1"); shift; done
   shift
   mkdir -p "$dir"
@@ -447,22 +457,22 @@ case_mpirun() {
 while [ \$# -gt 0 ]; do case "\$1" in -*) shift ;; *) break ;; esac; done
 host=\$1
 shift
-exec nsenter -t "\$(cat "$work/holder.\$host")" -n -m -u -- /bin/sh -c "\$*"
+exec nsenter -t "\$(cat "$work/holder.\$host")" -n -m -u -r -- /bin/sh -c "\$*"
 AGENT
   chmod +x "$dir/netns_rsh"
   start mpirun cleave-a "$dir" DATA_PATH="$DATA_PATH" -- mpirun --allow-run-as-root \
     --mca plm_rsh_agent "$dir/netns_rsh" --mca oob_tcp_if_include 10.213.7.0/24 \
     --mca btl_tcp_if_include 10.213.7.0/24 --mca btl self,vader,tcp --bind-to none \
-    -H cleave-a:2,cleave-b:2 -n 4 --display-map --output-filename "$dir/out" \
+    -H "${addr[cleave-a]}:2,${addr[cleave-b]}:2" -n 4 --display-map --output-filename "$dir/out" \
     "$bin/manual_parallel" "${seed002_args[@]}"
   wait_job 180 || { tail -n 20 "$dir/mpirun.log"; bad "mpirun failed"; }
   local outs=("$dir"/out/1/rank.*/stdout)
   [ ${#outs[@]} = 4 ] || bad "expected 4 rank outputs, got ${#outs[@]}: $(tail -n 5 "$dir/mpirun.log")"
   check_losses "$ref" "${outs[@]}" || bad "a rank's losses differ from the single process's"
   # mpirun's map: 2 processes on each host.
-  [ "$(grep -o "Data for node: cleave-[ab].*Num procs: 2" "$dir/mpirun.log" | sort -u | wc -l)" = 2 ] ||
+  [ "$(grep -o "Data for node: .*Num procs: 2" "$dir/mpirun.log" | sort -u | wc -l)" = 2 ] ||
     bad "mpirun's map does not put 2 ranks on each host: $(grep "Data for node" "$dir/mpirun.log")"
-  echo "  mpirun -H cleave-a:2,cleave-b:2 (rsh agent: nsenter): 4 ranks print the single process's losses"
+  echo "  mpirun -H ${addr[cleave-a]}:2,${addr[cleave-b]}:2 (rsh agent: nsenter): 4 ranks print the single process's losses"
 }
 
 # A fault job: the scheduler on $1, 2 workers on each of hosts A and B in an AllReduce loop (1 MB,
@@ -481,8 +491,12 @@ fault_job() {  # sched_host dir
     b_pids+=("${pids[-1]}")
   done
   # Running: every worker has done its first cross-host AllReduce.
+  local p gone
   for _ in $(seq 600); do
     [ "$(cat "$dir"/worker_*.log | grep -c "running (transport")" = 4 ] && break
+    gone=0
+    for p in "${pids[@]}"; do alive "$p" || gone=1; done
+    [ $gone = 0 ] || break
     sleep 0.1
   done
   [ "$(cat "$dir"/worker_*.log | grep -c "running (transport shm+tcp)")" = 4 ] ||
@@ -531,10 +545,10 @@ case_kill_host() {
 case_link_down() {
   dir=$work/link_down
   fault_job cleave-a "$dir"
-  ip -n "$switch" link set v-cleave-b down
+  in_ns "$switch" ip link set v-cleave-b down
   local secs
   secs=$(wait_gone 30 "$sched_pid" "${a_pids[@]}" "${b_pids[@]}")
-  ip -n "$switch" link set v-cleave-b up
+  in_ns "$switch" ip link set v-cleave-b up
   check_ended "failed: rank . (host cleave-b" "$secs" "$sched_pid" "${a_pids[@]}"
   names_both_b_ranks
   check_ended "lost the scheduler at ${addr[cleave-a]}" "$secs" "${b_pids[@]}"
@@ -544,10 +558,10 @@ case_link_down() {
 case_sched_link_down() {
   dir=$work/sched_link_down
   fault_job cleave-c "$dir"
-  ip -n "$switch" link set v-cleave-c down
+  in_ns "$switch" ip link set v-cleave-c down
   local secs
   secs=$(wait_gone 30 "$sched_pid" "${a_pids[@]}" "${b_pids[@]}")
-  ip -n "$switch" link set v-cleave-c up
+  in_ns "$switch" ip link set v-cleave-c up
   check_ended "lost the scheduler at ${addr[cleave-c]}" "$secs" "${a_pids[@]}" "${b_pids[@]}"
   # The scheduler, cut off from every worker, ends too, naming them.
   check_ended "job failed: rank . (host cleave-[ab]" "$secs" "$sched_pid"
@@ -595,15 +609,15 @@ case_throttle() {
   fi
   plain=$(loop_rate "$work/loop_plain") || bad "the unthrottled loop failed"
   # B's link at $rate each way: its veth's egress in the switch, its eth0's egress.
-  tc -n "$switch" qdisc add dev v-cleave-b root tbf rate $rate burst 32kb latency 200ms
-  tc -n cleave-b qdisc add dev eth0 root tbf rate $rate burst 32kb latency 200ms
+  in_ns "$switch" tc qdisc add dev v-cleave-b root tbf rate $rate burst 32kb latency 200ms
+  in_ns cleave-b tc qdisc add dev eth0 root tbf rate $rate burst 32kb latency 200ms
   throttled=$(loop_rate "$work/loop_throttled") || bad "the throttled loop failed"
   t0=$(date +%s.%N)
   checksum_job netns
   local secs
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-  tc -n "$switch" qdisc del dev v-cleave-b root
-  tc -n cleave-b qdisc del dev eth0 root
+  in_ns "$switch" tc qdisc del dev v-cleave-b root
+  in_ns cleave-b tc qdisc del dev eth0 root
   local reference_hash
   reference_hash=$(cat "$work/hash.netns" 2> /dev/null)
   local hash
