@@ -116,7 +116,7 @@ mkdir -p /run/netns
 mountpoint -q /run/netns || mounted+=(/run/netns)
 if ! command -v ip > /dev/null || ! command -v tc > /dev/null; then
   echo "netns_test.sh: installing iproute2"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 > /dev/null ||
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 > /dev/null 2>&1 ||
     { apt-get update -q > /dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 > /dev/null; } ||
     { echo "netns_test.sh: cannot install iproute2" >&2; exit 2; }
 fi
