@@ -250,8 +250,13 @@ wait_job() {  # limit
   return $rc
 }
 
-port=21000
-next_port() { port=$((port + 1)); }
+# The next port for a job's scheduler: the namespaces have ports of their own, but the jobs on
+# loopback (the hierarchical case's one-host runs) share this machine's, so skip any taken there.
+port=$((21000 + RANDOM % 10000))
+next_port() {
+  port=$((port + 1))
+  while (: < "/dev/tcp/127.0.0.1/$port") 2> /dev/null; do port=$((port + 1)); done
+}
 
 # Each case runs in a subshell; its output is indented, its verdict PASS/FAIL with its time.
 failed=()
