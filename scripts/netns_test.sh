@@ -308,8 +308,9 @@ check_losses() {  # reference files...
       NR == FNR { if ($0 ~ /loss is/) { ref[++nr] = $NF; step[nr] = $2 " " $4 }
                   if ($0 ~ /parameters sum/) { ref_sum = $6; ref_sq = $NF }; next }
       /loss is/ { ++n; if ($2 " " $4 != step[n] || rel(ref[n], $NF) > 1e-5) { print "  " name ": " $0 " where one process has " ref[n]; bad = 1 } }
-      /parameters sum/ { if (rel(ref_sum, $6) > 1e-5 || rel(ref_sq, $NF) > 1e-5) { print "  " name ": " $0 " where one process has " ref_sum " " ref_sq; bad = 1 } }
-      END { if (n != nr || n == 0) { print "  " name ": " n " loss lines, one process has " nr; bad = 1 }; exit bad }' \
+      /parameters sum/ { seen = 1; if (rel(ref_sum, $6) > 1e-5 || rel(ref_sq, $NF) > 1e-5) { print "  " name ": " $0 " where one process has " ref_sum " " ref_sq; bad = 1 } }
+      END { if (n != nr || n == 0) { print "  " name ": " n " loss lines, one process has " nr; bad = 1 }
+            if (ref_sum != "" && !seen) { print "  " name ": no parameters line"; bad = 1 }; exit bad }' \
       "$ref" "$f" || return 1
   done
 }
@@ -354,7 +355,7 @@ case_seed003_2x4() {
     bad "the single process failed: $(tail -n 3 "$ref")"
   [ "$(grep -c "loss is" "$ref")" = 20 ] || bad "the single process printed no 20 loss lines"
   next_port
-  local env=(MS_WORKER_NUM=8 MS_SCHED_HOST="${addr[cleave-a]}" MS_SCHED_PORT=$port)
+  local env=(MS_WORKER_NUM=8 MS_SCHED_HOST="${addr[cleave-a]}" MS_SCHED_PORT="$port")
   start scheduler cleave-a "$dir/cleave-a" MS_ROLE=MS_SCHED "${env[@]}" -- "$bin/sharding_propagation"
   local i
   for i in 0 1 2 3; do
@@ -378,7 +379,7 @@ checksum_job() {
   next_port
   local sched=${addr[cleave-a]}
   [ "$where" = netns ] || sched=127.0.0.1
-  local env=(MS_WORKER_NUM=6 MS_SCHED_HOST=$sched MS_SCHED_PORT=$port)
+  local env=(MS_WORKER_NUM=6 MS_SCHED_HOST="$sched" MS_SCHED_PORT="$port")
   mkdir -p "$dir"
   if [ "$where" = netns ]; then
     start scheduler cleave-a "$dir" MS_ROLE=MS_SCHED "${env[@]}" -- "$program" checksum
@@ -485,7 +486,7 @@ AGENT
 fault_job() {  # sched_host dir
   local sh=$1 dir=$2 i
   next_port
-  local env=(MS_WORKER_NUM=4 MS_SCHED_HOST=${addr[$sh]} MS_SCHED_PORT=$port)
+  local env=(MS_WORKER_NUM=4 MS_SCHED_HOST="${addr[$sh]}" MS_SCHED_PORT="$port")
   start scheduler "$sh" "$dir" MS_ROLE=MS_SCHED "${env[@]}" -- "$program" loop 120 1
   sched_pid=${pids[-1]}
   a_pids=() b_pids=()
@@ -578,7 +579,7 @@ case_sched_link_down() {
 loop_rate() {  # dir [split|one] [MB] [SECONDS]
   local dir=$1 layout=${2:-split} mb=${3:-1} seconds=${4:-4} i h
   next_port
-  local env=(MS_WORKER_NUM=4 MS_SCHED_HOST=${addr[cleave-a]} MS_SCHED_PORT=$port)
+  local env=(MS_WORKER_NUM=4 MS_SCHED_HOST="${addr[cleave-a]}" MS_SCHED_PORT="$port")
   start scheduler cleave-a "$dir" MS_ROLE=MS_SCHED "${env[@]}" -- "$program" loop "$seconds" "$mb"
   for i in 0 1 2 3; do
     h=cleave-a
