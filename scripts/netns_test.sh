@@ -12,7 +12,7 @@
 #                   scheduler and 4 workers on A, 4 workers on B: the single process's 20 losses
 #   hierarchical    cluster_test_program checksum on 2 hosts x 3 ranks (shared memory inside a
 #                   host, Gloo between the leaders): bit-identical on every rank and to the same
-#                   topology simulated on one host (two UTS namespaces on loopback), and within
+#                   topology simulated on one host (two UTS namespaces on loopback, in cleave-l), and within
 #                   float tolerance of 6 ranks on one host (shared memory only)
 #   rank_table      a rank table with two server_ids (A's and B's addresses), 2 ranks each,
 #                   CLEAVE_RANK_TABLE_PORT: every rank all-reduces and passes a barrier
@@ -30,8 +30,9 @@
 # Every fault case runs with the default timeouts (CLEAVE_HEARTBEAT_TIMEOUT_MS=10000).
 #
 # Setup and teardown are idempotent: the namespaces (cleave-sw holding the bridge, cleave-a,
-# cleave-b, cleave-c), their veths and every process started in them are removed at exit, on
-# failure and on Ctrl-C, and leftovers of an interrupted run are removed first. On a minimal root
+# cleave-b, cleave-c, and cleave-l for the one-machine runs), their veths and every process
+# started in them (every process of a case) are removed at exit, on failure and on Ctrl-C, and
+# leftovers of an interrupted run are removed first. On a minimal root
 # (a chroot that mounts only /proc, /dev and /dev/shm) the script mounts /sys when missing and
 # unmounts it at exit (and /run/netns, which `ip netns add` bind-mounts), and installs iproute2
 # with apt-get when `ip` or `tc` is missing.
@@ -67,6 +68,7 @@ hosts=(cleave-a cleave-b cleave-c)
 declare -A addr=([cleave-a]=10.213.7.1 [cleave-b]=10.213.7.2 [cleave-c]=10.213.7.3)
 declare -A holder  # host -> pid of the process holding its UTS and mount namespaces
 switch=cleave-sw   # the namespace of the bridge
+machine=cleave-l   # one machine with loopback only, for the one-host runs of the checksum job
 work=$(mktemp -d /tmp/cleave-netns.XXXXXX)
 chmod 755 "$work"
 mounted=()  # what this script mounted, for the cleanup
@@ -77,12 +79,8 @@ netns_pids() { ip netns pids "$1" 2> /dev/null || true; }
 
 teardown() {
   local pid ns
-  # The job processes the cases started (also those on loopback, outside the namespaces), each
-  # only while it still runs one of this build's programs.
-  for pid in $(cat "$work/pids" 2> /dev/null); do
-    [[ "$(tr '\0' ' ' < "/proc/$pid/cmdline" 2> /dev/null)" == *"$build"* ]] && kill -KILL "$pid" 2> /dev/null
-  done
-  for ns in "${hosts[@]}" "$switch"; do
+  # Every process of a case runs in one of these namespaces: killing theirs kills no other.
+  for ns in "${hosts[@]}" "$switch" "$machine"; do
     # Processes left in the namespaces (a previous run's holders and jobs).
     for pid in $(netns_pids "$ns"); do kill -KILL "$pid" 2> /dev/null; done
     ip netns del "$ns" 2> /dev/null
@@ -141,6 +139,8 @@ in_ns() {
 mountpoint -q /dev/shm ||
   { echo "netns_test.sh: /dev/shm must be a mount point (each host mounts its own over it)" >&2; exit 2; }
 
+ip netns add "$machine"
+in_ns "$machine" ip link set lo up
 ip netns add "$switch"
 in_ns "$switch" ip link add br0 type bridge
 in_ns "$switch" ip link set br0 up
@@ -206,7 +206,6 @@ start() {
   (on_host "$h" "$dir" env "${vars[@]}" "$@" > "$dir/$name.log" 2>&1) &
   local pid=$!
   pids+=("$pid")
-  echo "$pid" >> "$work/pids"
   pid_name[$pid]=$name
   pid_host[$pid]=$h
 }
@@ -250,13 +249,9 @@ wait_job() {  # limit
   return $rc
 }
 
-# The next port for a job's scheduler: the namespaces have ports of their own, but the jobs on
-# loopback (the hierarchical case's one-host runs) share this machine's, so skip any taken there.
-port=$((21000 + RANDOM % 10000))
-next_port() {
-  port=$((port + 1))
-  while (: < "/dev/tcp/127.0.0.1/$port") 2> /dev/null; do port=$((port + 1)); done
-}
+# The next port for a job's scheduler (every job runs in namespaces with ports of their own).
+port=21000
+next_port() { port=$((port + 1)); }
 
 # Each case runs in a subshell; its output is indented, its verdict PASS/FAIL with its time.
 failed=()
@@ -389,20 +384,21 @@ checksum_job() {
         "$program" checksum
     done
   else
-    # One host: the root network namespace, on loopback. sim: two host names (UTS namespaces),
-    # one /dev/shm, so the host keys differ as on two hosts; flat: one host name.
-    (cd "$dir" && exec env MS_ROLE=MS_SCHED "${env[@]}" "$program" checksum > scheduler.log 2>&1) &
-    pids+=($!) pid_name[$!]=scheduler pid_host[$!]=this
-    echo $! >> "$work/pids"
+    # One machine: namespace cleave-l, on loopback (its ports apart from this machine's). sim:
+    # two host names (UTS namespaces), one /dev/shm, so the host keys differ as on two hosts;
+    # flat: one host name.
+    (cd "$dir" && exec nsenter --net="/run/netns/$machine" -- env MS_ROLE=MS_SCHED "${env[@]}" \
+      "$program" checksum > scheduler.log 2>&1) &
+    pids+=($!) pid_name[$!]=scheduler pid_host[$!]=$machine
     for i in 0 1 2 3 4 5; do
       local name=cleave-a
       [ $i -ge 3 ] && name=cleave-b
-      [ "$where" = flat ] && name=$(hostname)
-      (cd "$dir" && exec unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "$name" \
+      [ "$where" = flat ] && name=$machine
+      (cd "$dir" && exec nsenter --net="/run/netns/$machine" -- unshare --uts -- \
+        sh -c 'hostname "$0" && exec "$@"' "$name" \
         env MS_ROLE=MS_WORKER MS_NODE_ID=$i "${env[@]}" "$program" checksum \
         > "worker_$i.log" 2>&1) &
       pids+=($!) pid_name[$!]=worker_$i pid_host[$!]=$name
-      echo $! >> "$work/pids"
     done
   fi
   wait_job 120 || { show_logs "$dir"; bad "the $where checksum job failed"; }
