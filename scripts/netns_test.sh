@@ -20,6 +20,8 @@
 #                   (seed 002 under mpirun, 2 ranks per host: the single process's losses)
 #   kill_host       all of host B's processes killed (SIGKILL) in an AllReduce loop: the
 #                   scheduler and A's workers end within 15 s naming a rank of host B
+#   kill_host_cleave_run  the same under cleave-run --node_rank 0 (A) and 1 (B): B's cleave-run
+#                   and workers killed; A's cleave-run ends within 15 s naming B's ranks
 #   link_down       host B's link set down: A's processes end naming host B, B's naming the
 #                   lost scheduler, all within 15 s
 #   sched_link_down the scheduler alone on host C, workers on A and B; C's link set down: every
@@ -544,6 +546,44 @@ case_kill_host() {
   pids=()
 }
 
+# Under cleave-run: --node_rank 0 on A (the scheduler and ranks 0, 1), --node_rank 1 on B (ranks
+# 2, 3), in the AllReduce loop; B's cleave-run and workers killed. A's cleave-run ends within 15 s
+# with the failure of one of its ranks, whose line names B's ranks.
+case_kill_host_cleave_run() {
+  dir=$work/kill_host_cleave_run
+  next_port
+  local token=netns-$RANDOM$RANDOM node h
+  for node in 0 1; do
+    h=cleave-a
+    [ $node = 1 ] && h=cleave-b
+    start "cleave-run_node$node" "$h" "$dir" CLEAVE_JOB_TOKEN="$token" -- \
+      "$bin/cleave-run" --worker_num 4 --local_worker_num 2 --node_rank "$node" \
+      --master_addr "${addr[cleave-a]}" --master_port "$port" --log_dir "$dir/$h" -- \
+      "$program" loop 120 1
+  done
+  local run_a=${pids[0]} run_b=${pids[1]}
+  for _ in $(seq 600); do
+    [ "$(cat "$dir"/cleave-*/worker_*.log 2> /dev/null | grep -c "running (transport")" = 4 ] && break
+    alive "$run_a" && alive "$run_b" || break
+    sleep 0.1
+  done
+  [ "$(cat "$dir"/cleave-*/worker_*.log | grep -c "running (transport shm+tcp)")" = 4 ] ||
+    { show_logs "$dir"; bad "the job did not start its cross-host AllReduce loop"; }
+  sleep 1
+  # Host B's processes: its cleave-run and the workers it started (in B's namespace).
+  local victims secs
+  mapfile -t victims < <(netns_pids cleave-b | grep -vx "${holder[cleave-b]}")
+  exec 2> /dev/null  # the shell's note on the killed cleave-run (this case reports on stdout)
+  kill -KILL "${victims[@]}"
+  secs=$(wait_gone 30 "$run_a")
+  wait "$run_b"
+  check_ended "cleave-run: the job failed: rank . (host cleave-b" "$secs" "$run_a"
+  # cleave-run ended after its processes: none is left on A.
+  [ -z "$(netns_pids cleave-a | grep -vx "${holder[cleave-a]}")" ] ||
+    bad "processes left on cleave-a after its cleave-run ended: pids $(netns_pids cleave-a | grep -vx "${holder[cleave-a]}" | xargs)"
+  pids=()
+}
+
 case_link_down() {
   dir=$work/link_down
   fault_job cleave-a "$dir"
@@ -636,6 +676,7 @@ run_case hierarchical case_hierarchical
 run_case rank_table case_rank_table
 run_case mpirun case_mpirun
 run_case kill_host case_kill_host
+run_case kill_host_cleave_run case_kill_host_cleave_run
 run_case link_down case_link_down
 run_case sched_link_down case_sched_link_down
 run_case throttle case_throttle
