@@ -22,6 +22,10 @@
 #     BENCH PingPong_<size>_np2 shm=<GB/s> tcp=<GB/s> ratio=<shm/tcp> shm_us=.. tcp_us=..
 #     BENCH PingPong_<size>_np2 cleave=<GB/s> mpi=<GB/s> ratio=<cleave/mpi> cleave_us=.. mpi_us=..
 #     (NOTE [Bandwidth in comm_bench] in bench/comm_bench.cc defines size and bandwidth.)
+#     With CLEAVE_BENCH_NETNS=1, as root: AllReduce of 4 processes over two network namespaces (2
+#     per host: shared memory inside, TCP between the hosts' leaders) against 4 in one (shared
+#     memory only), through scripts/netns_test.sh (its case 'bench'):
+#     BENCH AllReduce_<size>_np4_netns two_hosts=<GB/s> one_host=<GB/s> ratio=<two/one> two_hosts_us=.. one_host_us=..
 #   data: the seed-000 MNIST pipeline (bench/data_bench.cc) on 60000 generated images, against
 #         what LeNet training on one thread consumes (core_bench lenet5_train_b32_t1):
 #         BENCH mnist_pipeline_b32 cleave=<samples/s> lenet5_train_b32_t1=<samples/s>
@@ -140,6 +144,15 @@ case "$suite" in
       done
     else
       echo "bench/run.sh comm: mpirun not found; MPI rows skipped" >&2
+    fi
+    # Across real hosts: two network namespaces joined by a bridge (scripts/netns_test.sh), as
+    # root and only when asked, since it makes namespaces and a bridge.
+    if [ "${CLEAVE_BENCH_NETNS:-0}" = 1 ]; then
+      if [ "$(id -u)" = 0 ]; then
+        NETNS_CASES=bench "$root/scripts/netns_test.sh" "$build" | grep "^BENCH"
+      else
+        echo "bench/run.sh comm: CLEAVE_BENCH_NETNS=1 needs root (network namespaces); netns rows skipped" >&2
+      fi
     fi
     ;;
   data)

@@ -71,17 +71,33 @@ void note_heartbeat(WorkerLiveness& worker, const Heartbeat& heartbeat, Clock::t
 
 std::optional<Verdict> find_lost(const std::vector<WorkerLiveness>& workers,
                                  const LivenessBounds& bounds, Clock::time_point now) {
+  auto silence = [&](const WorkerLiveness& worker) {
+    return duration_cast<milliseconds>(now - worker.last_seen);
+  };
   for (size_t id = 0; id < workers.size(); ++id) {
     const WorkerLiveness& worker = workers[id];
     if (worker.finished || worker.lost) continue;
-    const auto silent = duration_cast<milliseconds>(now - worker.last_seen);
+    const milliseconds silent = silence(worker);
     if (silent <= bounds.heartbeat_timeout) continue;
+    // The others silent for over half the timeout: the rest of a lost host, whose last
+    // heartbeats came up to an interval later (named now rather than one by one later).
+    std::vector<std::string> others;
+    std::vector<int> silent_ids;
+    for (size_t other = 0; other < workers.size(); ++other) {
+      const WorkerLiveness& w = workers[other];
+      if (other == id || w.finished || w.lost || silence(w) <= bounds.heartbeat_timeout / 2) {
+        continue;
+      }
+      others.push_back(fmt::format("{} for {} ms", w.describe(), silence(w).count()));
+      silent_ids.push_back(static_cast<int>(other));
+    }
     return Verdict{
         Verdict::Kind::kLost,
         fmt::format(
-            "{} was lost: no heartbeat for {} ms (CLEAVE_HEARTBEAT_TIMEOUT_MS={}); it was {}",
-            worker.describe(), silent.count(), bounds.heartbeat_timeout.count(), worker.activity),
-        static_cast<int>(id)};
+            "{} was lost: no heartbeat for {} ms (CLEAVE_HEARTBEAT_TIMEOUT_MS={}); it was {}{}{}",
+            worker.describe(), silent.count(), bounds.heartbeat_timeout.count(), worker.activity,
+            others.empty() ? "" : "; silent too: ", fmt::join(others, ", ")),
+        static_cast<int>(id), std::move(silent_ids)};
   }
   return std::nullopt;
 }

@@ -103,6 +103,9 @@ struct Verdict {
   Kind kind;
   std::string message;   // the job's failure, e.g. "rank 1 (host vm, pid 4242) was lost: ..."
   int lost_worker = -1;  // kLost: the index of the lost worker, to mark it
+  // kLost: the indices of the others named silent too (the rest of a lost host), to mark them
+  // lost as well: the scheduler does not wait to tell them of the failure.
+  std::vector<int> silent_workers;
 };
 
 // Records a heartbeat of `worker` received at `now`: the worker progressed when it finished a
@@ -111,7 +114,9 @@ struct Verdict {
 void note_heartbeat(WorkerLiveness& worker, const Heartbeat& heartbeat, Clock::time_point now);
 
 // The first worker (by index) neither finished nor lost whose last heartbeat is older than the
-// heartbeat timeout at `now`.
+// heartbeat timeout at `now`. Its message also names the other such workers silent for more than
+// half the timeout ("; silent too: rank 3 (host b, pid 4243) for 9200 ms"): the rest of a host
+// that went away, whose last heartbeats came up to an interval later.
 std::optional<Verdict> find_lost(const std::vector<WorkerLiveness>& workers,
                                  const LivenessBounds& bounds, Clock::time_point now);
 

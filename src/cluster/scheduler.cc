@@ -74,8 +74,11 @@ class Job final : public pb::Scheduler::Service {
     cv_.wait_for(lock, std::min(config_.heartbeat_interval, milliseconds(100)));
     Clock::time_point now = Clock::now();
     if (failure_) {
-      bool all_told = std::all_of(workers_.begin(), workers_.end(), [](const Worker& w) {
-        return w.live.lost || w.live.finished || w.told_failure;
+      // A worker silent for longer than the heartbeat timeout cannot be told (its host or link
+      // is gone): waiting for it would only delay this process's end.
+      bool all_told = std::all_of(workers_.begin(), workers_.end(), [&](const Worker& w) {
+        return w.live.lost || w.live.finished || w.told_failure ||
+               now - w.live.last_seen > config_.heartbeat_timeout;
       });
       // A worker that reported its failure ends first (NOTE [Failing workers report]): the
       // scheduler stays a second so that launchers see that worker end before it.
@@ -105,7 +108,10 @@ class Job final : public pb::Scheduler::Service {
     }
     const LivenessBounds bounds{config_.heartbeat_timeout, config_.stuck_timeout};
     if (std::optional<Verdict> verdict = judge(liveness(), formed_, bounds, now)) {
-      if (verdict->kind == Verdict::Kind::kLost) workers_[verdict->lost_worker].live.lost = true;
+      if (verdict->kind == Verdict::Kind::kLost) {
+        workers_[verdict->lost_worker].live.lost = true;
+        for (int id : verdict->silent_workers) workers_[id].live.lost = true;
+      }
       fail(verdict->message);
     }
     return std::nullopt;

@@ -41,8 +41,21 @@
 //                         unavailable", "store add: invalid argument"), releases, exits 0.
 //   threads               prints its rank, local rank and the OpenMP threads of its kernels and
 //                         of a thread it starts after init() (NOTE [Threads per worker]).
+//   checksum              all-reduces (sum, then max) float tensors of 1, 3, 1000, 65537 and
+//                         1048581 elements whose values depend on the rank and the position (so
+//                         that the sum order shows in the last bits), broadcasts one from the last
+//                         rank, and prints "checksum rank R transport T hash H sum S": H is an
+//                         FNV-1a hash of every result's bytes, S the sum of the first result.
+//                         Every rank prints the same H; the same job on one host simulating the
+//                         same hosts prints the same H too (scripts/netns_test.sh).
+//   loop SECONDS MB       all-reduces MB megabytes of floats over the world for SECONDS (rank 0's
+//                         clock decides the end through a broadcast), checking every sum, and
+//                         prints "loop rank R: running (transport T)" after the first and
+//                         "loop rank R: K all-reduces of MB MB ok (T s)" at the end.
 // An error that ends the program is printed and reported to the job (cleave::report_failure).
+#include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <stdexcept>
@@ -357,6 +370,90 @@ int threads_mode() {
   return 0;
 }
 
+// FNV-1a over `tensor`'s bytes, continuing from `hash`.
+uint64_t fnv1a(uint64_t hash, const cleave::Tensor& tensor) {
+  const std::vector<float> values = tensor.to_vector<float>();
+  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+  for (size_t i = 0; i < values.size() * sizeof(float); ++i) {
+    hash = (hash ^ bytes[i]) * 1099511628211ULL;
+  }
+  return hash;
+}
+
+// Values of rank `rank` at each position, spread over several magnitudes so that floating sums in
+// another order differ in the last bits.
+cleave::Tensor rank_values(int rank, int64_t count) {
+  std::vector<float> values(static_cast<size_t>(count));
+  uint64_t state = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(rank + 1);
+  for (float& value : values) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double unit = static_cast<double>(state >> 11) / 9007199254740992.0;  // [0, 1)
+    const double scale = (state >> 8) % 3 == 0 ? 1e3 : (state >> 8) % 3 == 1 ? 1.0 : 1e-3;
+    value = static_cast<float>((unit - 0.5) * scale);
+  }
+  return cleave::Tensor::from_vector(values);
+}
+
+int checksum() {
+  cleave::init();
+  std::shared_ptr<cleave::comm::ProcessGroup> world = cleave::comm::find_group("world");
+  if (!world) return fail("no world group");
+  const int rank = cleave::get_rank();
+  uint64_t hash = 1469598103934665603ULL;
+  double first_sum = 0;
+  for (int64_t count : {int64_t{1}, int64_t{3}, int64_t{1000}, int64_t{65537}, int64_t{1048581}}) {
+    cleave::Tensor sum = rank_values(rank, count);
+    world->all_reduce(sum);
+    hash = fnv1a(hash, sum);
+    if (count == 1) first_sum = sum.to_vector<float>()[0];
+    cleave::Tensor max = rank_values(rank, count);
+    world->all_reduce(max, cleave::comm::ReduceOp::kMax);
+    hash = fnv1a(hash, max);
+  }
+  cleave::Tensor broadcast = rank_values(rank, 4099);
+  world->broadcast(broadcast, world->size() - 1);
+  hash = fnv1a(hash, broadcast);
+  world->barrier();
+  std::printf("checksum rank %d transport %s hash %016llx sum %.9g\n", rank,
+              cleave::comm::collective_transport(*world).c_str(),
+              static_cast<unsigned long long>(hash), first_sum);
+  std::fflush(stdout);
+  cleave::release();
+  return 0;
+}
+
+int loop(double seconds, double megabytes) {
+  cleave::init();
+  std::shared_ptr<cleave::comm::ProcessGroup> world = cleave::comm::find_group("world");
+  if (!world) return fail("no world group");
+  const int rank = cleave::get_rank();
+  const auto count = static_cast<int64_t>(megabytes * (1 << 20) / sizeof(float));
+  const float expected = static_cast<float>(world->size() * (world->size() + 1) / 2);
+  const auto start = std::chrono::steady_clock::now();
+  int64_t done = 0;
+  for (;;) {
+    auto go_on = cleave::Tensor::from_vector(std::vector<int64_t>{
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds});
+    world->broadcast(go_on, 0);
+    if (go_on.to_vector<int64_t>()[0] == 0) break;
+    auto tensor = cleave::Tensor::full(cleave::Shape({count}), static_cast<double>(rank + 1));
+    world->all_reduce(tensor);
+    const std::vector<float> sum = tensor.to_vector<float>();
+    if (sum.front() != expected || sum.back() != expected) return fail("loop: a wrong sum");
+    if (++done == 1) {
+      std::printf("loop rank %d: running (transport %s)\n", rank,
+                  cleave::comm::collective_transport(*world).c_str());
+      std::fflush(stdout);
+    }
+  }
+  std::printf("loop rank %d: %lld all-reduces of %g MB ok (%.2f s)\n", rank,
+              static_cast<long long>(done), megabytes,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  std::fflush(stdout);
+  cleave::release();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -375,6 +472,10 @@ int main(int argc, char** argv) {
     if (mode == "stuck") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, false);
     if (mode == "stuck_barrier") return stuck(argc > 2 ? std::stoi(argv[2]) : 0, -1, true);
     if (mode == "kinds") return error_kinds();
+    if (mode == "checksum") return checksum();
+    if (mode == "loop") {
+      return loop(argc > 2 ? std::stod(argv[2]) : 10, argc > 3 ? std::stod(argv[3]) : 1);
+    }
     if (mode == "kill") return kill_in_all_reduce(argc > 2 ? std::stoi(argv[2]) : 0);
     if (mode == "kill_recv") return kill_in_recv(argc > 2 ? std::stoi(argv[2]) : 0);
     if (mode == "slow") {

@@ -74,6 +74,35 @@ TEST(ClusterFault, StoppedWorkerIsLostByHeartbeatTimeout) {
   // The stopped worker itself is killed when `running` goes out of scope.
 }
 
+// A whole host lost (#28): ranks 2 and 3 killed together. The verdict names both, and the
+// scheduler does not wait to tell the second one: every other process ends within one heartbeat
+// bound (3 s here) plus a margin, where the scheduler used to stay a second bound.
+TEST(ClusterFault, TwoWorkersKilledTogetherAreNamedAndNotWaitedFor) {
+  WaitingJob running("killed_host");
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(running.workers[2], SIGKILL), 0);
+  ASSERT_EQ(kill(running.workers[3], SIGKILL), 0);
+  EXPECT_EQ(running.job.wait(running.scheduler, seconds(10)), 1)
+      << running.job.log("scheduler.log");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(5000));
+  // One line names both, whichever the scheduler found silent first.
+  auto names_both = [](const std::string& log) {
+    const size_t line = log.find("job failed: rank ");
+    if (line == std::string::npos) return false;
+    const std::string failure = log.substr(line, log.find('\n', line) - line);
+    return failure.find("; silent too: rank ") != std::string::npos &&
+           failure.find("rank 2 (host ") != std::string::npos &&
+           failure.find("rank 3 (host ") != std::string::npos;
+  };
+  EXPECT_TRUE(names_both(running.job.log("scheduler.log"))) << running.job.log("scheduler.log");
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(running.job.wait(running.workers[rank], seconds(5)), 1)
+        << running.job.log(WaitingJob::worker_log(rank));
+    EXPECT_TRUE(names_both(running.job.log(WaitingJob::worker_log(rank))))
+        << running.job.log(WaitingJob::worker_log(rank));
+  }
+}
+
 // The shared-memory segments left in /dev/shm by the processes `pids` (a segment's name ends with
 // its creator's pid: "cleave-coll-...-<pid>"). Only theirs: other tests running at the same time
 // (ctest -j) may hold a segment of their own for a moment.

@@ -71,6 +71,26 @@ TEST(Liveness, WorkerSilentLongerThanTheHeartbeatTimeoutIsLost) {
             "(CLEAVE_HEARTBEAT_TIMEOUT_MS=3000); it was waiting for store key 'never_set'");
 }
 
+TEST(Liveness, LostWorkerNamesTheOthersSilentForOverHalfTheTimeout) {
+  // Ranks 2 and 3 share a host that went away (rank 3 heartbeated 900 ms later); rank 1 is late
+  // by less than half the timeout; rank 0 finished long ago.
+  std::vector<WorkerLiveness> workers = {ranked(0), ranked(1), ranked(2), ranked(3)};
+  for (WorkerLiveness& w : workers) w.activity = "in AllReduce on group 'world'";
+  workers[0].finished = true;
+  workers[0].last_seen = at(0);
+  workers[1].last_seen = at(4000);
+  workers[2].last_seen = at(1000);
+  workers[3].last_seen = at(1900);
+  const std::optional<Verdict> verdict = find_lost(workers, kBounds, at(4500));
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(verdict->lost_worker, 2);
+  EXPECT_EQ(verdict->message,
+            "rank 2 (host vm, pid 102) was lost: no heartbeat for 3500 ms "
+            "(CLEAVE_HEARTBEAT_TIMEOUT_MS=3000); it was in AllReduce on group 'world'; silent "
+            "too: rank 3 (host vm, pid 103) for 2600 ms");
+  EXPECT_EQ(verdict->silent_workers, std::vector<int>({3}));
+}
+
 TEST(Liveness, FinishedOrAlreadyLostWorkersAreNotLostAgain) {
   std::vector<WorkerLiveness> workers = {ranked(0), ranked(1), ranked(2)};
   workers[0].finished = true;
