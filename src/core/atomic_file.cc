@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +29,11 @@ struct Fd {
 }  // namespace
 
 void write_file_atomically(const std::string& path, std::string_view contents, const char* what) {
+  write_file_atomically(path, std::vector<std::string_view>{contents}, what);
+}
+
+void write_file_atomically(const std::string& path, const std::vector<std::string_view>& parts,
+                           const char* what) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -51,12 +57,14 @@ void write_file_atomically(const std::string& path, std::string_view contents, c
     CLEAVE_FAIL("cannot save {} '{}': {} failed: {}; the previous file (if any) is unchanged", what,
                 path, step, reason);
   };
-  size_t written = 0;
-  while (written < contents.size()) {
-    const ssize_t n = ::write(file.fd, contents.data() + written, contents.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail("writing");
-    written += static_cast<size_t>(n);
+  for (const std::string_view contents : parts) {
+    size_t written = 0;
+    while (written < contents.size()) {
+      const ssize_t n = ::write(file.fd, contents.data() + written, contents.size() - written);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) fail("writing");
+      written += static_cast<size_t>(n);
+    }
   }
   if (::fsync(file.fd) != 0) fail("fsync");
   if (::close(file.fd) != 0) {
@@ -97,6 +105,25 @@ std::string read_whole_file(const std::string& path, const char* what) {
   }
   out.resize(done);
   return out;
+}
+
+MappedFile::MappedFile(const std::string& path, const char* what) {
+  Fd file;
+  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  CLEAVE_CHECK_ARG(file.fd >= 0, "cannot load {} '{}': {}", what, path, system_error());
+  struct stat st {};
+  CLEAVE_CHECK_ARG(::fstat(file.fd, &st) == 0 && S_ISREG(st.st_mode),
+                   "cannot load {} '{}': not a regular file", what, path);
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ == 0) return;
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, file.fd, 0);
+  CLEAVE_CHECK_ARG(p != MAP_FAILED, "cannot load {} '{}': mapping it failed: {}", what, path,
+                   system_error());
+  data_ = static_cast<const char*>(p);
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
 }
 
 }  // namespace cleave

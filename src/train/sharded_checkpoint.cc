@@ -142,7 +142,7 @@ NamedTensors merge_checkpoints(const std::vector<RankCheckpoint>& ranks,
     }
     const auto& [layout, global] = *laid;
     const Shape slice = layout.slice_shape(global);
-    Tensor whole = Tensor::zeros(global, zero.dtype());
+    Tensor whole = Tensor::empty(global, zero.dtype());  // every element is some rank's
     std::set<std::vector<int64_t>> written;
     for (size_t r = 0; r < ranks.size(); ++r) {
       const Tensor& part = ranks[r].tensors.at(name);
@@ -181,7 +181,7 @@ NamedTensors split_checkpoint(const NamedTensors& whole, const parallel::Paramet
                      "split: '{}' is {} in the checkpoint but {} in the strategy file; expected "
                      "the single-device checkpoint of the network the strategy was planned for",
                      name, t.shape().to_string(), global.to_string());
-    Tensor part = Tensor::zeros(layout.slice_shape(global), t.dtype());
+    Tensor part = Tensor::empty(layout.slice_shape(global), t.dtype());  // copied whole
     // The slice read out of `t`: place_slice copies the other way with the roles swapped.
     const std::vector<int64_t> offset = layout.slice_offset(global, rank);
     const Shape& s = part.shape();

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 
+#include "checkpoint.pb.h"  // the generated reference (tests/CMakeLists.txt)
 #include "testing/gradcheck.h"
 #include "train/train_testing.h"
 
@@ -175,6 +176,43 @@ TEST(Checkpoint, CkptIsMindSporesProtobufLayout) {
   // Without the checksum (a file of MindSpore or of an older cleave) it loads unchecked.
   write_bytes(path, expected.substr(crc.size()));
   EXPECT_EQ(load_checkpoint(path).at("fc.bias").to_double_vector(), (std::vector<double>{1, 2}));
+}
+
+// The hand-written writer and reader (NOTE [Encoding .ckpt by hand]) against protobuf's generated
+// classes: what cleave writes parses as a Checkpoint message with every tensor, dtype, shape,
+// byte and metadata entry; what protobuf serializes (fields in its own order: the checksum last)
+// loads in cleave.
+TEST(Checkpoint, CkptWriterAndReaderAgreeWithProtobuf) {
+  TempDir dir;
+  const std::string path = dir / "p.ckpt";
+  const NamedTensors tensors = {
+      {"w", Tensor::from_vector<float>({1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -1e-3f}, {2, 3})},
+      {"step", Tensor::from_vector<int64_t>({1234567890123LL})},
+      {"flags", Tensor::from_vector<bool>({true, false, true})},
+      {"big", Tensor::ones({300, 2}, DType::kFloat64)}};
+  save_checkpoint(tensors, path, {{"cleave.rank", "3"}, {"note", "x"}});
+  proto::Checkpoint ckpt;
+  ASSERT_TRUE(ckpt.ParseFromString(read_bytes(path)));
+  ASSERT_EQ(ckpt.value_size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    const auto& [name, t] = tensors[static_cast<size_t>(i)];
+    const auto& v = ckpt.value(i);
+    EXPECT_EQ(v.tag(), name);
+    EXPECT_EQ(std::vector<int64_t>(v.tensor().dims().begin(), v.tensor().dims().end()),
+              t.shape().dims());
+    EXPECT_EQ(v.tensor().tensor_content(),
+              std::string(static_cast<const char*>(t.raw_data()), t.nbytes()));
+  }
+  EXPECT_EQ(ckpt.value(3).tensor().tensor_type(), "Float64");
+  EXPECT_TRUE(ckpt.has_crc32c());
+  ASSERT_EQ(ckpt.metadata_size(), 2);
+  EXPECT_EQ(ckpt.metadata(0).key(), "cleave.rank");
+  EXPECT_EQ(ckpt.metadata(0).value(), "3");
+  EXPECT_EQ(load_checkpoint_metadata(path),
+            (std::map<std::string, std::string>{{"cleave.rank", "3"}, {"note", "x"}}));
+  // protobuf's own serialization (crc32c last) loads back, checksum verified.
+  write_bytes(path, ckpt.SerializeAsString());
+  expect_same(load_checkpoint(path), tensors);
 }
 
 TEST(Checkpoint, SafetensorsHeaderAndMetadata) {

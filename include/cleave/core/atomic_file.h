@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cleave {
 
@@ -11,8 +12,29 @@ namespace cleave {
 // fsync of the folder. Throws Error naming `path` and the system error; the temporary file is
 // removed on failure. `what` names the file's kind in errors ("checkpoint").
 void write_file_atomically(const std::string& path, std::string_view contents, const char* what);
+// The same with the contents given as consecutive parts (written in order, none copied).
+void write_file_atomically(const std::string& path, const std::vector<std::string_view>& parts,
+                           const char* what);
 
 // The whole contents of `path`; throws Error naming it when it cannot be read.
 std::string read_whole_file(const std::string& path, const char* what);
+
+// The contents of `path` mapped read-only (mmap, pre-faulted), for reading large files without
+// copying them (checkpoints: NOTE [Encoding .ckpt by hand] in src/train/checkpoint_io.cc). Throws
+// Error naming the file when it cannot be opened or is not a regular file. The file must not be
+// truncated while it is mapped (reading past its new end would fault): cleave replaces files
+// only by renaming new ones over them, which leaves a mapped file whole.
+class MappedFile {
+ public:
+  MappedFile(const std::string& path, const char* what);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::string_view bytes() const { return {data_, size_}; }
+
+ private:
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 }  // namespace cleave
