@@ -1,9 +1,9 @@
 // A sharded job's checkpoint sets (NOTE [Checkpoint sets] in cleave/train/checkpoint_set.h): the
 // MLP of sharded_mlp.h trained by Model.train on 4 thread ranks with ModelCheckpoint, resumed by
-// Model.load_distributed_checkpoint on 4 ranks (same strategy), 2 ranks (another strategy) and one
-// device, each continuing the loss curve of an uninterrupted one-device run; partial sets and
-// other jobs' files refused by name; and a saving job killed with SIGKILL at 20 moments, after
-// each of which the newest committed set loads on every rank.
+// Model.load_distributed_checkpoint on 4 ranks (same strategy), on 2, 6 and 8 ranks (other
+// strategies) and on one device, each continuing the loss curve of an uninterrupted one-device
+// run; partial sets and other jobs' files refused by name; and a saving job killed with SIGKILL
+// at 20 moments, after each of which the newest committed set loads on every rank.
 #include "cleave/train/checkpoint_set.h"
 
 #include <fmt/format.h>
@@ -60,8 +60,8 @@ struct Batch {
 };
 Batch fixed_batch() {
   set_seed(5);
-  const Tensor x = Tensor::normal({8, 12});
-  return {x, ops::cast(Tensor::uniform({8}, 0, 8), DType::kInt32)};
+  const Tensor x = Tensor::normal({24, 12});  // 24 rows: divisible by every job's batch split
+  return {x, ops::cast(Tensor::uniform({24}, 0, 8), DType::kInt32)};
 }
 
 // The losses of `run` on this thread (a rank of a thread job, or one device).
@@ -160,8 +160,9 @@ TEST(CheckpointSet, AJobResumesOnAnyDeviceCountAsOneUninterruptedDevice) {
   EXPECT_EQ(read_commit_marker((dir / "0" / "CKP-1_3.ckpt").string())->job.layouts,
             layouts_fingerprint(parallel::load_parameter_layouts(strategy)));
   const std::vector<double> next(six.begin() + 3, six.end());
-  // The same strategy on 4 ranks, another on 2 ranks, and one device: steps 4 to 6.
-  for (int ranks : {4, 2, 1}) {
+  // The same strategy on 4 ranks, others on 2, 6 (a device matrix (2, 3) with replicas) and 8
+  // ranks, and one device: steps 4 to 6.
+  for (int ranks : {4, 2, 6, 8, 1}) {
     SCOPED_TRACE(fmt::format("resumed on {} rank(s)", ranks));
     expect_near(
         job_losses(

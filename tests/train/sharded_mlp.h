@@ -21,8 +21,8 @@ class Mlp : public nn::Cell {
   std::shared_ptr<nn::ReLU> relu;
 };
 
-// The strategies of a job of 4 ranks (fc1 by columns, fc2 by rows) or of 2 (the batch 2 ways in
-// fc1, fc2's output features 2 ways); a one-device run ignores them.
+// The strategies of a job of 4 ranks (fc1 by columns, fc2 by rows), of 2 (the batch 2 ways in
+// fc1, fc2's output features 2 ways), of 6 and of 8; a one-device run ignores them.
 inline void shard(Mlp& net, int ranks) {
   if (ranks == 4) {
     net.fc1->matmul.shard({{1, 1}, {4, 1}});
@@ -33,6 +33,19 @@ inline void shard(Mlp& net, int ranks) {
     net.fc1->matmul.shard({{2, 1}, {1, 1}});
     net.fc2->matmul.shard({{1, 1}, {2, 1}});
     net.fc2->bias_add.shard({{1, 2}, {2}});
+  } else if (ranks == 6) {
+    // A device matrix (2, 3): fc1 sums its inputs' 3 column blocks; the rest splits the batch 2
+    // ways and is replicated 3 times.
+    net.fc1->matmul.shard({{2, 3}, {1, 3}});
+    net.fc1->bias_add.shard({{2, 1}, {1}});
+    net.relu->relu.shard({{2, 1}});
+    net.fc2->matmul.shard({{2, 1}, {1, 1}});
+    net.fc2->bias_add.shard({{2, 1}, {1}});
+  } else if (ranks == 8) {
+    net.fc1->matmul.shard({{2, 1}, {4, 1}});
+    net.fc1->bias_add.shard({{2, 4}, {4}});
+    net.relu->relu.shard({{2, 4}});
+    net.fc2->matmul.shard({{2, 4}, {1, 4}});
   }
 }
 
