@@ -60,6 +60,18 @@ TEST(PublicLayoutApi, RanksAlongABadRankOrAxisAreErrors) {
 TEST(PublicLayoutApi, LayoutsBreakingTheRulesAreErrors) {
   expect_error([] { Layout({}, {}); }, "Layout: the device matrix is empty");
   expect_error([] { Layout({2, 0}, {{0}}); }, "has an axis of size 0");
+  // A matrix from a file whose size overflows int64 (fuzz/regressions/strategy_file/): was
+  // undefined behaviour in device_count.
+  expect_error(
+      [] {
+        Layout({int64_t{1} << 32, int64_t{1} << 32}, {{0}, {1}});
+      },
+      "has more than 2147483647 devices");
+  expect_error(
+      [] {
+        device_count({int64_t{1} << 32, int64_t{1} << 32});
+      },
+      "has more devices than an int64 holds");
   expect_error(
       [] {
         Layout({2, 4}, {{2}});
