@@ -354,6 +354,12 @@ void check_redistribution(const Layout& from, const Layout& to, const Shape& glo
                    "plan_redistribution: the target {} is partial over other axes than {}; "
                    "expected a complete target or the same partial axes",
                    to.to_string(), from.to_string());
+  // No step turns a pending max into a pending sum: such a target has no plan.
+  CLEAVE_CHECK_ARG(!to.is_partial() || to.partial_op() == from.partial_op(),
+                   "plan_redistribution: the target {} holds pending {} reductions but {} holds "
+                   "pending {} ones; expected a complete target or the same reduction",
+                   to.to_string(), partial_op_name(to.partial_op()), from.to_string(),
+                   partial_op_name(from.partial_op()));
 }
 
 }  // namespace

@@ -118,6 +118,13 @@ TEST(PublicLayoutApi, RedistributionsBetweenMismatchedLayoutsAreErrors) {
         plan_redistribution(partial, other_partial, Shape({4, 4}), DType::kFloat32);
       },
       "is partial over other axes than");
+  // The same partial axes with another reduction (fuzz/regressions/planner/): was an internal
+  // error ("no redistribution from ...") that aborted the process.
+  const Layout partial_max({3, 5}, {{0}}, {1}, PartialOp::kMax);
+  const Layout partial_sum({3, 5}, {{}}, {1}, PartialOp::kSum);
+  expect_error([&] { plan_redistribution(partial_max, partial_sum, Shape({3}), DType::kFloat32); },
+               "holds pending sum reductions but layout(dev=[3, 5], map=(0,), partial_max=(1)) "
+               "holds pending max ones");
   UnifiedMatrix unified;
   expect_error(
       [&] {
