@@ -185,7 +185,10 @@ TEST(ParseText, NumbersOutOfRangeAreErrorsNamingTheLine) {
   EXPECT_NE(error_of(edited("%const4:", "%const99999999999:"))
                 .find("a constant must be named %const<K>, got '%const99999999999'"),
             std::string::npos);
-  EXPECT_NE(error_of(edited("%const4:", "%const\xff7:")).find("a constant must be named %const<K>"),
+  EXPECT_NE(error_of(edited("%const4:",
+                            "%const\xff"
+                            "7:"))
+                .find("a constant must be named %const<K>"),
             std::string::npos);
   EXPECT_NE(error_of(edited("%2(out)", "%9999999999999999999(out)"))
                 .find("expected an integer from -9223372036854775808 to 9223372036854775807"),
