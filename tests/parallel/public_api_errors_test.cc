@@ -118,6 +118,13 @@ TEST(PublicLayoutApi, RedistributionsBetweenMismatchedLayoutsAreErrors) {
         plan_redistribution(partial, other_partial, Shape({4, 4}), DType::kFloat32);
       },
       "is partial over other axes than");
+  // Axis 0 of [2, 2] is not axis 0 of [4] (fuzz/regressions/planner/): the numbers matched, the
+  // plan search then found no plan and aborted with an internal error.
+  const Layout partial_of_two({2, 2}, {}, {0});
+  const Layout partial_of_four({4}, {}, {0});
+  expect_error(
+      [&] { plan_redistribution(partial_of_two, partial_of_four, Shape(), DType::kFloat32); },
+      "is partial over other axes than");
   // The same partial axes with another reduction (fuzz/regressions/planner/): was an internal
   // error ("no redistribution from ...") that aborted the process.
   const Layout partial_max({3, 5}, {{0}}, {1}, PartialOp::kMax);
