@@ -1,6 +1,7 @@
 #include "cluster/rank_table.h"
 
 #include <algorithm>
+#include <climits>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -16,7 +17,8 @@ int int_field(const json& object, const char* field, const std::string& path) {
   CLEAVE_CHECK_ARG(object.is_object() && object.contains(field),
                    "RANK_TABLE_FILE '{}': an entry has no \"{}\": {}", path, field, object.dump());
   const json& value = object.at(field);
-  if (value.is_number_integer()) return value.get<int>();
+  // Range-checked before the conversion: 4294967296 must not become rank 0, nor -1 a device.
+  if (value.is_number_unsigned() && value.get<uint64_t>() <= INT_MAX) return value.get<int>();
   if (value.is_string()) {
     const std::string& text = value.get_ref<const std::string&>();
     try {
@@ -54,8 +56,13 @@ std::vector<RankTableEntry> read_rank_table(const std::string& path) {
         RankTableEntry entry;
         entry.rank = int_field(instance, "rank_id", path);
         entry.host = string_field(instance, "server_id", path);
-        if (instance.contains("devices") && !instance.at("devices").empty()) {
-          entry.device_id = int_field(instance.at("devices").at(0), "device_id", path);
+        if (instance.contains("devices")) {
+          const json& devices = instance.at("devices");
+          CLEAVE_CHECK_ARG(devices.is_array(),
+                           "RANK_TABLE_FILE '{}': rank {}'s \"devices\" is {}; expected an array "
+                           "of {{\"device_id\": ...}} objects",
+                           path, entry.rank, devices.dump());
+          if (!devices.empty()) entry.device_id = int_field(devices.at(0), "device_id", path);
         }
         entries.push_back(entry);
       }

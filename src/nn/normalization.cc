@@ -83,8 +83,11 @@ Tensor BatchNorm2d::construct(const Tensor& x) {
     const Tensor b = ops::cast(batch.detach(), moving.dtype());
     // In place through a primitive, so that GRAPH_MODE records the write as a side effect.
     static const ir::OpDef& assign = ir::Registry::global().get("Assign");
-    ir::call(assign, {moving, ops::add(ops::mul(moving, momentum_),
-                                       ops::mul(b, (1.0 - momentum_) * scale))});
+    // One statement each: the order of a call's arguments is unspecified (g++ and clang trace
+    // the two products in opposite orders), and the traced graph must not depend on it.
+    const Tensor kept = ops::mul(moving, momentum_);
+    const Tensor fresh = ops::mul(b, (1.0 - momentum_) * scale);
+    ir::call(assign, {moving, ops::add(kept, fresh)});
   };
   update(moving_mean, r.batch_mean, 1.0);
   update(moving_variance, r.batch_var, unbias);

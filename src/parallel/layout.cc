@@ -10,10 +10,21 @@
 #include "cleave/core/error.h"
 
 namespace cleave::parallel {
+namespace {
+
+// The most devices a device matrix may have (ranks are int in places).
+constexpr int64_t kMaxDevices = 2147483647;
+
+}  // namespace
 
 int64_t device_count(const DeviceMatrix& dev) {
   int64_t n = 1;
-  for (int64_t d : dev) n *= d;
+  for (int64_t d : dev) {
+    // A matrix read from a file can hold any sizes: their product must not overflow.
+    CLEAVE_CHECK_ARG(!__builtin_mul_overflow(n, d, &n),
+                     "device matrix {} has more devices than an int64 holds; expected at most {}",
+                     device_matrix_to_string(dev), kMaxDevices);
+  }
   return n;
 }
 
@@ -23,9 +34,14 @@ namespace {
 void check_device_matrix(const DeviceMatrix& dev, std::string_view where) {
   CLEAVE_CHECK_ARG(!dev.empty(), "{}: the device matrix is empty; expected at least one axis",
                    where);
+  int64_t count = 1;
   for (int64_t d : dev) {
     CLEAVE_CHECK_ARG(d >= 1, "{}: device matrix {} has an axis of size {}; expected sizes >= 1",
                      where, device_matrix_to_string(dev), d);
+    CLEAVE_CHECK_ARG(d <= kMaxDevices / count,
+                     "{}: device matrix {} has more than {} devices; expected at most {}", where,
+                     device_matrix_to_string(dev), kMaxDevices, kMaxDevices);
+    count *= d;
   }
 }
 

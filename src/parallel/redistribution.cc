@@ -350,10 +350,25 @@ void check_redistribution(const Layout& from, const Layout& to, const Shape& glo
     CLEAVE_CHECK_ARG(why.empty(), "plan_redistribution: {} cannot lay out a tensor of shape {}: {}",
                      l->to_string(), global.to_string(), why);
   }
-  CLEAVE_CHECK_ARG(!to.is_partial() || to.normalized().partial() == from.normalized().partial(),
+  // The partial axes are compared on the common device matrix: axis numbers of two different
+  // matrices name different devices ([2, 2] partial (0) is not [4] partial (0)).
+  bool same_partial = !to.is_partial();
+  if (!same_partial) {
+    const Layout f = from.normalized(), t = to.normalized();
+    UnifiedMatrix u;
+    same_partial = unify_device_matrices(f.device_matrix(), t.device_matrix(), u) &&
+                   on_common(f, u, u.a_axes).partial() == on_common(t, u, u.b_axes).partial();
+  }
+  CLEAVE_CHECK_ARG(same_partial,
                    "plan_redistribution: the target {} is partial over other axes than {}; "
                    "expected a complete target or the same partial axes",
                    to.to_string(), from.to_string());
+  // No step turns a pending max into a pending sum: such a target has no plan.
+  CLEAVE_CHECK_ARG(!to.is_partial() || to.partial_op() == from.partial_op(),
+                   "plan_redistribution: the target {} holds pending {} reductions but {} holds "
+                   "pending {} ones; expected a complete target or the same reduction",
+                   to.to_string(), partial_op_name(to.partial_op()), from.to_string(),
+                   partial_op_name(from.partial_op()));
 }
 
 }  // namespace

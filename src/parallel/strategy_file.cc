@@ -91,13 +91,16 @@ json read_strategy_file(const std::string& path) {
         "strategy_ckpt_save_file",
         kWhat, path, e.what());
   }
-  CLEAVE_CHECK_ARG(file.is_object() && file.value("format", "") == kFormat,
+  // Fields are type-checked before they are read: json::value() of a field of another type
+  // throws nlohmann's type_error, not a named error.
+  CLEAVE_CHECK_ARG(file.is_object() && file.contains("format") && file["format"].is_string() &&
+                       file["format"].get<std::string>() == kFormat,
                    "{} '{}': no \"format\": \"{}\" field; expected a file written by "
                    "strategy_ckpt_save_file",
                    kWhat, path, kFormat);
-  CLEAVE_CHECK_ARG(file.value("version", 0) == 1,
-                   "{} '{}': version {} is not supported; expected 1", kWhat, path,
-                   file.value("version", 0));
+  const json version = file.value("version", json(0));
+  CLEAVE_CHECK_ARG(version.is_number_integer() && version.get<int64_t>() == 1,
+                   "{} '{}': version {} is not supported; expected 1", kWhat, path, version.dump());
   return file;
 }
 
@@ -139,7 +142,11 @@ ParameterLayouts load_parameter_layouts(const std::string& path) {
 
 int load_strategy_file(const std::string& path, ir::Graph& g, int64_t device_num) {
   const json file = read_strategy_file(path);
-  const int64_t saved_devices = file.value("device_num", int64_t{0});
+  const json saved = file.value("device_num", json(0));
+  CLEAVE_CHECK_ARG(saved.is_number_integer(),
+                   "{} '{}': \"device_num\" is {}; expected a positive integer", kWhat, path,
+                   saved.dump());
+  const int64_t saved_devices = saved.get<int64_t>();
   CLEAVE_CHECK_ARG(saved_devices == device_num,
                    "{} '{}' was saved for device_num {}, but this job has {} devices; a strategy "
                    "only fits the device count it was planned for",
@@ -153,8 +160,12 @@ int load_strategy_file(const std::string& path, ir::Graph& g, int64_t device_num
     const std::string key = strategy_key(n);
     if (!items.contains(key)) continue;
     const json& item = items.at(key);
-    n.strategy = strategy_of(item, path, key);
-    n.strategy_derived = item.value("derived", false);
+    n.strategy = strategy_of(item, path, key);  // checks that `item` is an object
+    const json derived = item.value("derived", json(false));
+    CLEAVE_CHECK_ARG(derived.is_boolean(),
+                     "{} '{}': operator '{}' has \"derived\": {}; expected true or false", kWhat,
+                     path, key, derived.dump());
+    n.strategy_derived = derived.get<bool>();
     ++matched;
   }
   CLEAVE_CHECK_ARG(matched > 0 || items.empty(),

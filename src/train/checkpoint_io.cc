@@ -504,7 +504,11 @@ ParamMap decode_safetensors(const std::string& path, std::string_view bytes) {
   const nlohmann::json header = parse_safetensors_header(path, bytes, data_begin);
   const size_t data_size = bytes.size() - data_begin;
   ParamMap out;
-  for (const auto& [name, entry] : header.items()) {
+  for (const auto& item : header.items()) {
+    // Named copies, not a structured binding: `bad` captures them (clang before 16 cannot
+    // capture a structured binding in a lambda).
+    const std::string& name = item.key();
+    const nlohmann::json& entry = item.value();
     if (name == "__metadata__") continue;
     auto bad = [&](const std::string& what) {
       CLEAVE_FAIL(

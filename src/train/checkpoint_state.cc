@@ -91,7 +91,7 @@ std::vector<std::string> load_param_into_net(nn::Cell& net, const ParamMap& para
   std::vector<std::string> unused;
   for (const auto& [name, tensor] : params) {
     const bool used = std::any_of(net_params.begin(), net_params.end(),
-                                  [&](const auto& p) { return p.first == name; });
+                                  [&name = name](const auto& p) { return p.first == name; });
     if (!used) unused.push_back(name);
   }
   return unused;

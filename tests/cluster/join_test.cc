@@ -5,9 +5,13 @@
 #include "cluster/join.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 
+#include "cluster/rank_table.h"
 #include "testing/gradcheck.h"
 
 namespace cleave::cluster {
@@ -128,6 +132,37 @@ TEST(JoinStandalone, OneRankWithAStoreOfItsOwn) {
   ASSERT_NE(m.store, nullptr);
   m.store->set("k", {7});
   EXPECT_EQ(m.store->get("k", std::chrono::milliseconds(10)), std::vector<uint8_t>{7});
+}
+
+// Rank tables that crashed read_rank_table or were misread (replayed by
+// fuzz/rank_table_fuzzer.cc from fuzz/regressions/rank_table/): each is a named error.
+TEST(RankTableFile, MalformedEntriesAreNamedErrors) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("cleave_rank_table_" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  auto read = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    return read_rank_table(path);
+  };
+  // "devices" not an array: was an uncaught nlohmann::json::type_error.
+  EXPECT_ERROR(
+      read(
+          R"({"group_list": [{"instance_list": [{"rank_id": 0, "server_id": "a", "devices": "x"}]}]})"),
+      "rank 0's \"devices\" is \"x\"; expected an array");
+  // An integer outside int: was read as rank 0.
+  EXPECT_ERROR(
+      read(
+          R"({"server_list": [{"server_id": "a", "device": [{"device_id": 0, "rank_id": 4294967296}]}]})"),
+      "\"rank_id\" is 4294967296; expected a non-negative integer");
+  // A negative device: was accepted.
+  EXPECT_ERROR(
+      read(R"({"server_list": [{"server_id": "a", "device": [{"device_id": -1, "rank_id": 0}]}]})"),
+      "\"device_id\" is -1; expected a non-negative integer");
+  const auto ok = read(
+      R"({"server_list": [{"server_id": "a", "device": [{"device_id": 3, "rank_id": "0"}]}]})");
+  ASSERT_EQ(ok.size(), 1u);
+  EXPECT_EQ(ok[0].device_id, 3);
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -68,6 +68,15 @@ T apply(T a, T b, ReduceOp op) {
   if constexpr (std::is_same_v<T, bool>) {
     return op == ReduceOp::kMax ? (a || b) : (a && b);
   } else {
+    if constexpr (std::is_integral_v<T>) {
+      // Integers wrap, as the collectives' own arithmetic does (src/comm/rank_order_reduce.cc):
+      // a signed overflow would be undefined behaviour (UBSan found the product of 8 ranks').
+      using U = std::make_unsigned_t<T>;
+      if (op == ReduceOp::kSum || op == ReduceOp::kMean) {
+        return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+      }
+      if (op == ReduceOp::kProd) return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    }
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kMean:

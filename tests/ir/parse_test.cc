@@ -173,6 +173,34 @@ TEST(ParseText, TextThatIsNotADumpIsAnErrorNamingTheLineAndColumn) {
       << error_of(values);
 }
 
+// Numbers out of range in names and references (fuzz/regressions/ir_text/): each threw
+// std::out_of_range or std::invalid_argument from std::stoi/stoll instead of a named error.
+TEST(ParseText, NumbersOutOfRangeAreErrorsNamingTheLine) {
+  auto edited = [](std::string_view from, std::string_view to) {
+    std::string text = kSmall;
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  EXPECT_NE(error_of(edited("%const4:", "%const99999999999:")).find("t.ir:7:"), std::string::npos);
+  EXPECT_NE(error_of(edited("%const4:", "%const99999999999:"))
+                .find("a constant must be named %const<K>, got '%const99999999999'"),
+            std::string::npos);
+  EXPECT_NE(error_of(edited("%const4:",
+                            "%const\xff"
+                            "7:"))
+                .find("a constant must be named %const<K>"),
+            std::string::npos);
+  EXPECT_NE(error_of(edited("%2(out)", "%9999999999999999999(out)"))
+                .find("expected an integer from -9223372036854775808 to 9223372036854775807"),
+            std::string::npos);
+  EXPECT_NE(error_of(edited("%2(out)", "%4294967298(out)"))
+                .find("an op's number must be from 0 to 2147483647, got %4294967298"),
+            std::string::npos);
+  const std::string ref = error_of(edited("ReLU(%2)", "ReLU(%2[99999999999])"));
+  EXPECT_NE(ref.find("t.ir:14:"), std::string::npos) << ref;
+  EXPECT_NE(ref.find("%2[99999999999]"), std::string::npos) << ref;
+}
+
 TEST(ParseStrategy, ReadsWhatStrategyToStringWrites) {
   for (const Strategy& s : {Strategy{}, Strategy{{2, 4}, {4, 1}}, Strategy{{8}}, Strategy{{}}}) {
     EXPECT_EQ(parse_strategy(strategy_to_string(s)), s) << strategy_to_string(s);

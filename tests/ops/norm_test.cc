@@ -239,7 +239,9 @@ TEST(LayerNorm, GradcheckBeginNormAxisVariants) {
   for (const auto& [shape, axis] : cases) {
     SCOPED_TRACE(shape.to_string() + " begin_norm_axis " + std::to_string(axis));
     EXPECT_TRUE(gradcheck(
-        [&](const std::vector<Tensor>& in) { return ops::layer_norm(in[0], in[1], in[2], axis); },
+        [&, axis = axis](const std::vector<Tensor>& in) {
+          return ops::layer_norm(in[0], in[1], in[2], axis);
+        },
         ln_inputs(shape, axis, 91)));
   }
 }

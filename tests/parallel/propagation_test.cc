@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -287,6 +288,34 @@ TEST_F(StrategyFile, WrongFilesAreNamedErrors) {
   EXPECT_ERROR(load_strategy_file(path("s.json"), other, 8), "none of them in graph",
                "saved for another network");
   EXPECT_ERROR(save_strategy_file(path("no/such/folder/s.json"), g, plan), "does not exist");
+}
+
+// Fields of the wrong JSON type (fuzz/regressions/strategy_file/): each was an uncaught
+// nlohmann::json::type_error or, for a device matrix whose size overflows, undefined behaviour.
+TEST_F(StrategyFile, FieldsOfTheWrongTypeAreNamedErrors) {
+  ir::Graph g = seed_graph();
+  auto load = [&](const std::string& text) {
+    std::ofstream(path("s.json")) << text;
+    return load_strategy_file(path("s.json"), g, 8);
+  };
+  EXPECT_ERROR(load(R"({"format": 7})"), "no \"format\": \"cleave-strategy\" field");
+  EXPECT_ERROR(load(R"({"format": "cleave-strategy", "version": "1"})"),
+               "version \"1\" is not supported; expected 1");
+  EXPECT_ERROR(load(R"({"format": "cleave-strategy", "version": 1, "device_num": "8"})"),
+               "\"device_num\" is \"8\"; expected a positive integer");
+  const std::string key = strategy_key(g.nodes[static_cast<size_t>(
+      std::find_if(g.nodes.begin(), g.nodes.end(), [](const ir::Node& n) { return n.is_op(); }) -
+      g.nodes.begin())]);
+  EXPECT_ERROR(load(R"({"format": "cleave-strategy", "version": 1, "device_num": 8,
+                        "parallel_strategy_item": {")" +
+                    key + R"(": {"parallel_strategy": [[1, 1], [1, 1]], "derived": 1}}})"),
+               "has \"derived\": 1; expected true or false");
+  std::ofstream(path("l.json"))
+      << R"({"format": "cleave-strategy", "version": 1, "device_num": 8, "parallel_layout_item":
+            {"w": {"dev_matrix": [4294967296, 4294967296], "tensor_map": [[0], [1]],
+                   "tensor_shape": [4294967296, 4294967296]}}})";
+  EXPECT_ERROR(load_parameter_layouts(path("l.json")), "parameter 'w' has an invalid layout",
+               "has more than 2147483647 devices");
 }
 
 // Seed 003's Net as a Cell, trained by AUTO_PARALLEL with sharding propagation on 8 thread ranks.

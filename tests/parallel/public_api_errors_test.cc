@@ -60,6 +60,18 @@ TEST(PublicLayoutApi, RanksAlongABadRankOrAxisAreErrors) {
 TEST(PublicLayoutApi, LayoutsBreakingTheRulesAreErrors) {
   expect_error([] { Layout({}, {}); }, "Layout: the device matrix is empty");
   expect_error([] { Layout({2, 0}, {{0}}); }, "has an axis of size 0");
+  // A matrix from a file whose size overflows int64 (fuzz/regressions/strategy_file/): was
+  // undefined behaviour in device_count.
+  expect_error(
+      [] {
+        Layout({int64_t{1} << 32, int64_t{1} << 32}, {{0}, {1}});
+      },
+      "has more than 2147483647 devices");
+  expect_error(
+      [] {
+        device_count({int64_t{1} << 32, int64_t{1} << 32});
+      },
+      "has more devices than an int64 holds");
   expect_error(
       [] {
         Layout({2, 4}, {{2}});
@@ -106,6 +118,20 @@ TEST(PublicLayoutApi, RedistributionsBetweenMismatchedLayoutsAreErrors) {
         plan_redistribution(partial, other_partial, Shape({4, 4}), DType::kFloat32);
       },
       "is partial over other axes than");
+  // Axis 0 of [2, 2] is not axis 0 of [4] (fuzz/regressions/planner/): the numbers matched, the
+  // plan search then found no plan and aborted with an internal error.
+  const Layout partial_of_two({2, 2}, {}, {0});
+  const Layout partial_of_four({4}, {}, {0});
+  expect_error(
+      [&] { plan_redistribution(partial_of_two, partial_of_four, Shape(), DType::kFloat32); },
+      "is partial over other axes than");
+  // The same partial axes with another reduction (fuzz/regressions/planner/): was an internal
+  // error ("no redistribution from ...") that aborted the process.
+  const Layout partial_max({3, 5}, {{0}}, {1}, PartialOp::kMax);
+  const Layout partial_sum({3, 5}, {{}}, {1}, PartialOp::kSum);
+  expect_error([&] { plan_redistribution(partial_max, partial_sum, Shape({3}), DType::kFloat32); },
+               "holds pending sum reductions but layout(dev=[3, 5], map=(0,), partial_max=(1)) "
+               "holds pending max ones");
   UnifiedMatrix unified;
   expect_error(
       [&] {

@@ -80,8 +80,8 @@ TEST_P(Resume, MidEpochCheckpointContinuesTheSameLossCurve) {
   }
   for (const auto& [name, p] : full.net->parameters_and_names()) {
     const auto theirs = resumed.net->parameters_and_names();
-    const auto it =
-        std::find_if(theirs.begin(), theirs.end(), [&](const auto& q) { return q.first == name; });
+    const auto it = std::find_if(theirs.begin(), theirs.end(),
+                                 [&name = name](const auto& q) { return q.first == name; });
     EXPECT_EQ(it->second.to_double_vector(), p.to_double_vector()) << name;
   }
   fs::remove_all(dir);

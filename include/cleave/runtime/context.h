@@ -42,7 +42,12 @@ const Context& get_context();
 //                       "recursive_programming" (SAPP) bisects the devices level by level, a
 //                       fast heuristic for large graphs and device counts. Both read
 //                       set_algo_parameters and set_cost_model_context below.
-enum ParallelMode { STAND_ALONE = 0, DATA_PARALLEL = 1, SEMI_AUTO_PARALLEL = 2, AUTO_PARALLEL = 3 };
+enum ParallelMode : int {
+  STAND_ALONE = 0,
+  DATA_PARALLEL = 1,
+  SEMI_AUTO_PARALLEL = 2,
+  AUTO_PARALLEL = 3
+};
 // "STAND_ALONE", "DATA_PARALLEL", ...
 const char* parallel_mode_name(ParallelMode mode);
 

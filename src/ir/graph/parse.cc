@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -45,12 +46,27 @@ struct Ref {
   std::string name;  // "%12", "%para3_w", "%const7"
   int output = 0;
 };
+// A number in the text ("12" of "%12[12]", "7" of "%const7"): digits only, at most 9 of them;
+// nullopt for anything else (std::stoi would throw its own exception, or read "1x" as 1).
+std::optional<int> small_index(std::string_view digits) {
+  if (digits.empty() || digits.size() > 9 ||
+      digits.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return std::stoi(std::string(digits));
+}
+
+// A reference whose "[...]" is not a small index stays a name, which then is not defined.
 Ref split_ref(const std::string& text) {
   Ref r{text, 0};
   const size_t open = text.find('[');
   if (open != std::string::npos && text.back() == ']') {
-    r.name = text.substr(0, open);
-    r.output = std::stoi(text.substr(open + 1, text.size() - open - 2));
+    const std::optional<int> output =
+        small_index(std::string_view(text).substr(open + 1, text.size() - open - 2));
+    if (output) {
+      r.name = text.substr(0, open);
+      r.output = *output;
+    }
   }
   return r;
 }
@@ -157,10 +173,13 @@ class Parser {
       e.node.scope = "Default";
     } else if (kind == "constant") {
       e.node.kind = NodeKind::kConstant;
-      if (value.rfind("%const", 0) != 0) {
+      const std::optional<int> label = value.rfind("%const", 0) == 0
+                                           ? small_index(std::string_view(value).substr(6))
+                                           : std::nullopt;
+      if (!label) {
         in.fail_here(fmt::format("a constant must be named %const<K>, got '{}'", value));
       }
-      e.label = std::stoi(value.substr(6));
+      e.label = *label;
       e.node.name = "const";
       e.node.literal = in.accept("(literal)");
       if (in.accept("=")) {
@@ -212,7 +231,12 @@ class Parser {
     e.line = static_cast<int>(line_) + 1;
     Cursor in = cursor();
     in.expect("%");
-    e.label = static_cast<int>(in.integer());
+    const int64_t label = in.integer();
+    if (label < 0 || label > std::numeric_limits<int>::max()) {
+      in.fail_here(fmt::format("an op's number must be from 0 to {}, got %{}",
+                               std::numeric_limits<int>::max(), label));
+    }
+    e.label = static_cast<int>(label);
     in.expect("(out)");
     in.expect("=");
     in.skip_space();

@@ -81,20 +81,25 @@ std::string node_label(const Graph& g, int node) {
 
 void verify(const Graph& g, Bindings bindings) {
   const int count = static_cast<int>(g.nodes.size());
+  // `user` is a node, or `count` for the graph's outputs (which has no node to name: reading
+  // g.nodes[count] was a heap-buffer-overflow that ASan found).
+  auto user_label = [&](int user) {
+    return user < count ? node_label(g, user) : std::string("the graph");
+  };
   auto check_ref = [&](ValueRef v, int user, const std::string& where) {
     CLEAVE_CHECK_ARG(v.node >= 0 && v.node < count,
                      "verify '{}': {} {} refers to node %{}, which does not exist (a dangling "
                      "value; the graph has {} nodes)",
-                     g.name, node_label(g, user), where, v.node, count);
+                     g.name, user_label(user), where, v.node, count);
     CLEAVE_CHECK_ARG(v.node < user,
                      "verify '{}': {} {} refers to {}, which does not come before it: the graph "
                      "has a cycle or is not in topological order",
-                     g.name, node_label(g, user), where, node_label(g, v.node));
+                     g.name, user_label(user), where, node_label(g, v.node));
     const Node& src = g.nodes[v.node];
     CLEAVE_CHECK_ARG(v.output >= 0 && v.output < static_cast<int>(src.outputs.size()),
                      "verify '{}': {} {} refers to output {} of {}, which has {} output(s) (a "
                      "dangling value)",
-                     g.name, node_label(g, user), where, v.output, node_label(g, v.node),
+                     g.name, user_label(user), where, v.output, node_label(g, v.node),
                      src.outputs.size());
   };
   for (int i = 0; i < count; ++i) {

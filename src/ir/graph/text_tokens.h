@@ -3,6 +3,7 @@
 // the ir layer.
 #pragma once
 
+#include <charconv>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,11 +61,14 @@ class Cursor {
     if (pos_ < line_.size() && line_[pos_] == '-') ++pos_;
     while (pos_ < line_.size() && std::isdigit(static_cast<unsigned char>(line_[pos_]))) ++pos_;
     const std::string digits(line_.substr(begin, pos_ - begin));
-    if (digits.empty() || digits == "-" || digits.size() > 19) {
+    // from_chars, not stoll: a value beyond int64 is this parser's error, not std::out_of_range.
+    int64_t value = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size()) {
       pos_ = begin;
-      fail("an integer");
+      fail("an integer from -9223372036854775808 to 9223372036854775807");
     }
-    return std::stoll(digits);
+    return value;
   }
   // The text up to (not including) the first character of `stops`, or to the end.
   std::string until(std::string_view stops) {
