@@ -84,9 +84,10 @@ Tensor BatchNorm2d::construct(const Tensor& x) {
     // In place through a primitive, so that GRAPH_MODE records the write as a side effect.
     static const ir::OpDef& assign = ir::Registry::global().get("Assign");
     // One statement each: the order of a call's arguments is unspecified (g++ and clang trace
-    // the two products in opposite orders), and the traced graph must not depend on it.
-    const Tensor kept = ops::mul(moving, momentum_);
+    // the two products in opposite orders), and the traced graph must not depend on it. This is
+    // the order g++ traced, which seed 001's golden graphs hold.
     const Tensor fresh = ops::mul(b, (1.0 - momentum_) * scale);
+    const Tensor kept = ops::mul(moving, momentum_);
     ir::call(assign, {moving, ops::add(kept, fresh)});
   };
   update(moving_mean, r.batch_mean, 1.0);
