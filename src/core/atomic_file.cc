@@ -26,6 +26,17 @@ struct Fd {
   }
 };
 
+// `path` opened for reading, and its size; an Error naming it when it cannot be opened or is not
+// a regular file.
+size_t open_for_reading(Fd& file, const std::string& path, const char* what) {
+  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  CLEAVE_CHECK_ARG(file.fd >= 0, "cannot load {} '{}': {}", what, path, system_error());
+  struct stat st {};
+  CLEAVE_CHECK_ARG(::fstat(file.fd, &st) == 0 && S_ISREG(st.st_mode),
+                   "cannot load {} '{}': not a regular file", what, path);
+  return static_cast<size_t>(st.st_size);
+}
+
 }  // namespace
 
 void write_file_atomically(const std::string& path, std::string_view contents, const char* what) {
@@ -89,12 +100,7 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
 
 std::string read_whole_file(const std::string& path, const char* what) {
   Fd file;
-  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  CLEAVE_CHECK_ARG(file.fd >= 0, "cannot load {} '{}': {}", what, path, system_error());
-  struct stat st {};
-  CLEAVE_CHECK_ARG(::fstat(file.fd, &st) == 0 && S_ISREG(st.st_mode),
-                   "cannot load {} '{}': not a regular file", what, path);
-  std::string out(static_cast<size_t>(st.st_size), '\0');
+  std::string out(open_for_reading(file, path, what), '\0');
   size_t done = 0;
   while (done < out.size()) {
     const ssize_t n = ::read(file.fd, out.data() + done, out.size() - done);
@@ -109,12 +115,7 @@ std::string read_whole_file(const std::string& path, const char* what) {
 
 MappedFile::MappedFile(const std::string& path, const char* what) {
   Fd file;
-  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  CLEAVE_CHECK_ARG(file.fd >= 0, "cannot load {} '{}': {}", what, path, system_error());
-  struct stat st {};
-  CLEAVE_CHECK_ARG(::fstat(file.fd, &st) == 0 && S_ISREG(st.st_mode),
-                   "cannot load {} '{}': not a regular file", what, path);
-  size_ = static_cast<size_t>(st.st_size);
+  size_ = open_for_reading(file, path, what);
   if (size_ == 0) return;
   void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, file.fd, 0);
   CLEAVE_CHECK_ARG(p != MAP_FAILED, "cannot load {} '{}': mapping it failed: {}", what, path,

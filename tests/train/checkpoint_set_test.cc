@@ -31,6 +31,7 @@ namespace cleave::train {
 namespace {
 
 namespace fs = std::filesystem;
+using ckpt_testing::expect_error;
 
 fs::path fresh_dir(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("cleave_{}_{}", name, ::getpid());
@@ -113,15 +114,6 @@ void expect_near(const std::vector<double>& got, const std::vector<double>& want
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_NEAR(got[i], want[i], 1e-5 * std::abs(want[i])) << "loss " << i;
-  }
-}
-
-void expect_error(const std::function<void()>& call, const std::string& words) {
-  try {
-    call();
-    ADD_FAILURE() << "no error; expected one mentioning '" << words << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
   }
 }
 

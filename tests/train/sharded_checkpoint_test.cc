@@ -21,6 +21,7 @@ namespace cleave::train {
 namespace {
 
 namespace fs = std::filesystem;
+using ckpt_testing::expect_error;
 
 using ckpt_testing::Mlp;
 
@@ -90,15 +91,6 @@ std::vector<RankCheckpoint> load_ranks(const Job& job, int n = 4) {
     ranks.push_back({load_checkpoint(f), f});
   }
   return ranks;
-}
-
-void expect_error(const std::function<void()>& call, const std::string& words) {
-  try {
-    call();
-    ADD_FAILURE() << "no error; expected one mentioning '" << words << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-  }
 }
 
 TEST(ShardedCheckpoint, MergesIntoTheGatheredParametersAndLoadsIntoOneDevice) {

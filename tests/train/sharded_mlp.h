@@ -1,9 +1,14 @@
-// The MLP the sharded-checkpoint tests train, and its strategies on 4 and 2 ranks: shared by
-// sharded_checkpoint_test.cc, checkpoint_set_test.cc and the program checkpoint_kill_child.cc.
+// The MLP the sharded-checkpoint tests train, its strategies on 2, 4, 6 and 8 ranks, and their
+// error check: shared by sharded_checkpoint_test.cc, checkpoint_set_test.cc and the program
+// checkpoint_kill_child.cc.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "cleave/cleave.h"
 
@@ -61,6 +66,16 @@ inline std::shared_ptr<Mlp> make_mlp(int ranks) {
   }
   shard(*net, ranks);
   return net;
+}
+
+// `call` throws cleave's Error with `words` in its message.
+inline void expect_error(const std::function<void()>& call, const std::string& words) {
+  try {
+    call();
+    ADD_FAILURE() << "no error; expected one mentioning '" << words << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace cleave::ckpt_testing
