@@ -125,7 +125,10 @@ class Model {
   // optimizer; the next train() continues after the saved step. Give that train() a freshly built
   // dataset pipeline with the same seed and batches per epoch as the saved run: it skips the
   // epochs and steps already done, so it sees the batches the uninterrupted run saw. Throws Error
-  // listing every missing or mismatched tensor (and changes nothing then).
+  // listing every missing or mismatched tensor (and changes nothing then). In a job of several
+  // ranks it is collective: each rank then checks that every rank loaded the same step, and
+  // throws Error naming the steps otherwise (their values are loaded by then; train() must not
+  // follow).
   void load_train_state(const std::string& path);
   // Restores the newest checkpoint set `directory` holds (one folder per rank, as ModelCheckpoint
   // writes them), saved by a job under `strategy_file` ("" when it sharded nothing), whatever
