@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <utility>
 #if defined(__SSE4_2__)
 #include <nmmintrin.h>
 #endif
@@ -345,6 +346,22 @@ class WireReader {
         corrupt(fmt::format("wire type {} is not one a checkpoint uses", wire_type));
     }
   }
+  // The length-delimited fields 1 and 2 of the message this reader holds (Value's tag and
+  // tensor, Metadata's key and value), the last of each if repeated; other fields skipped.
+  std::pair<std::optional<std::string_view>, std::optional<std::string_view>> fields_1_and_2() {
+    std::optional<std::string_view> first, second;
+    while (!done()) {
+      const uint64_t key = varint();
+      if (key == ((1 << 3) | 2)) {
+        first = bytes();
+      } else if (key == ((2 << 3) | 2)) {
+        second = bytes();
+      } else {
+        skip(static_cast<uint32_t>(key & 7));
+      }
+    }
+    return {first, second};
+  }
   WireReader sub(std::string_view bytes) const {
     return WireReader(path_, bytes.data(), bytes.data() + bytes.size());
   }
@@ -379,33 +396,11 @@ DecodedCkpt decode_ckpt(const std::string& path, std::string_view bytes, bool wi
     if (field == 100 && wire == 5) {
       out.crc32c = file.fixed32();
     } else if (field == 101 && wire == 2) {
-      WireReader entry = file.sub(file.bytes());
-      std::optional<std::string_view> k, v;
-      while (!entry.done()) {
-        const uint64_t ek = entry.varint();
-        if (ek == ((1 << 3) | 2)) {
-          k = entry.bytes();
-        } else if (ek == ((2 << 3) | 2)) {
-          v = entry.bytes();
-        } else {
-          entry.skip(static_cast<uint32_t>(ek & 7));
-        }
-      }
+      const auto [k, v] = file.sub(file.bytes()).fields_1_and_2();
       if (!k || !v) file.corrupt("a metadata entry lacks its key or value");
       out.metadata[std::string(*k)] = std::string(*v);
     } else if (field == 1 && wire == 2) {
-      WireReader value = file.sub(file.bytes());
-      std::optional<std::string_view> tag, tensor;
-      while (!value.done()) {
-        const uint64_t vk = value.varint();
-        if (vk == ((1 << 3) | 2)) {
-          tag = value.bytes();
-        } else if (vk == ((2 << 3) | 2)) {
-          tensor = value.bytes();
-        } else {
-          value.skip(static_cast<uint32_t>(vk & 7));
-        }
-      }
+      const auto [tag, tensor] = file.sub(file.bytes()).fields_1_and_2();
       if (!tag || !tensor) file.corrupt("a value lacks its tag or tensor");
       const std::string name(*tag);
       WireReader tp = file.sub(*tensor);
