@@ -144,11 +144,7 @@ Layout::Layout(DeviceMatrix dev, std::vector<DimAxes> tensor_map, std::vector<in
     used[static_cast<size_t>(a)] = true;
   };
   for (const DimAxes& axes : map_) {
-    for (size_t k = 0; k < axes.size(); ++k) {
-      use(axes[k]);
-      CLEAVE_CHECK_ARG(k == 0 || axes[k] > axes[k - 1],
-                       "Layout: the axes of a dimension must ascend ({})", to_string());
-    }
+    for (int a : axes) use(a);
   }
   std::sort(partial_.begin(), partial_.end());
   for (int a : partial_) use(a);
@@ -436,13 +432,7 @@ Layout Layout::parse(std::string_view text) {
       // not split
     } else if (in.accept("(")) {
       do {
-        const size_t at = in.position();
-        const int a = axis();
-        if (!axes.empty() && a <= axes.back()) {
-          in.rewind(at);
-          in.fail("a dimension's axes in ascending order");
-        }
-        axes.push_back(a);
+        axes.push_back(axis());
       } while (in.accept(","));
       in.expect(")");
     } else {

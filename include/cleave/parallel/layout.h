@@ -10,7 +10,10 @@
 //   - the *partial* axes: axes over which the local values are pending reductions (a sum, or a
 //     max/min) that an AllReduce or ReduceScatter completes;
 //   - every other axis holds *replicas*: ranks that differ only on those axes hold the same slice.
-// An axis appears at most once in a layout, and the axes of one dimension are ascending. A
+// An axis appears at most once in a layout. The axes of one dimension may come in any order:
+// the planner's own layouts list them ascending (redistribution plans only those), and the
+// parallel optimizer appends replica axes after a dimension's own, whatever their numbers
+// (NOTE [Parallel optimizer] in cleave/parallel/parallel_optimizer.h). A
 // dimension's size must be divisible by its number of slices (Layout::check_shape). The canonical
 // text form, used in dumps and errors, reads layout(dev=[2, 4, 1], map=(0, -1), partial=(1));
 // docs/design/sharding.md, section 1, has more examples.
@@ -53,7 +56,7 @@ class Layout {
   // A scalar layout on one device.
   Layout() : dev_{1} {}
   // Checks the NOTE's rules: an Error names the rule a layout breaks (an empty device matrix, an
-  // axis of size < 1, an axis out of range or used twice, a dimension's axes not ascending).
+  // axis of size < 1, an axis out of range or used twice).
   Layout(DeviceMatrix dev, std::vector<DimAxes> tensor_map, std::vector<int> partial = {},
          PartialOp partial_op = PartialOp::kSum);
   // Every rank holds the whole tensor of rank `tensor_rank`.
@@ -101,7 +104,7 @@ class Layout {
   // The inverse of to_string(): the layout written in `text` (spaces between tokens are free).
   // Throws Error saying what is wrong and where ("at column 17: expected ... , got ...") for text
   // that is not a layout, or a layout breaking the NOTE's rules (an axis out of range or used
-  // twice, a device axis of size < 1, a dimension's axes not ascending).
+  // twice, a device axis of size < 1).
   static Layout parse(std::string_view text);
 
  private:
