@@ -130,7 +130,7 @@ def main():
 
     # IR text: the golden dumps of tests/ir/golden.
     golden = os.path.join(ROOT, "tests", "ir", "golden")
-    for name in ("01_trace.ir", "07_autodiff.ir", "10_optimizer.ir", "19_execute.ir"):
+    for name in ("01_trace.ir", "08_autodiff.ir", "11_optimizer.ir", "20_execute.ir"):
         with open(os.path.join(golden, name)) as f:
             write("ir_text", name, f.read())
 

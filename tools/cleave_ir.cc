@@ -14,7 +14,7 @@
 // the dump's name with .svg or .png).
 //
 // --ranks reads the per-rank dumps DIR/<stage>_rank<R>.ir of a partitioned graph (Cell::place;
-// NAME defaults to the only stage with per-rank dumps in DIR, e.g. 14_partition), prints each
+// NAME defaults to the only stage with per-rank dumps in DIR, e.g. 15_partition), prints each
 // rank's op, send and recv counts and the cut edges (RpcSend -> RpcRecv, by tag), and writes one
 // Graphviz file with a cluster per rank and the cut edges between them: FILE with the extension
 // .dot (default DIR/<stage>_ranks.dot), rendered to FILE (default DIR/<stage>_ranks.svg). A send

@@ -81,7 +81,7 @@ PartitionView read_partition(const fs::path& dir, const std::string& stage) {
   if (stage.empty()) {
     if (stages.empty()) {
       throw std::runtime_error("no per-rank dumps (<stage>_rank<R>.ir) in '" + dir.string() +
-                               "'; expected e.g. 14_partition_rank0.ir (save_graphs >= 1)");
+                               "'; expected e.g. 15_partition_rank0.ir (save_graphs >= 1)");
     }
     if (stages.size() > 1) {
       std::string names;

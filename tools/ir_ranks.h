@@ -2,7 +2,7 @@
 //
 // NOTE [Per-rank dumps and cut edges]
 // The partition pass writes one dump per rank, DIR/<stage>_rank<R>.ir (e.g.
-// 14_partition_rank0.ir), in the text form of cleave/ir/dump.h. Each cut edge of the original
+// 15_partition_rank0.ir), in the text form of cleave/ir/dump.h. Each cut edge of the original
 // graph is one *send* on its producer's rank and one *recv* on its consumer's rank:
 //   %20(out) = RpcSend(%19) {...} primitive_attrs: {dst_rank: 1, group: world, tag: 3}
 //   %4(out) = RpcRecv() {...} primitive_attrs: {dtype: Float32, ..., src_rank: 0, tag: 3}

@@ -139,13 +139,13 @@ PY
 echo "ok: the placed run's checkpoints (workers 0, 3, 6) equal one process's"
 
 # The ranks' subgraphs (save_graphs) drawn together: every send has its recv.
-"$bin/cleave-ir" --ranks "$work/graphs/train_step_0" --stage 14_partition --render none \
+"$bin/cleave-ir" --ranks "$work/graphs/train_step_0" --stage 15_partition --render none \
   > "$work/ir.out" 2>&1 || {
   cat "$work/ir.out"
   find "$work/graphs" | head -n 40
   fail "cleave-ir --ranks on the placed run's dumps failed"
 }
-grep -Eq "^partition 14_partition .*: [5-8] ranks, [1-9][0-9]* cut edges$" "$work/ir.out" || {
+grep -Eq "^partition 15_partition .*: [5-8] ranks, [1-9][0-9]* cut edges$" "$work/ir.out" || {
   cat "$work/ir.out"
   fail "cleave-ir --ranks: expected at least 5 ranks and some cut edges"
 }

@@ -131,6 +131,11 @@ Tensor all_reduce_over(const Tensor& x, const std::vector<int64_t>& ranks, Parti
   return call_on("AllReduce", x, ranks, {{"op", std::string(partial_op_name(op))}});
 }
 
+Tensor all_gather_over(const Tensor& x, const std::vector<int64_t>& ranks, int64_t dim) {
+  if (ranks.size() <= 1) return x;
+  return call_on("AllGather", x, ranks, {{"axis", dim}});
+}
+
 Tensor redistribute(const Tensor& x, const Layout& from, const Layout& to, const Shape& global,
                     int64_t rank) {
   // No collective carries booleans: a Bool tensor moves as Int32 (its values are 0 and 1).

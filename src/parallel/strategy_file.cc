@@ -56,16 +56,23 @@ std::string strategy_key(const ir::Node& n) {
   return fmt::format("{}/{}-{}", n.scope, n.op->name, n.name);
 }
 
-void save_strategy_file(const std::string& path, const ir::Graph& g, const ParallelPlan& plan) {
+void save_strategy_file(const std::string& path, const ir::Graph& g, const ParallelPlan& plan,
+                        const std::map<std::string, Layout>& parameter_layouts) {
   json ops = json::object();
   json params = json::object();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
     if (n.is_op()) {
+      if (plan.ops.empty()) continue;  // DATA_PARALLEL: parameter layouts only
       ops[strategy_key(n)] = {
           {"stage", 0}, {"parallel_strategy", n.strategy}, {"derived", n.strategy_derived}};
-    } else if (n.kind == ir::NodeKind::kParameter && !plan.layouts[i].empty()) {
-      params[n.name] = layout_json(plan.layouts[i][0], n.outputs[0].shape);
+    } else if (n.kind == ir::NodeKind::kParameter) {
+      const auto given = parameter_layouts.find(n.name);
+      if (given != parameter_layouts.end()) {
+        params[n.name] = layout_json(given->second, n.outputs[0].shape);
+      } else if (i < plan.layouts.size() && !plan.layouts[i].empty()) {
+        params[n.name] = layout_json(plan.layouts[i][0], n.outputs[0].shape);
+      }
     }
   }
   const json file = {{"format", kFormat},

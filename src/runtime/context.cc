@@ -104,6 +104,25 @@ void set_auto_parallel_context(const AutoParallelContext& context) {
                    "{}: bucket_cap_mb is {}; expected a size in MiB >= 0 (0: one AllReduce per "
                    "gradient)",
                    who, context.bucket_cap_mb);
+  const AutoParallelContext::ParallelOptimizerConfig& po = context.parallel_optimizer_config;
+  CLEAVE_CHECK_ARG(po.parallel_optimizer_threshold >= 0,
+                   "{}: parallel_optimizer_config.parallel_optimizer_threshold is {}; expected a "
+                   "size in KB >= 0 (parameters smaller than it stay replicated)",
+                   who, po.parallel_optimizer_threshold);
+  const int64_t k = po.optimizer_weight_shard_size;
+  CLEAVE_CHECK_ARG(k == -1 || (k >= 1 && (k & (k - 1)) == 0),
+                   "{}: parallel_optimizer_config.optimizer_weight_shard_size is {}; expected -1 "
+                   "(every rank of a parameter's mirror group) or a power of two >= 1",
+                   who, k);
+  CLEAVE_CHECK_ARG(k == -1 || context.device_num <= 0 || k <= context.device_num,
+                   "{}: parallel_optimizer_config.optimizer_weight_shard_size is {}, more than "
+                   "device_num {}; expected at most the device count",
+                   who, k, context.device_num);
+  CLEAVE_CHECK_ARG(!context.enable_parallel_optimizer || context.parallel_mode != STAND_ALONE,
+                   "{}: enable_parallel_optimizer needs parallel_mode DATA_PARALLEL, "
+                   "SEMI_AUTO_PARALLEL or AUTO_PARALLEL (it splits what replicas hold); "
+                   "parallel_mode is STAND_ALONE",
+                   who);
   CLEAVE_CHECK_ARG(context.pipeline_micro_batches >= 1,
                    "{}: pipeline_micro_batches is {}; expected >= 1", who,
                    context.pipeline_micro_batches);
@@ -114,10 +133,16 @@ void set_auto_parallel_context(const AutoParallelContext& context) {
   const bool sharded =
       context.parallel_mode == SEMI_AUTO_PARALLEL || context.parallel_mode == AUTO_PARALLEL;
   CLEAVE_CHECK_ARG(
-      sharded ||
-          (context.strategy_ckpt_save_file.empty() && context.strategy_ckpt_load_file.empty()),
-      "{}: strategy_ckpt_save_file / strategy_ckpt_load_file hold operator strategies, which "
-      "only SEMI_AUTO_PARALLEL and AUTO_PARALLEL have; parallel_mode is {}",
+      sharded || context.strategy_ckpt_load_file.empty(),
+      "{}: strategy_ckpt_load_file holds operator strategies, which only SEMI_AUTO_PARALLEL and "
+      "AUTO_PARALLEL have; parallel_mode is {}",
+      who, parallel_mode_name(context.parallel_mode));
+  CLEAVE_CHECK_ARG(
+      sharded || context.strategy_ckpt_save_file.empty() ||
+          (context.parallel_mode == DATA_PARALLEL && context.enable_parallel_optimizer),
+      "{}: strategy_ckpt_save_file holds operator strategies and parameter layouts, which only "
+      "SEMI_AUTO_PARALLEL and AUTO_PARALLEL have (and DATA_PARALLEL with "
+      "enable_parallel_optimizer, whose parameters are split); parallel_mode is {}",
       who, parallel_mode_name(context.parallel_mode));
   if (!context.cost_model_profile.empty()) {
     try {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 
@@ -13,6 +14,7 @@
 #include "cleave/ir/graph.h"
 #include "cleave/ir/passes.h"
 #include "cleave/ir/registry.h"
+#include "cleave/ops/elementwise.h"
 #include "cleave/parallel/calibrated_cost_model.h"
 #include "cleave/parallel/data_parallel.h"
 #include "cleave/parallel/partition.h"
@@ -53,6 +55,37 @@ std::vector<ir::TensorMeta> traced_inputs(const StepProgram& p, const CompileOpt
 
 bool placed(const CompileState& s) {
   return s.options.world_size > 1 && parallel::has_placement(s.graph);
+}
+
+bool sharded(const CompileState& s) { return s.options.sharded(); }
+
+// NOTE [Parallel optimizer] (cleave/parallel/parallel_optimizer.h): on for a step of a parallel
+// mode over several devices.
+bool parallel_optimizer(const CompileState& s) {
+  return s.options.parallel_optimizer && s.options.device_num > 1 &&
+         (s.options.mode == DATA_PARALLEL || sharded(s));
+}
+
+// The shape a parameter has in the model (one a step sharded earlier holds a slice of it).
+Shape global_shape(const Tensor& param) {
+  if (const std::optional<ParameterShard> shard = parameter_shard(param)) {
+    return shard->global.shape;
+  }
+  return param.shape();
+}
+
+// How the parallel optimizer splits `param`, laid out as `layout` by the step's plan (every
+// parameter is replicated in DATA_PARALLEL): only trainable parameters are split, the same way
+// whichever step (training or evaluation) is compiled first.
+parallel::OptimizerShard optimizer_shard_of(const CompileState& s, const Tensor& param,
+                                            const parallel::Layout* layout) {
+  const parallel::Layout plan_layout =
+      layout != nullptr
+          ? *layout
+          : parallel::Layout::replicated({s.options.device_num}, global_shape(param).rank());
+  if (!param.requires_grad()) return {.layout = plan_layout};
+  return parallel::optimizer_shard(plan_layout, global_shape(param), param.dtype(),
+                                   s.options.optimizer_shard);
 }
 
 // ---- the passes ----
@@ -160,8 +193,26 @@ void step_parallel_begin(CompileState& s) {
   s.dump_notes = parallel::redistribution_notes(s.graph, *s.parallel_plan);
 }
 
+// The plan's strategies and layouts; the parallel optimizer's layouts for the parameters it
+// splits (which are all a DATA_PARALLEL step's file holds).
 void save_strategy_file(CompileState& s) {
-  parallel::save_strategy_file(s.options.strategy_save_file, s.graph, *s.parallel_plan);
+  std::map<std::string, parallel::Layout> split;
+  if (parallel_optimizer(s)) {
+    for (size_t i = 0; i < s.graph.nodes.size(); ++i) {
+      const ir::Node& n = s.graph.nodes[i];
+      if (n.kind != ir::NodeKind::kParameter) continue;
+      const parallel::Layout* layout = s.parallel_plan && !s.parallel_plan->layouts[i].empty()
+                                           ? &s.parallel_plan->layouts[i][0]
+                                           : nullptr;
+      const parallel::OptimizerShard shard = optimizer_shard_of(s, n.value, layout);
+      if (shard.split()) split.emplace(n.name, shard.layout);
+    }
+  }
+  const parallel::ParallelPlan data_parallel{
+      .device_num = s.options.device_num,
+      .layouts = std::vector<std::vector<parallel::Layout>>(s.graph.nodes.size())};
+  parallel::save_strategy_file(s.options.strategy_save_file, s.graph,
+                               s.parallel_plan ? *s.parallel_plan : data_parallel, split);
 }
 
 // This rank's forward; its parameters are sliced by load() (NOTE [Sharded parameters]) and
@@ -182,6 +233,73 @@ void step_parallel_end(CompileState& s) {
   s.graph.name = fmt::format("{}_rank{}", s.graph.name, s.options.rank);
   s.rank_graph = true;
   s.loss_seed = 1.0 / static_cast<double>(local.output_replicas);
+}
+
+// NOTE [Parallel optimizer]: each split parameter holds its slice of L' and is gathered back
+// (AllGather over its shard group) where the forward reads it; its gradient then comes from the
+// AllGather's gradient, a ReduceScatter.
+void split_parameters(CompileState& s) {
+  ir::Graph& g = s.graph;
+  const int count = static_cast<int>(g.nodes.size());
+  std::vector<std::pair<int, std::vector<int64_t>>> gathers;  // parameter node, shard group
+  for (int i = 0; i < count; ++i) {
+    ir::Node& n = g.nodes[static_cast<size_t>(i)];
+    if (n.kind != ir::NodeKind::kParameter) continue;
+    const Tensor param = n.value;
+    const auto planned = s.layouts.find(param.impl());
+    const parallel::OptimizerShard shard =
+        optimizer_shard_of(s, param, planned == s.layouts.end() ? nullptr : &planned->second);
+    if (!shard.not_split.empty()) {
+      s.messages.push_back(fmt::format("parallel optimizer: parameter '{}' {} stays replicated: {}",
+                                       n.name, global_shape(param).to_string(), shard.not_split));
+    }
+    if (!shard.split()) continue;
+    n.outputs[0].shape = shard.layout.slice_shape(global_shape(param));
+    gathers.emplace_back(i, parallel::optimizer_shard_ranks(shard, s.options.rank));
+    s.optimizer_shards.emplace(param.impl(), shard);
+    if (planned != s.layouts.end()) planned->second = shard.layout;
+    auto slice =
+        std::find_if(s.parameter_slices.begin(), s.parameter_slices.end(),
+                     [&](const ParameterSlice& p) { return p.tensor.impl() == param.impl(); });
+    if (slice == s.parameter_slices.end()) {
+      std::vector<Tensor> like;
+      for (size_t k = 0; k < s.program.wrt.size() && k < s.program.wrt_like.size(); ++k) {
+        if (s.program.wrt[k].impl() == param.impl()) like = s.program.wrt_like[k];
+      }
+      s.parameter_slices.push_back({param, n.name, shard.layout, like});
+    } else {
+      slice->layout = shard.layout;
+    }
+  }
+  if (gathers.empty()) return;
+  std::map<int, int> gathered;  // parameter node -> its AllGather
+  {
+    ir::Tracer tracer(g);
+    for (const auto& [node, ranks] : gathers) {
+      const Tensor whole = parallel::all_gather_over(tracer.symbolic({node, 0}), ranks, 0);
+      gathered[node] = tracer.value_of(whole).node;
+    }
+  }
+  CLEAVE_ASSERT(g.nodes.size() == static_cast<size_t>(count) + gathers.size());
+  for (int j = 0; j < count; ++j) {
+    for (ir::ValueRef& v : g.nodes[static_cast<size_t>(j)].inputs) {
+      if (const auto it = gathered.find(v.node); it != gathered.end()) v.node = it->second;
+    }
+  }
+  for (ir::ValueRef& v : g.outputs) {
+    if (const auto it = gathered.find(v.node); it != gathered.end()) v.node = it->second;
+  }
+  std::vector<int> order;
+  for (int i = 0; i < count; ++i) {
+    order.push_back(i);
+    if (const auto it = gathered.find(i); it != gathered.end()) {
+      ir::Node& all_gather = g.nodes[static_cast<size_t>(it->second)];
+      all_gather.name =
+          fmt::format("{}/optimizer_all_gather", g.nodes[static_cast<size_t>(i)].name);
+      order.push_back(it->second);
+    }
+  }
+  ir::reorder_nodes(g, order);
 }
 
 void autodiff(CompileState& s) {
@@ -213,23 +331,43 @@ void mirror_gradients(CompileState& s) {
   name_mirror_ops(s);
 }
 
+// The gradients all-reduced in buckets; a parameter the parallel optimizer splits has its
+// slice's gradient reduce-scattered already (NOTE [Parallel optimizer]): only the replicas its
+// shard group leaves out still sum it, and gradients_mean divides it by the device count.
 void bucket_gradients(CompileState& s) {
   ir::Tracer tracer(s.graph);
+  std::vector<Tensor> split(s.grads.size());
+  for (size_t i = 0; i < s.grads.size(); ++i) {
+    if (s.grads[i].defined() && s.optimizer_shards.contains(s.program.wrt[i].impl())) {
+      std::swap(split[i], s.grads[i]);
+    }
+  }
   parallel::all_reduce_gradients_in_buckets(s.grads, {.device_num = s.options.device_num,
                                                       .mean = s.options.gradients_mean,
                                                       .cap_mb = s.options.bucket_cap_mb});
+  for (size_t i = 0; i < split.size(); ++i) {
+    if (!split[i].defined()) continue;
+    const parallel::OptimizerShard& shard = s.optimizer_shards.at(s.program.wrt[i].impl());
+    Tensor grad =
+        parallel::all_reduce_over(split[i], parallel::replica_ranks(shard.layout, s.options.rank));
+    if (s.options.gradients_mean) {
+      grad = ops::mul(grad, 1.0 / static_cast<double>(s.options.device_num));
+    }
+    s.grads[i] = grad;
+  }
   name_mirror_ops(s);
 }
 
 void optimizer(CompileState& s) {
   ir::Tracer tracer(s.graph);
-  // Optimizer state laid out like a sharded parameter is sliced with it at load.
+  // Optimizer state laid out like a sharded parameter is sliced with it at load (state of the
+  // global shape: a step compiled earlier may have sliced the parameter without it).
   for (const ParameterSlice& slice : s.parameter_slices) {
-    const ir::TensorMeta global{slice.tensor.shape(), slice.tensor.dtype()};
-    if (parameter_shard(slice.tensor) || slice.layout.is_replicated()) continue;
+    if (slice.layout.is_replicated()) continue;
+    const Shape global = global_shape(slice.tensor);
     for (const Tensor& t : slice.like) {
-      if (t.defined() && t.shape() == global.shape) {
-        tracer.expect_meta(t, {slice.layout.slice_shape(global.shape), t.dtype()});
+      if (t.defined() && t.shape() == global) {
+        tracer.expect_meta(t, {slice.layout.slice_shape(global), t.dtype()});
       }
     }
   }
@@ -288,7 +426,6 @@ void partition(CompileState& s) {
 }
 
 bool training(const CompileState& s) { return s.program.training(); }
-bool sharded(const CompileState& s) { return s.options.sharded(); }
 // A training step whose gradient reductions (DATA_PARALLEL's buckets, a parallel step's mirror
 // operators) may run while the rest of the backward computes: one micro-batch, not placed.
 bool overlapped_gradients(const CompileState& s) {
@@ -316,12 +453,20 @@ const std::vector<Pass>& compile_passes() {
       {"step_parallel_begin", "every op's strategy (given or derived) and its layouts",
        "SEMI_AUTO/AUTO_PARALLEL", sharded, step_parallel_begin},
       {"save_strategy_file", "the strategies and layouts written to strategy_ckpt_save_file",
-       "SEMI_AUTO/AUTO_PARALLEL with strategy_ckpt_save_file",
-       [](const CompileState& s) { return sharded(s) && !s.options.strategy_save_file.empty(); },
+       "SEMI_AUTO/AUTO_PARALLEL (or DATA_PARALLEL's parallel optimizer) with "
+       "strategy_ckpt_save_file",
+       [](const CompileState& s) {
+         return (sharded(s) || parallel_optimizer(s)) && !s.options.strategy_save_file.empty();
+       },
        save_strategy_file, D::kNone},
       {"step_parallel_end",
        "this rank's forward: local shapes, redistributions, forward communication",
        "SEMI_AUTO/AUTO_PARALLEL", sharded, step_parallel_end},
+      {"parallel_optimizer",
+       "each trainable parameter split once more over its replicas, gathered where the forward "
+       "reads it (NOTE [Parallel optimizer])",
+       "enable_parallel_optimizer in a parallel mode on several devices", parallel_optimizer,
+       split_parameters},
       {"autodiff", "+ the backward, whose communication comes from the primitives' gradients",
        "training", training, autodiff},
       {"mirror_gradients",
@@ -395,6 +540,10 @@ CompileOptions compile_options(const StepProgram& program) {
   o.gradients_mean = c.gradients_mean || c.mirror_mean;
   o.parameter_broadcast = c.parameter_broadcast;
   o.bucket_cap_mb = c.bucket_cap_mb;
+  o.parallel_optimizer = c.enable_parallel_optimizer;
+  o.optimizer_shard = {
+      .threshold_bytes = c.parallel_optimizer_config.parallel_optimizer_threshold * 1024,
+      .shard_size = c.parallel_optimizer_config.optimizer_weight_shard_size};
   o.strategy_load_file = c.strategy_ckpt_load_file;
   o.strategy_save_file = c.strategy_ckpt_save_file;
   o.save_graphs = ctx.save_graphs;
@@ -440,7 +589,14 @@ CompiledPlan compile(const StepProgram& program, const CompileOptions& options) 
   plan.trace_fingerprint = s.trace_fingerprint;
   plan.parameter_slices = std::move(s.parameter_slices);
   if (options.mode == DATA_PARALLEL && options.parameter_broadcast && options.world_size > 1) {
-    for (const auto& [name, t] : program.parameters) plan.broadcast_parameters.push_back(t);
+    // Parameters the parallel optimizer splits are broadcast before they are sliced, at load.
+    for (const auto& [name, t] : program.parameters) {
+      const bool sliced =
+          parameter_shard(t) ||
+          std::any_of(plan.parameter_slices.begin(), plan.parameter_slices.end(),
+                      [&t = t](const ParameterSlice& p) { return p.tensor.impl() == t.impl(); });
+      if (!sliced) plan.broadcast_parameters.push_back(t);
+    }
   }
   plan.messages = std::move(s.messages);
   plan.execute_dump_number = static_cast<int>(passes.size()) + 1;

@@ -80,6 +80,14 @@ void shard_parameter(const Tensor& param, const std::string& name, const paralle
                      "strategies)",
                      name, have->global.shape.to_string(), have->layout.to_string(),
                      layout.to_string());
+    // State of the global shape still: an earlier step (an evaluation) sliced the parameter
+    // alone.
+    std::shared_ptr<comm::ProcessGroup> world = comm::get_group(comm::kWorldGroup);
+    for (const Tensor& t : like) {
+      if (!t.defined() || t.shape() != have->global.shape) continue;
+      if (world != nullptr && world->size() > 1) world->broadcast(t, 0);
+      keep_slice(t, layout, rank);
+    }
     return;
   }
   const ir::TensorMeta global{param.shape(), param.dtype()};

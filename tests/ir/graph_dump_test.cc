@@ -60,8 +60,8 @@ class GraphDump : public ::testing::Test {
 // files] in testing/golden.h).
 TEST_F(GraphDump, EveryStageMatchesItsGoldenText) {
   const std::filesystem::path golden_dir = std::filesystem::path(CLEAVE_TESTS_DIR) / "ir/golden";
-  for (const char* s : {"01_trace", "07_autodiff", "10_optimizer", "16_constant_fold", "17_cse",
-                        "18_dce", "19_execute"}) {
+  for (const char* s : {"01_trace", "08_autodiff", "11_optimizer", "17_constant_fold", "18_cse",
+                        "19_dce", "20_execute"}) {
     const std::string text = stage(s);
     ASSERT_FALSE(text.empty()) << s << ".ir was not written";
     EXPECT_TRUE(std::filesystem::exists(graph_dir_ / (std::string(s) + ".dot"))) << s;
@@ -71,17 +71,17 @@ TEST_F(GraphDump, EveryStageMatchesItsGoldenText) {
 }
 
 TEST_F(GraphDump, DotFileIsAGraphvizDigraph) {
-  const std::string dot = read_text(graph_dir_ / "19_execute.dot");
+  const std::string dot = read_text(graph_dir_ / "20_execute.dot");
   EXPECT_EQ(dot.rfind("digraph \"train_step_", 0), 0u);
   EXPECT_NE(dot.find("ApplyMomentum"), std::string::npos);
   EXPECT_NE(dot.find("%para3__backbone.w"), std::string::npos);
   EXPECT_EQ(dot.back(), '\n');
   // Graphviz accepts it (when installed; scripts/install_deps.sh installs it).
   if (std::system("command -v dot >/dev/null 2>&1") == 0) {
-    const std::string cmd = "dot -Tsvg '" + (graph_dir_ / "19_execute.dot").string() + "' -o '" +
-                            (graph_dir_ / "19_execute.svg").string() + "'";
+    const std::string cmd = "dot -Tsvg '" + (graph_dir_ / "20_execute.dot").string() + "' -o '" +
+                            (graph_dir_ / "20_execute.svg").string() + "'";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    EXPECT_GT(std::filesystem::file_size(graph_dir_ / "19_execute.svg"), 100u);
+    EXPECT_GT(std::filesystem::file_size(graph_dir_ / "20_execute.svg"), 100u);
   }
 }
 

@@ -104,7 +104,7 @@ TEST(ParseText, HandWrittenTextBuildsTheGraphItSays) {
 }
 
 TEST(ParseText, AttributesKeepTheirTypes) {
-  const ParsedGraph p = parse_file(fs::path(CLEAVE_SOURCE_DIR) / "tests/ir/golden/19_execute.ir");
+  const ParsedGraph p = parse_file(fs::path(CLEAVE_SOURCE_DIR) / "tests/ir/golden/20_execute.ir");
   for (const Node& n : p.graph.nodes) {
     if (!n.is_op() || n.op->name != "ApplyMomentum") continue;
     EXPECT_EQ(n.attrs.get<double>("momentum"), 0.9);

@@ -1,5 +1,6 @@
 // set_auto_parallel_context: every bad value or combination is an error that names the field and
 // what is allowed; the search not built yet says so (kUnimplemented), never falls back silently.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "cleave/runtime/context.h"
@@ -74,8 +75,39 @@ TEST_F(AutoParallelContextTest, ContradictionsAreErrors) {
       "pipeline_micro_batches = 4 is for placed networks", "SEMI_AUTO_PARALLEL");
   EXPECT_ERROR(set_auto_parallel_context(
                    {.parallel_mode = DATA_PARALLEL, .strategy_ckpt_load_file = "s.json"}),
-               "strategy_ckpt_save_file / strategy_ckpt_load_file hold operator strategies",
+               "strategy_ckpt_load_file holds operator strategies",
                "parallel_mode is DATA_PARALLEL");
+  EXPECT_ERROR(set_auto_parallel_context(
+                   {.parallel_mode = DATA_PARALLEL, .strategy_ckpt_save_file = "s.json"}),
+               "strategy_ckpt_save_file holds operator strategies and parameter layouts",
+               "DATA_PARALLEL with enable_parallel_optimizer");
+  EXPECT_NO_THROW(set_auto_parallel_context({.parallel_mode = DATA_PARALLEL,
+                                             .strategy_ckpt_save_file = "s.json",
+                                             .enable_parallel_optimizer = true}));
+  EXPECT_ERROR(set_auto_parallel_context({.enable_parallel_optimizer = true}),
+               "enable_parallel_optimizer needs parallel_mode DATA_PARALLEL",
+               "parallel_mode is STAND_ALONE");
+}
+
+TEST_F(AutoParallelContextTest, ParallelOptimizerConfigIsChecked) {
+  AutoParallelContext c{.parallel_mode = DATA_PARALLEL, .enable_parallel_optimizer = true};
+  c.parallel_optimizer_config.parallel_optimizer_threshold = -1;
+  EXPECT_ERROR(set_auto_parallel_context(c), "parallel_optimizer_threshold is -1",
+               "expected a size in KB >= 0");
+  c.parallel_optimizer_config.parallel_optimizer_threshold = 0;
+  for (int64_t bad : {0, 3, -2}) {
+    c.parallel_optimizer_config.optimizer_weight_shard_size = bad;
+    EXPECT_ERROR(set_auto_parallel_context(c),
+                 fmt::format("optimizer_weight_shard_size is {}", bad), "a power of two >= 1");
+  }
+  c.device_num = 4;
+  c.parallel_optimizer_config.optimizer_weight_shard_size = 8;
+  EXPECT_ERROR(set_auto_parallel_context(c),
+               "optimizer_weight_shard_size is 8, more than "
+               "device_num 4");
+  c.parallel_optimizer_config.optimizer_weight_shard_size = 2;
+  EXPECT_NO_THROW(set_auto_parallel_context(c));
+  EXPECT_EQ(get_auto_parallel_context().parallel_optimizer_config.optimizer_weight_shard_size, 2);
 }
 
 }  // namespace

@@ -265,9 +265,9 @@ TEST(PipelinePasses, AutodiffThenOptimizerGiveTheCompiledStages) {
   auto c = from_file(kTiny / "01_trace.ir");
   c->train_with_momentum(0.1, 0.9);
   run_pass("autodiff", c->state);
-  EXPECT_EQ(c->text(), read_text(kTiny / "07_autodiff.ir"));
+  EXPECT_EQ(c->text(), read_text(kTiny / "08_autodiff.ir"));
   run_pass("optimizer", c->state);
-  EXPECT_EQ(c->text(), read_text(kTiny / "10_optimizer.ir"));
+  EXPECT_EQ(c->text(), read_text(kTiny / "11_optimizer.ir"));
 }
 
 // ---- the parallel passes on seed 003 (sharding propagation on 8 devices) ----
@@ -448,16 +448,16 @@ TEST(PipelinePasses, TheSearchCostsWithTheContextsMachineProfile) {
 
 TEST(PipelinePasses, HoistThenOrderTheTailGiveTheCompiledStages) {
   const fs::path seed = kSeeds / "002_manual_parallel/train_step";
-  auto c = from_file(seed / "11_mark_literals.ir",
+  auto c = from_file(seed / "12_mark_literals.ir",
                      {.world_size = 8, .mode = DATA_PARALLEL, .device_num = 8});
   c->state.mirrors_begin = first_named(c->state.graph, "gradients/mirror_op");
   c->state.step_begin = first_in_scope(c->state.graph, "Default/optimizer");
   ASSERT_GT(c->state.mirrors_begin, 0);
   ASSERT_GT(c->state.step_begin, c->state.mirrors_begin);
   run_pass("hoist_collectives", c->state);
-  EXPECT_EQ(c->text(), read_text(seed / "12_hoist_collectives.ir"));
+  EXPECT_EQ(c->text(), read_text(seed / "13_hoist_collectives.ir"));
   run_pass("order_tail_by_collectives", c->state);
-  EXPECT_EQ(c->text(), read_text(seed / "13_order_tail_by_collectives.ir"));
+  EXPECT_EQ(c->text(), read_text(seed / "14_order_tail_by_collectives.ir"));
 }
 
 // ---- the partition of seed 000 (LeNet placed on workers 0..4 of 8) ----
@@ -468,16 +468,16 @@ TEST(PipelinePasses, PartitionCutsTheSeedsPlacedStepIntoItsRankGraphs) {
   fs::remove_all(out);
   for (int rank : {0, 3, 7}) {
     auto c = from_file(
-        seed / "11_mark_literals.ir",
+        seed / "12_mark_literals.ir",
         {.world_size = 8, .rank = rank, .save_graphs = 1, .save_graphs_path = out.string()});
     c->state.step_begin = first_in_scope(c->state.graph, "Default/optimizer");
     run_pass("partition", c->state);
     EXPECT_TRUE(c->state.placed);
-    EXPECT_EQ(c->text(), read_text(seed / fmt::format("14_partition_rank{}.ir", rank)));
+    EXPECT_EQ(c->text(), read_text(seed / fmt::format("15_partition_rank{}.ir", rank)));
   }
   // Rank 0 also wrote every rank's graph, as the pipeline does.
   for (int r = 0; r < 8; ++r) {
-    const std::string name = fmt::format("14_partition_rank{}.ir", r);
+    const std::string name = fmt::format("15_partition_rank{}.ir", r);
     EXPECT_EQ(read_text(out / "train_step" / name), read_text(seed / name)) << name;
   }
   fs::remove_all(out);

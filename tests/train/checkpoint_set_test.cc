@@ -48,11 +48,12 @@ class LossRecorder : public Callback {
 
 // Where Model.train of the MLP starts from and what it saves.
 struct Run {
-  int ranks = 1;                // the job's ranks (the shard() strategies of sharded_mlp.h)
-  int64_t epochs = 1;           // of 3 steps each, on one fixed batch
-  std::string save_dir;         // ModelCheckpoint into <save_dir>/<rank> when set
-  std::string resume_dir;       // Model.load_distributed_checkpoint from here when set
-  std::string resume_strategy;  // ... saved under this strategy file
+  int ranks = 1;                    // the job's ranks (the shard() strategies of sharded_mlp.h)
+  int64_t epochs = 1;               // of 3 steps each, on one fixed batch
+  std::string save_dir;             // ModelCheckpoint into <save_dir>/<rank> when set
+  std::string resume_dir;           // Model.load_distributed_checkpoint from here when set
+  std::string resume_strategy;      // ... saved under this strategy file
+  bool parallel_optimizer = false;  // enable_parallel_optimizer (every parameter it can split)
 };
 
 // The batch every run trains on (drawn before any thread job: set_seed is process-wide).
@@ -98,9 +99,12 @@ std::vector<double> job_losses(const Run& run, const std::string& strategy = "")
     runtime::reset_auto_parallel_context();
     return train_losses(run, batch);
   }
-  runtime::set_auto_parallel_context({.parallel_mode = runtime::SEMI_AUTO_PARALLEL,
-                                      .dataset_strategy = "full_batch",
-                                      .strategy_ckpt_save_file = strategy});
+  runtime::AutoParallelContext context{.parallel_mode = runtime::SEMI_AUTO_PARALLEL,
+                                       .dataset_strategy = "full_batch",
+                                       .strategy_ckpt_save_file = strategy,
+                                       .enable_parallel_optimizer = run.parallel_optimizer};
+  context.parallel_optimizer_config.parallel_optimizer_threshold = 0;
+  runtime::set_auto_parallel_context(context);
   std::vector<std::vector<double>> losses(static_cast<size_t>(run.ranks));
   testing::run_thread_job(run.ranks, [&](comm::ProcessGroup& g) {
     losses[static_cast<size_t>(g.rank())] = train_losses(run, batch);
@@ -160,6 +164,46 @@ TEST(CheckpointSet, AJobResumesOnAnyDeviceCountAsOneUninterruptedDevice) {
         job_losses(
             {.ranks = ranks, .epochs = 2, .resume_dir = dir.string(), .resume_strategy = strategy}),
         next);
+  }
+  fs::remove_all(dir);
+}
+
+// NOTE [Parallel optimizer] in cleave/parallel/parallel_optimizer.h: each rank saves its slice
+// of the weights and optimizer state it splits, the strategy file holds their layouts L' (fc1's
+// weight on 8 ranks lists its axes out of order), and the set moves to any other job.
+TEST(CheckpointSet, AJobWithTheParallelOptimizerResumesOnAnyDeviceCount) {
+  runtime::set_context({.mode = runtime::GRAPH_MODE});
+  const std::vector<double> six = job_losses({.ranks = 1, .epochs = 2});
+  const fs::path dir = fresh_dir("ckpt_set_parallel_optimizer");
+  const std::string strategy = (dir / "strategy.json").string();
+  const std::vector<double> first =
+      job_losses({.ranks = 8, .save_dir = dir.string(), .parallel_optimizer = true}, strategy);
+  expect_near(first, {six.begin(), six.begin() + 3});
+  const parallel::ParameterLayouts layouts = parallel::load_parameter_layouts(strategy);
+  // The traced step names it with its loss cell's prefix.
+  const auto it = std::find_if(layouts.layouts.begin(), layouts.layouts.end(),
+                               [](const auto& e) { return e.first.ends_with("fc1.weight"); });
+  ASSERT_NE(it, layouts.layouts.end());
+  const auto& fc1 = it->second;
+  // Rows 4 ways on the axis of 4, then the replica axis of 2 (numbered below it) after it.
+  EXPECT_EQ(fc1.first.normalized(), parallel::Layout({2, 4}, {{1, 0}, {}}))
+      << fc1.first.to_string();
+  EXPECT_EQ(fc1.first.slice_shape(fc1.second), Shape({2, 12}));
+  // Rank 3 saved an eighth of fc1's weight (16 x 12): 2 rows, and of its momentum.
+  const auto saved = load_checkpoint((dir / "3" / "CKP-1_3.ckpt").string());
+  EXPECT_EQ(saved.at("fc1.weight").shape(), Shape({2, 12}));
+  EXPECT_EQ(saved.at("moments.fc1.weight").shape(), Shape({2, 12}));
+  const std::vector<double> next(six.begin() + 3, six.end());
+  for (const auto& [ranks, parallel_optimizer] : std::vector<std::pair<int, bool>>{
+           {8, true}, {8, false}, {4, true}, {2, false}, {6, true}, {1, false}}) {
+    SCOPED_TRACE(fmt::format("resumed on {} rank(s), parallel optimizer {}", ranks,
+                             parallel_optimizer ? "on" : "off"));
+    expect_near(job_losses({.ranks = ranks,
+                            .epochs = 2,
+                            .resume_dir = dir.string(),
+                            .resume_strategy = strategy,
+                            .parallel_optimizer = parallel_optimizer}),
+                next);
   }
   fs::remove_all(dir);
 }

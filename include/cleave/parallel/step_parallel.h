@@ -86,6 +86,9 @@ std::vector<int64_t> replica_ranks(const Layout& layout, int64_t rank);
 // with group attributes from the list; x itself when `ranks` has one element.
 Tensor all_reduce_over(const Tensor& x, const std::vector<int64_t>& ranks,
                        PartialOp op = PartialOp::kSum);
+// Traces an AllGather of `x` along dimension `dim` over the world ranks `ranks` (ascending,
+// containing this rank: the order of the slices); x itself when `ranks` has one element.
+Tensor all_gather_over(const Tensor& x, const std::vector<int64_t>& ranks, int64_t dim);
 // Traces the redistribution of rank `rank`'s local `x` of a tensor of global shape `global`
 // from `from` to `to` (plan_redistribution's steps).
 Tensor redistribute(const Tensor& x, const Layout& from, const Layout& to, const Shape& global,

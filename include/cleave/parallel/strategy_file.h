@@ -26,8 +26,12 @@
 namespace cleave::parallel {
 
 // Writes the strategies and parameter layouts of `plan` (of `global`, as planned) to `path`
-// atomically. Throws Error naming the path when it cannot be written.
-void save_strategy_file(const std::string& path, const ir::Graph& global, const ParallelPlan& plan);
+// atomically; a parameter named in `parameter_layouts` is written with that layout instead (the
+// parallel optimizer's, NOTE [Parallel optimizer] in cleave/parallel/parallel_optimizer.h). A
+// plan without operators (a DATA_PARALLEL step's) writes parameter layouts only. Throws Error
+// naming the path when it cannot be written.
+void save_strategy_file(const std::string& path, const ir::Graph& global, const ParallelPlan& plan,
+                        const std::map<std::string, Layout>& parameter_layouts = {});
 
 // Sets Node::strategy (and strategy_derived) of the operators of `global` named in the file at
 // `path` (NOTE [Strategy file]); returns how many. Throws Error naming the path and what is

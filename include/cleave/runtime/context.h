@@ -83,7 +83,9 @@ struct AutoParallelContext {
   std::variant<std::string, ir::Strategy> dataset_strategy = std::string();
   // The deprecated form of dataset_strategy = "full_batch".
   bool full_batch = false;
-  // Strategy files (SEMI_AUTO_PARALLEL, AUTO_PARALLEL): every compiled step writes its
+  // Strategy files (SEMI_AUTO_PARALLEL, AUTO_PARALLEL; DATA_PARALLEL with the parallel
+  // optimizer may save one, holding the layouts of the parameters it splits, for checkpoints
+  // between device counts): every compiled step writes its
   // operators' strategies and its parameters' layouts to strategy_ckpt_save_file, and takes the
   // strategies strategy_ckpt_load_file names instead of shard()'s or propagation's
   // (cleave/parallel/strategy_file.h, NOTE [Strategy file]).
@@ -104,6 +106,29 @@ struct AutoParallelContext {
   // always considers AlltoAll where it moves a split from one dimension to another, whatever
   // this says. TODO(#25): AllGather + Split in its place when off.
   bool enable_alltoall = false;
+  // MindSpore's parallel optimizer (NOTE [Parallel optimizer] in
+  // cleave/parallel/parallel_optimizer.h): in DATA_PARALLEL, SEMI_AUTO_PARALLEL and
+  // AUTO_PARALLEL training on several devices, each trainable parameter's weight, gradient and
+  // optimizer state are split by their first dimension over the ranks that would otherwise hold
+  // replicas of them (its mirror group); the forward gathers the weight (AllGather), the backward
+  // reduce-scatters its gradient, and each rank updates only its slice. Off by default, as in
+  // MindSpore.
+  bool enable_parallel_optimizer = false;
+  struct ParallelOptimizerConfig {
+    // MindSpore shards the accumulated gradients of gradient accumulation with it. cleave
+    // accumulates gradients only over the micro-batches of a placed (STAND_ALONE) network, which
+    // has no replicas to shard over: accepted, and without effect.
+    bool gradient_accumulation_shard = false;
+    // Parameters smaller than this many KB (numel * dtype size / 1024) stay replicated: their
+    // gathers would cost more than the memory they save. >= 0; MindSpore's default.
+    int64_t parallel_optimizer_threshold = 64;
+    // The ranks a parameter is split over: -1 (the default) every rank of its mirror group; a
+    // power of two k >= 1 splits it over k of them (the group's innermost ranks: consecutive
+    // ones in DATA_PARALLEL), the remaining replicas still all-reduce. A parameter whose mirror
+    // group k does not divide is split over the whole group (as in MindSpore).
+    int64_t optimizer_weight_shard_size = -1;
+  };
+  ParallelOptimizerConfig parallel_optimizer_config;
 };
 
 // Replaces the process-wide auto-parallel context. Throws Error (and keeps the previous context)

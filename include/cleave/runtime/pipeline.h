@@ -29,6 +29,7 @@
 #include "cleave/ir/dump.h"
 #include "cleave/ir/graph.h"
 #include "cleave/parallel/layout.h"
+#include "cleave/parallel/parallel_optimizer.h"
 #include "cleave/parallel/partition.h"
 #include "cleave/parallel/step_parallel.h"
 #include "cleave/runtime/context.h"
@@ -83,6 +84,10 @@ struct CompileOptions {
   bool gradients_mean = false;  // gradients_mean or mirror_mean
   bool parameter_broadcast = false;
   double bucket_cap_mb = 25;
+  // enable_parallel_optimizer and its config (NOTE [Parallel optimizer] in
+  // cleave/parallel/parallel_optimizer.h).
+  bool parallel_optimizer = false;
+  parallel::OptimizerShardOptions optimizer_shard;
   std::string strategy_load_file, strategy_save_file;
   int save_graphs = 0;
   std::string save_graphs_path = ".";
@@ -115,6 +120,8 @@ struct CompileState {
   std::optional<parallel::ParallelPlan> parallel_plan;
   std::vector<ParameterSlice> parameter_slices;
   std::map<const TensorImpl*, parallel::Layout> layouts;  // sharded parameters of this step
+  // The parameters the parallel optimizer splits, with their split (parallel_optimizer onwards).
+  std::map<const TensorImpl*, parallel::OptimizerShard> optimizer_shards;
   double loss_seed = 1.0;     // the loss's gradient seed (NOTE [Step-parallel rewrite])
   std::vector<Tensor> grads;  // one per program.wrt (autodiff onwards)
   int mirrors_begin = -1;     // the first node of the gradient reduction

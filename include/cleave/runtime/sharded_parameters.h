@@ -32,7 +32,8 @@ std::optional<ParameterShard> parameter_shard(const Tensor& param);
 // Makes `param` hold rank `rank`'s slice of its global value (NOTE [Sharded parameters]); `like`
 // are tensors of the same shape laid out alike (optimizer state). Collective over the world
 // group when it has several ranks (the broadcast). A parameter sharded already with the same
-// layout is left alone; with another layout it is an Error naming it.
+// layout is left alone (its `like` tensors still of the global shape are sliced); with another
+// layout it is an Error naming it.
 void shard_parameter(const Tensor& param, const std::string& name, const parallel::Layout& layout,
                      int64_t rank, const std::vector<Tensor>& like = {});
 
