@@ -5,11 +5,15 @@
 //   dp_bench MODEL BATCH SECONDS [BUCKET_CAP_MB]
 //     MODEL: lenet (1x32x32), resnet_small or resnet50 (3x32x32), 10 classes
 //
+// With DP_BENCH_PARALLEL_OPTIMIZER=1 the job runs with enable_parallel_optimizer (MindSpore's
+// default threshold of 64 KB: smaller parameters stay replicated).
+//
 // After 3 warm-up steps it times steps for SECONDS, then times an AllReduce (mean) of one buffer
 // as large as all the gradients together on the world group, alone. Rank 0 prints
 //   ROW dp_<MODEL>_b<BATCH>_np<N> samples_per_s=<N * BATCH * steps / s> step_ms=<ms>
 //       grad_mb=<MiB> allreduce_ms=<ms> waited_ms=<ms>
-//       waited_max_ms=<ms>
+//       waited_max_ms=<ms> state_mib=<MiB> param_mib=<MiB>
+// state_mib and param_mib being the bytes of optimizer state and of parameters rank 0 holds.
 // (one line), waited_ms being the time per step the executor spent blocked on gradient
 // AllReduces (Executor::communication_wait_seconds: waiting for those in flight and running
 // those that run inline) on the rank that blocked least in that step: the all-reduce time the
@@ -61,10 +65,13 @@ int main(int argc, char** argv) {
     init();
     const int rank = get_rank(), world = get_group_size();
     if (world > 1) {
-      runtime::set_auto_parallel_context({.parallel_mode = runtime::DATA_PARALLEL,
-                                          .mirror_mean = true,
-                                          .parameter_broadcast = true,
-                                          .bucket_cap_mb = bucket_cap_mb});
+      const char* po = std::getenv("DP_BENCH_PARALLEL_OPTIMIZER");
+      runtime::set_auto_parallel_context(
+          {.parallel_mode = runtime::DATA_PARALLEL,
+           .mirror_mean = true,
+           .parameter_broadcast = true,
+           .bucket_cap_mb = bucket_cap_mb,
+           .enable_parallel_optimizer = po != nullptr && std::string(po) == "1"});
     }
     set_seed(1);
     nn::CellPtr net;
@@ -134,14 +141,17 @@ int main(int argc, char** argv) {
       for (int i = 0; i < reps; ++i) world_group->all_reduce(flat, comm::ReduceOp::kMean);
       allreduce_ms = seconds_since(t) * 1000 / reps;
     }
+    double state_bytes = 0, param_bytes = 0;
+    for (const auto& [name, t] : opt->state()) state_bytes += static_cast<double>(t.nbytes());
+    for (const Tensor& p : net->trainable_params()) param_bytes += static_cast<double>(p.nbytes());
     if (rank == 0) {
       fmt::print(
           "dp_{}_b{}_np{} samples_per_s={:.1f} step_ms={:.3f} grad_mb={:.2f} allreduce_ms={:.3f} "
-          "waited_ms={:.3f} waited_max_ms={:.3f}\n",
+          "waited_ms={:.3f} waited_max_ms={:.3f} state_mib={:.3f} param_mib={:.3f}\n",
           model, batch, world, static_cast<double>(world * batch * steps) / elapsed,
           elapsed * 1000 / static_cast<double>(steps),
           static_cast<double>(grad_elements) * 4 / (1 << 20), allreduce_ms, waited_ms,
-          waited_max_ms);
+          waited_max_ms, state_bytes / (1 << 20), param_bytes / (1 << 20));
       std::fflush(stdout);
     }
     release();

@@ -64,6 +64,10 @@
 #       allreduce_ms=<an AllReduce of all the gradients alone> waited_ms=<per step, the time the
 #       step blocked on gradient AllReduces in flight> hidden=<1 - waited_ms / allreduce_ms,
 #       clipped to 0..1: the share of the all-reduce time the backward pass hid>
+#     then the same 2-process job with enable_parallel_optimizer (threshold 64 KB) beside it:
+#     BENCH dp_<model>_b32_parallel_optimizer cleave_np2=<samples/s> replicated_np2=<samples/s>
+#       ratio=<with/without> state_mib=<optimizer state on rank 0> replicated_state_mib=..
+#       param_mib=<parameters on rank 0> replicated_param_mib=..
 #   search: the strategy search's time (search_bench, cleave-plan) at 8, 64 and 1024 devices, then
 #     every network of bench/plan_train_bench.cc trained with each hand plan and the searched one
 #     on 2 and 4 workers: measured beside predicted step time, the searched plan against the best
@@ -309,6 +313,15 @@ case "$suite" in
         hidden = ar > 0 ? 1 - w / ar : 0; if (hidden < 0) hidden = 0; if (hidden > 1) hidden = 1
         printf "BENCH dp_%s_b32 cleave_np2=%.1f torch_np2=%.1f ratio=%.2f cleave_np1=%.1f torch_np1=%.1f scaling=%.2f step_np1_ms=%.2f step_np2_ms=%.2f allreduce_ms=%.3f waited_ms=%.3f waited_max_ms=%.3f hidden=%.2f\n",
                m, c2, t2, c2 / t2, c1, t1, c2 / c1, s1, s2, ar, w, wm, hidden }'
+      # The parallel optimizer (MindSpore's default threshold, 64 KB) beside the replicated run.
+      DP_BENCH_PARALLEL_OPTIMIZER=1 OMP_NUM_THREADS=1 "$bin/cleave-run" --worker_num 2 \
+        --log_dir "$work/${model}_po" -- "$build/bench/dp_bench" "$model" 32 "$seconds" >/dev/null
+      po=$(grep -h "^dp_" "$work/${model}_po/worker_0.log")
+      awk -v m="$model" -v c="$(field samples_per_s <<< "$po")" -v r="$(field samples_per_s <<< "$two")" \
+          -v s="$(field state_mib <<< "$po")" -v rs="$(field state_mib <<< "$two")" \
+          -v p="$(field param_mib <<< "$po")" -v rp="$(field param_mib <<< "$two")" 'BEGIN {
+        printf "BENCH dp_%s_b32_parallel_optimizer cleave_np2=%.1f replicated_np2=%.1f ratio=%.2f state_mib=%.3f replicated_state_mib=%.3f param_mib=%.3f replicated_param_mib=%.3f\n",
+               m, c, r, c / r, s, rs, p, rp }'
     done
     rm -rf "$work"
     ;;

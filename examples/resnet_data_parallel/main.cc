@@ -26,6 +26,7 @@
 
 #include "cleave/cleave.h"
 #include "cleave/flags.h"
+#include "cleave/runtime/sharded_parameters.h"
 #include "common/resnet.h"
 
 namespace {
@@ -46,6 +47,8 @@ struct Options {
   std::string search_mode = "dynamic_programming";  // of --parallel-mode auto
   bool parameter_broadcast = true;
   double bucket_cap_mb = 25;
+  bool parallel_optimizer = false;            // enable_parallel_optimizer
+  int64_t parallel_optimizer_threshold = 64;  // KB, MindSpore's default
   uint64_t seed = 1;
 };
 
@@ -88,10 +91,13 @@ ds::DatasetPtr create_dataset(const Options& o, int64_t repeat_num, int rank_id,
 }
 
 // FNV-1a over the bytes of every trainable parameter, and their sum.
+// Of the whole parameters: a rank holding slices (the parallel optimizer) gathers them first, so
+// this is collective.
 std::pair<uint64_t, double> fingerprint(const nn::Cell& net) {
   uint64_t h = 1469598103934665603ull;
   double sum = 0;
-  for (const Tensor& p : net.trainable_params()) {
+  for (const Tensor& slice : net.trainable_params()) {
+    const Tensor p = runtime::gather_parameter(slice);
     const auto* bytes = static_cast<const unsigned char*>(p.raw_data());
     for (size_t i = 0; i < p.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
     for (float v : p.to_vector<float>()) sum += v;
@@ -141,6 +147,13 @@ int main(int argc, char** argv) {
                  "gradients are all-reduced in buckets of at most this many MiB (0: one "
                  "AllReduce per gradient)")
       ->check(cleave::flags::non_negative_number());
+  app.add_option("--enable-parallel-optimizer", o.parallel_optimizer,
+                 "split each parameter of at least --parallel-optimizer-threshold KB, its "
+                 "gradient and its optimizer state over the ranks (true or false, the default)")
+      ->check(cleave::flags::one_of({"true", "false"}));
+  app.add_option("--parallel-optimizer-threshold", o.parallel_optimizer_threshold,
+                 "KB: smaller parameters stay replicated (MindSpore's default, 64)")
+      ->check(cleave::flags::non_negative_number());
   app.add_option("--seed", o.seed,
                  "seed of the weights and the data augmentation (in data parallel mode each rank "
                  "adds its rank to it, so that parameter_broadcast has something to do)");
@@ -168,6 +181,9 @@ int main(int argc, char** argv) {
       parallel.mirror_mean = true;
       parallel.parameter_broadcast = !auto_parallel && o.parameter_broadcast;
       parallel.bucket_cap_mb = o.bucket_cap_mb;
+      parallel.enable_parallel_optimizer = o.parallel_optimizer;
+      parallel.parallel_optimizer_config.parallel_optimizer_threshold =
+          o.parallel_optimizer_threshold;
       runtime::set_auto_parallel_context(parallel);
     }
     auto loss_cb = std::make_shared<train::LossMonitor>();
