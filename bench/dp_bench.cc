@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cleave/cleave.h"
+#include "cleave/runtime/sharded_parameters.h"
 #include "common/lenet.h"
 #include "common/resnet.h"
 
@@ -131,7 +132,10 @@ int main(int argc, char** argv) {
     for (double w : most.to_double_vector()) waited_max_ms += w * 1000 / static_cast<double>(steps);
 
     int64_t grad_elements = 0;
-    for (const Tensor& p : net->trainable_params()) grad_elements += p.numel();
+    for (const Tensor& p : net->trainable_params()) {  // whole: the parallel optimizer splits
+      const auto shard = runtime::parameter_shard(p);
+      grad_elements += shard ? shard->global.shape.numel() : p.numel();
+    }
     double allreduce_ms = 0;
     if (world_group != nullptr && world_group->size() > 1) {
       const Tensor flat = Tensor::ones({grad_elements});

@@ -9,6 +9,7 @@
 
 #include "cleave/cleave.h"
 #include "cleave/runtime/sharded_parameters.h"
+#include "common/resnet.h"
 #include "testing/gradcheck.h"
 #include "testing/ranks.h"
 
@@ -256,6 +257,46 @@ TEST(ParallelOptimizer, DataParallelEvaluationFirstThenTraining) {
       train_ranks(data_parallel(false), world, x, y, {.optimizer = "Adam", .steps = 5});
   expect_same_training(sharded, replicated, "Adam, evaluated first");
   EXPECT_EQ(sharded[0].state_bytes * world, replicated[0].state_bytes);
+}
+
+// resnet_small (convolutions, batch norms) on 2 and 4 thread ranks, each optimizer but Momentum
+// (seed 001's example runs that under cleave-run): a few steps as the replicated optimizer.
+TEST(ParallelOptimizer, ResNetSmallTrainsAsTheReplicatedOptimizer) {
+  for (int world : {2, 4}) {
+    set_seed(27);
+    const Tensor x = Tensor::normal({world * 2, 3, 32, 32});
+    std::vector<int32_t> labels;
+    for (int i = 0; i < world * 2; ++i) labels.push_back(i % 10);
+    const Tensor y = Tensor::from_vector(labels, Shape{world * 2});
+    for (const char* name : {"SGD", "Adam", "AdamW"}) {
+      const auto run = [&](bool parallel_optimizer) {
+        runtime::set_auto_parallel_context(data_parallel(parallel_optimizer));
+        std::vector<Training> runs(world);
+        testing::run_thread_job(world, [&](int rank) {
+          std::shared_ptr<examples::ResNet> net;
+          {
+            std::lock_guard<std::mutex> lock(g_init_mutex);
+            set_seed(7);
+            net = examples::resnet_small(10);
+          }
+          auto loss = std::make_shared<nn::WithLossCell>(
+              net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"));
+          optim::TrainOneStep step(loss, make_optimizer(name, net->trainable_params()));
+          Training& t = runs[rank];
+          for (int s = 0; s < 3; ++s) {
+            t.losses.push_back(step(x.narrow_rows(rank * 2, 2), y.narrow_rows(rank * 2, 2)).item());
+          }
+          for (const Tensor& p : net->trainable_params()) {
+            t.params.push_back(runtime::gather_parameter(p).clone());
+          }
+        });
+        runtime::reset_auto_parallel_context();
+        return runs;
+      };
+      const std::vector<Training> replicated = run(false);
+      expect_same_training(run(true), replicated, fmt::format("{} on {} ranks", name, world));
+    }
+  }
 }
 
 }  // namespace
