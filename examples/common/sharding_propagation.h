@@ -19,6 +19,8 @@ class Net : public nn::Cell {
     relu.set_name("relu");
     matmul2.set_name("matmul2");
   }
+  // Another strategy for the first MatMul (a job of another device count or layout).
+  void shard_matmul(const ir::Strategy& strategy) { matmul.shard(strategy); }
   Tensor construct(const Tensor& x) override {
     return matmul2.call1({relu.call1({matmul.call1({x, weight})}), weight2});
   }

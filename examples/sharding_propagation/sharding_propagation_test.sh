@@ -48,13 +48,13 @@ check_ranks() {  # name files...
 
 # run.sh with 8 workers and EXEC_PATH $work/NAME (logs in NAME/log_output, graphs in
 # NAME/saved_graph, checkpoints in NAME/<rank>), the program's arguments after it.
-run_job() {  # name args...
+run_job() {  # name args... (WORKERS workers, 8 by default)
   local name=$1
   shift
-  (cd "$work" && EXEC_PATH=$work/$name WORKER_NUM=8 MASTER_PORT=$(free_port) \
+  (cd "$work" && EXEC_PATH=$work/$name WORKER_NUM=${WORKERS:-8} MASTER_PORT=$(free_port) \
     timeout 120 "$here/run.sh" "$@") > "$work/$name.out" 2>&1 || {
     cat "$work/$name.out"
-    fail "run.sh $* with 8 workers failed"
+    fail "run.sh $* with ${WORKERS:-8} workers failed"
   }
 }
 
@@ -222,6 +222,48 @@ for f in "$work"/next5/log_output/worker_*.log; do
     "$work/single.loss" - || fail "the resumed job does not continue the single process's losses"
 done
 echo "ok: a job of 8 ranks resumed from its 5-step checkpoint set prints the single process's losses 6 to 10"
+
+# Round trips: the 5-step set resumed under other strategies and device counts, then the same
+# from a job that ran with the parallel optimizer (w and w2 and their momentum split over their
+# replicas: the strategy file holds their layouts). Every rank reads the same rows (the seed's
+# dataset), so every device count trains on the same samples; each resumed run's losses 6 to 10
+# are the single process's (1e-5 relative).
+next5_losses() {  # name log... : the logs' loss lines against the single process's 6 to 10
+  local name=$1
+  shift
+  for f in "$@"; do
+    grep "loss is" "$f" | awk -v name="$name: $f" '
+      NR == FNR { if (FNR > 5 && FNR <= 10) ref[FNR - 5] = $NF; next }
+      { ++m; d = ref[m] - $NF; if (d < 0) d = -d
+        if ($2 != "2" || d > 1e-5 * ref[m]) { print name ": " $0 " where one device has " ref[m]; bad = 1 } }
+      END { if (m != 5) { print name ": " m " loss lines, expected 5"; bad = 1 }; exit bad }' \
+      "$work/single.loss" - || fail "$name does not continue the single process's losses"
+  done
+}
+po=(--enable-parallel-optimizer --parallel-optimizer-threshold 0)
+run_job first5_po --epochs 1 --steps-per-epoch 5 --strategy-save "$work/first5_po.json" "${po[@]}"
+grep -q '"layout(dev=\[2, 4, 1\], map=((1, 0), -1))"' "$work/first5_po.json" ||
+  fail "with the parallel optimizer w's layout is not split 8 ways by rows: $(cat "$work/first5_po.json")"
+for source in first5 first5_po; do
+  # ranks|the first MatMul's strategy|po (the resumed job runs with the parallel optimizer)
+  for target in "8|((4, 2), (2, 1))|" "8|((4, 2), (2, 1))|po" "4|((2, 2), (2, 1))|" \
+                "2|((2, 1), (1, 1))|" "6|((2, 1), (1, 1))|po" "1||"; do
+    IFS='|' read -r n strategy extra <<< "$target"
+    name=${source}_to_$n${extra:+_po}
+    args=(--epochs 2 --steps-per-epoch 5 --resume "$work/$source" --resume-strategy "$work/$source.json")
+    [ -n "$extra" ] && args+=("${po[@]}")
+    if [ "$n" = 1 ]; then
+      mkdir "$work/$name"
+      (cd "$work/$name" && timeout 60 "$bin/sharding_propagation" "${args[@]}") > "$work/$name.out" 2>&1 ||
+        { cat "$work/$name.out"; fail "$name failed"; }
+      next5_losses "$name" "$work/$name.out"
+    else
+      WORKERS=$n run_job "$name" "${args[@]}" --matmul-strategy "$strategy"
+      next5_losses "$name" "$work/$name"/log_output/worker_*.log
+    fi
+  done
+  echo "ok: $source's set resumed on 8 ranks under ((4, 2), (2, 1)) (with and without the parallel optimizer), on 4, 2, 6 and 1: the single process's losses 6 to 10"
+done
 # A one-process run into the job's folder would mix its files with the job's: refused.
 if (cd "$work" && timeout 60 "$bin/sharding_propagation" --epochs 1 --ckpt-dir "$work/first5") \
   > "$work/mixed.out" 2>&1; then

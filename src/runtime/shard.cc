@@ -265,6 +265,9 @@ struct ShardedBlock::State {
     options.step_parallel.dataset = parallel::DatasetSplit::kFullBatch;
     options.strategy_load_file.clear();  // the files describe the user's whole-step graphs
     options.strategy_save_file.clear();
+    // The eager code around the block holds and updates its parameters whole: the parallel
+    // optimizer (a GRAPH_MODE training step's) does not split them.
+    options.parallel_optimizer = false;
     if (spec.options.level) {
       // The operators without a strategy get theirs from the dynamic programming under the
       // level's objective (NOTE [Search objectives]) instead of propagation.
