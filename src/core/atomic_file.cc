@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -68,13 +69,27 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
     CLEAVE_FAIL("cannot save {} '{}': {} failed: {}; the previous file (if any) is unchanged", what,
                 path, step, reason);
   };
-  for (const std::string_view contents : parts) {
-    size_t written = 0;
-    while (written < contents.size()) {
-      const ssize_t n = ::write(file.fd, contents.data() + written, contents.size() - written);
+  // writev of up to kBatch parts at a time (a transform's column slices are thousands of rows).
+  constexpr size_t kBatch = 1024;  // IOV_MAX on Linux
+  std::vector<iovec> batch;
+  for (size_t next = 0; next < parts.size();) {
+    batch.clear();
+    for (; next < parts.size() && batch.size() < kBatch; ++next) {
+      if (parts[next].empty()) continue;
+      batch.push_back({const_cast<char*>(parts[next].data()), parts[next].size()});
+    }
+    size_t first = 0;
+    while (first < batch.size()) {
+      const ssize_t n =
+          ::writev(file.fd, batch.data() + first, static_cast<int>(batch.size() - first));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) fail("writing");
-      written += static_cast<size_t>(n);
+      auto left = static_cast<size_t>(n);  // drop what was written; a part may be cut
+      while (first < batch.size() && left >= batch[first].iov_len) left -= batch[first++].iov_len;
+      if (left > 0) {
+        batch[first].iov_base = static_cast<char*>(batch[first].iov_base) + left;
+        batch[first].iov_len -= left;
+      }
     }
   }
   if (::fsync(file.fd) != 0) fail("fsync");

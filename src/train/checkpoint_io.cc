@@ -15,6 +15,7 @@
 #include "cleave/core/atomic_file.h"
 #include "cleave/core/error.h"
 #include "cleave/train/checkpoint.h"
+#include "train/checkpoint_bytes.h"
 
 namespace cleave::train {
 namespace {
@@ -66,9 +67,10 @@ DType parse_dtype(const std::string& path, const std::string& name, const std::s
       path, name, text, accepted(ckpt));
 }
 
-// A tensor of `dtype` and `dims` from raw bytes, checking that their count matches.
-Tensor tensor_from_bytes(const std::string& path, const std::string& name, DType dtype,
-                         const std::vector<int64_t>& dims, const char* bytes, size_t size) {
+// The shape `dims` of a tensor of `dtype` whose content is `content`, checked: a valid shape whose
+// size is the content's, and Bool bytes of 0 or 1.
+Shape checked_content(const std::string& path, const std::string& name, DType dtype,
+                      const std::vector<int64_t>& dims, std::string_view content) {
   int64_t numel = 1;
   for (int64_t d : dims) {
     CLEAVE_CHECK_ARG(d >= 0 && (d == 0 || numel <= (int64_t{1} << 40) / d),
@@ -78,20 +80,27 @@ Tensor tensor_from_bytes(const std::string& path, const std::string& name, DType
     numel *= d;
   }
   const size_t expected = static_cast<size_t>(numel) * dtype_size(dtype);
-  CLEAVE_CHECK_ARG(size == expected,
+  CLEAVE_CHECK_ARG(content.size() == expected,
                    "cannot load checkpoint '{}': tensor '{}' ({} {}) has {} bytes of data; "
                    "expected {}: the file is truncated or corrupt",
-                   path, name, dtype_name(dtype), Shape(dims).to_string(), size, expected);
-  Tensor t = Tensor::empty(Shape(dims), dtype);
-  if (size > 0) std::memcpy(t.raw_data(), bytes, size);
+                   path, name, dtype_name(dtype), Shape(dims).to_string(), content.size(),
+                   expected);
   if (dtype == DType::kBool) {
-    for (size_t i = 0; i < size; ++i) {
-      CLEAVE_CHECK_ARG(
-          static_cast<unsigned char>(bytes[i]) <= 1,
-          "cannot load checkpoint '{}': Bool tensor '{}' holds byte {}; expected 0 or 1", path,
-          name, static_cast<int>(static_cast<unsigned char>(bytes[i])));
+    for (char byte : content) {
+      CLEAVE_CHECK_ARG(static_cast<unsigned char>(byte) <= 1,
+                       "cannot load checkpoint '{}': Bool tensor '{}' holds byte {}; expected 0 "
+                       "or 1",
+                       path, name, static_cast<int>(static_cast<unsigned char>(byte)));
     }
   }
+  return Shape(dims);
+}
+
+// A tensor of `dtype` and `dims` from raw bytes, checked as checked_content checks them.
+Tensor tensor_from_bytes(const std::string& path, const std::string& name, DType dtype,
+                         const std::vector<int64_t>& dims, const char* bytes, size_t size) {
+  Tensor t = Tensor::empty(checked_content(path, name, dtype, dims, {bytes, size}), dtype);
+  if (size > 0) std::memcpy(t.raw_data(), bytes, size);
   return t;
 }
 
@@ -133,20 +142,33 @@ class Crc32c {
   uint32_t crc_ = 0xffffffffu;
 };
 
+// One tensor's share of the checksum: its name, dtype and dims, then its content.
+void checksum_header(Crc32c& crc, const std::string& name, DType dtype, const Shape& shape) {
+  crc.update(name.c_str(), name.size() + 1);
+  const char* type = names_of(dtype).ckpt;
+  crc.update(type, std::strlen(type) + 1);
+  for (int64_t d : shape.dims()) {
+    unsigned char le[8];
+    for (int i = 0; i < 8; ++i)
+      le[i] = static_cast<unsigned char>(static_cast<uint64_t>(d) >> (8 * i));
+    crc.update(le, sizeof le);
+  }
+}
+
 // The checksum of tensors by name (name order, whatever the order in the file).
 uint32_t content_checksum(const std::map<std::string, const Tensor*>& tensors) {
   Crc32c crc;
   for (const auto& [name, t] : tensors) {
-    crc.update(name.c_str(), name.size() + 1);
-    const char* dtype = names_of(t->dtype()).ckpt;
-    crc.update(dtype, std::strlen(dtype) + 1);
-    for (int64_t d : t->shape().dims()) {
-      unsigned char le[8];
-      for (int i = 0; i < 8; ++i)
-        le[i] = static_cast<unsigned char>(static_cast<uint64_t>(d) >> (8 * i));
-      crc.update(le, sizeof le);
-    }
+    checksum_header(crc, name, t->dtype(), t->shape());
     crc.update(t->raw_data(), t->nbytes());
+  }
+  return crc.value();
+}
+uint32_t content_checksum(const std::map<std::string, const TensorBytes*>& tensors) {
+  Crc32c crc;
+  for (const auto& [name, t] : tensors) {
+    checksum_header(crc, name, t->dtype, t->shape);
+    for (std::string_view piece : t->pieces) crc.update(piece.data(), piece.size());
   }
   return crc.value();
 }
@@ -161,13 +183,15 @@ uint32_t content_checksum(const ParamMap& tensors) {
   return content_checksum(by_name);
 }
 
-void verify_checksum(const std::string& path, const ParamMap& tensors, uint32_t stored) {
-  const uint32_t computed = content_checksum(tensors);
+void check_checksum(const std::string& path, uint32_t computed, uint32_t stored, size_t count) {
   CLEAVE_CHECK_ARG(computed == stored,
                    "cannot load checkpoint '{}': its content does not match its checksum (CRC32C "
                    "stored {:08x}, computed {:08x} over {} tensor(s)); the file is corrupt (a "
                    "changed byte or a lost tensor): use another copy or save it again",
-                   path, stored, computed, tensors.size());
+                   path, stored, computed, count);
+}
+void verify_checksum(const std::string& path, const ParamMap& tensors, uint32_t stored) {
+  check_checksum(path, content_checksum(tensors), stored, tensors.size());
 }
 
 // NonFinite::kRefuse: throws at the first NaN or infinity of a floating-point tensor.
@@ -250,25 +274,29 @@ struct CkptParts {
   void add(std::string s) { parts.emplace_back(owned.emplace_back(std::move(s))); }
 };
 
-CkptParts encode_ckpt(const NamedTensors& tensors,
+// `tensors` in this order; the checksum covers them in name order.
+CkptParts encode_ckpt(const std::vector<std::pair<std::string, TensorBytes>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   CkptParts out;
   // The checksum first (NOTE [Checkpoint checksums]): field 100, wire type 5, its key the varint
   // 805 (0xa5 0x06), then 4 little-endian bytes.
-  const uint32_t crc = content_checksum(tensors);
+  std::map<std::string, const TensorBytes*> by_name;
+  for (const auto& [name, t] : tensors) by_name.emplace(name, &t);
+  const uint32_t crc = content_checksum(by_name);
   std::string head("\xa5\x06", 2);
   for (size_t i = 0; i < 4; ++i) head.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
   for (const auto& [name, t] : tensors) {
     // TensorProto: dims (field 1, varints), tensor_type (2), tensor_content (3).
     std::string tensor;
-    for (int64_t d : t.shape().dims()) {
+    for (int64_t d : t.shape.dims()) {
       tensor.push_back('\x08');
       append_varint(tensor, static_cast<uint64_t>(d));
     }
-    const char* type = names_of(t.dtype()).ckpt;
+    const char* type = names_of(t.dtype).ckpt;
     append_len(tensor, 2, std::strlen(type));
     tensor += type;
-    const size_t content = t.nbytes();
+    size_t content = 0;
+    for (std::string_view piece : t.pieces) content += piece.size();
     append_len(tensor, 3, content);
     const size_t tensor_size = tensor.size() + content;
     // Value: tag (1), tensor (2); Checkpoint.value is field 1.
@@ -281,7 +309,9 @@ CkptParts encode_ckpt(const NamedTensors& tensors,
     head += tensor;
     out.add(std::move(head));
     head.clear();
-    if (content > 0) out.parts.emplace_back(static_cast<const char*>(t.raw_data()), content);
+    for (std::string_view piece : t.pieces) {
+      if (!piece.empty()) out.parts.push_back(piece);
+    }
   }
   for (const auto& [key, v] : metadata) {
     std::string entry;
@@ -293,6 +323,18 @@ CkptParts encode_ckpt(const NamedTensors& tensors,
     head += entry;
   }
   if (!head.empty()) out.add(std::move(head));
+  return out;
+}
+
+// Tensors as byte views of their own memory.
+std::vector<std::pair<std::string, TensorBytes>> bytes_of(const NamedTensors& tensors) {
+  std::vector<std::pair<std::string, TensorBytes>> out;
+  for (const auto& [name, t] : tensors) {
+    out.emplace_back(name, TensorBytes{.dtype = t.dtype(),
+                                       .shape = t.shape(),
+                                       .pieces = {std::string_view(
+                                           static_cast<const char*>(t.raw_data()), t.nbytes())}});
+  }
   return out;
 }
 
@@ -380,13 +422,18 @@ class WireReader {
 
 struct DecodedCkpt {
   ParamMap tensors;
+  std::map<std::string, TensorBytes> views;  // Decode::kViews
   std::map<std::string, std::string> metadata;
   std::optional<uint32_t> crc32c;
 };
 
-// `with_tensors` false: the metadata and checksum only (the tensors' bytes are skipped, not
-// copied).
-DecodedCkpt decode_ckpt(const std::string& path, std::string_view bytes, bool with_tensors) {
+enum class Decode {
+  kMetadata,  // the metadata and checksum only (the tensors' bytes are skipped, not copied)
+  kTensors,   // and the tensors, copied into Tensors
+  kViews      // and the tensors, viewed in place
+};
+
+DecodedCkpt decode_ckpt(const std::string& path, std::string_view bytes, Decode mode) {
   DecodedCkpt out;
   WireReader file(path, bytes.data(), bytes.data() + bytes.size());
   while (!file.done()) {
@@ -423,18 +470,31 @@ DecodedCkpt decode_ckpt(const std::string& path, std::string_view bytes, bool wi
       }
       if (!type || !content)
         file.corrupt(fmt::format("tensor '{}' lacks its type or content", name));
-      if (!with_tensors) continue;
+      if (mode == Decode::kMetadata) continue;
       const DType dtype = parse_dtype(path, name, std::string(*type), /*ckpt=*/true);
-      Tensor t = tensor_from_bytes(path, name, dtype, dims, content->data(), content->size());
+      bool added = false;
+      if (mode == Decode::kViews) {
+        const Shape shape = checked_content(path, name, dtype, dims, *content);
+        added = out.views.emplace(name, TensorBytes{dtype, shape, {*content}}).second;
+      } else {
+        added = out.tensors
+                    .emplace(name, tensor_from_bytes(path, name, dtype, dims, content->data(),
+                                                     content->size()))
+                    .second;
+      }
       CLEAVE_CHECK_ARG(
-          out.tensors.emplace(name, t).second,
-          "cannot load checkpoint '{}': the name '{}' appears twice; the file is corrupt", path,
-          name);
+          added, "cannot load checkpoint '{}': the name '{}' appears twice; the file is corrupt",
+          path, name);
     } else {
       file.skip(wire);
     }
   }
-  if (with_tensors && out.crc32c) verify_checksum(path, out.tensors, *out.crc32c);
+  if (mode == Decode::kTensors && out.crc32c) verify_checksum(path, out.tensors, *out.crc32c);
+  if (mode == Decode::kViews && out.crc32c) {
+    std::map<std::string, const TensorBytes*> by_name;
+    for (const auto& [name, t] : out.views) by_name.emplace(name, &t);
+    check_checksum(path, content_checksum(by_name), *out.crc32c, out.views.size());
+  }
   return out;
 }
 
@@ -581,7 +641,7 @@ void save_checkpoint(const NamedTensors& tensors, const std::string& path,
                    "checksum; use another key",
                    path, kChecksumKey);
   if (format == CheckpointFormat::kCkpt) {
-    const CkptParts parts = encode_ckpt(tensors, metadata);
+    const CkptParts parts = encode_ckpt(bytes_of(tensors), metadata);
     write_file_atomically(path, parts.parts, kWhat);
   } else {
     write_file_atomically(path, encode_safetensors(tensors, metadata), kWhat);
@@ -598,7 +658,7 @@ ParamMap load_checkpoint(const std::string& path, const LoadCheckpointOptions& o
                    "completed or a copy that failed left it: use another copy",
                    path);
   ParamMap out = format == CheckpointFormat::kCkpt
-                     ? decode_ckpt(path, bytes, /*with_tensors=*/true).tensors
+                     ? decode_ckpt(path, bytes, Decode::kTensors).tensors
                      : decode_safetensors(path, bytes);
   if (options.non_finite == NonFinite::kRefuse) check_finite(path, out);
   return out;
@@ -606,7 +666,7 @@ ParamMap load_checkpoint(const std::string& path, const LoadCheckpointOptions& o
 
 std::map<std::string, std::string> load_checkpoint_metadata(const std::string& path) {
   if (checkpoint_format(path) == CheckpointFormat::kCkpt) {
-    return decode_ckpt(path, MappedFile(path, kWhat).bytes(), /*with_tensors=*/false).metadata;
+    return decode_ckpt(path, MappedFile(path, kWhat).bytes(), Decode::kMetadata).metadata;
   }
   size_t data_begin = 0;
   const nlohmann::json header =
@@ -623,6 +683,21 @@ std::map<std::string, std::string> load_checkpoint_metadata(const std::string& p
     out[key] = value.get<std::string>();
   }
   return out;
+}
+
+std::map<std::string, TensorBytes> ckpt_tensor_bytes(const std::string& path,
+                                                     std::string_view bytes) {
+  CLEAVE_CHECK_ARG(!bytes.empty(),
+                   "cannot load checkpoint '{}': the file is empty (0 bytes); a save that never "
+                   "completed or a copy that failed left it: use another copy",
+                   path);
+  return decode_ckpt(path, bytes, Decode::kViews).views;
+}
+
+void save_ckpt_bytes(const std::vector<std::pair<std::string, TensorBytes>>& tensors,
+                     const std::string& path) {
+  const CkptParts parts = encode_ckpt(tensors, {});
+  write_file_atomically(path, parts.parts, kWhat);
 }
 
 }  // namespace cleave::train

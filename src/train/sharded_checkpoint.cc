@@ -14,8 +14,10 @@
 #include <set>
 #include <tuple>
 
+#include "cleave/core/atomic_file.h"
 #include "cleave/core/error.h"
 #include "cleave/train/checkpoint_set.h"
+#include "train/checkpoint_bytes.h"
 
 namespace cleave::train {
 namespace {
@@ -103,29 +105,72 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
                      static_cast<size_t>(a.numel()) * dtype_size(a.dtype())) == 0;
 }
 
-}  // namespace
+// Rank `rank`'s slice under `layout` of `whole` (of the layout's global shape): a new tensor.
+Tensor slice_of(const Tensor& whole, const Layout& layout, int64_t rank) {
+  const Shape& global = whole.shape();
+  Tensor part = Tensor::empty(layout.slice_shape(global), whole.dtype());  // copied whole
+  // The slice read out of `whole`: place_slice copies the other way with the roles swapped.
+  const std::vector<int64_t> offset = layout.slice_offset(global, rank);
+  const Shape& s = part.shape();
+  const size_t elem = dtype_size(whole.dtype());
+  const int64_t dims = global.rank();
+  const int64_t row = dims == 0 ? 1 : s[dims - 1];
+  const int64_t rows = row == 0 ? 0 : s.numel() / row;
+  std::vector<int64_t> index(static_cast<size_t>(dims), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t at = 0;
+    for (int64_t d = 0; d < dims; ++d) {
+      at = at * global[d] + offset[static_cast<size_t>(d)] + index[static_cast<size_t>(d)];
+    }
+    std::memcpy(static_cast<char*>(part.raw_data()) + static_cast<size_t>(r * row) * elem,
+                static_cast<const char*>(whole.raw_data()) + static_cast<size_t>(at) * elem,
+                static_cast<size_t>(row) * elem);
+    for (int64_t d = dims - 2; d >= 0; --d) {
+      if (++index[static_cast<size_t>(d)] < s[d]) break;
+      index[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return part;
+}
 
-NamedTensors merge_checkpoints(const std::vector<RankCheckpoint>& ranks,
-                               const parallel::ParameterLayouts& layouts) {
-  CLEAVE_CHECK_ARG(static_cast<int64_t>(ranks.size()) == layouts.device_num,
+// Every rank holds the tensors rank 0 holds, no more: else an Error naming the ranks, their
+// files (`sources`) and the tensors. `tensors[r]` maps rank r's names to anything.
+template <typename Map>
+void check_same_names(const std::vector<Map>& tensors, const std::vector<std::string>& sources,
+                      int64_t device_num) {
+  CLEAVE_CHECK_ARG(static_cast<int64_t>(tensors.size()) == device_num,
                    "merge: {} checkpoints for a strategy of {} devices; expected one per rank",
-                   ranks.size(), layouts.device_num);
-  const ParamMap& first = ranks[0].tensors;
-  for (size_t r = 1; r < ranks.size(); ++r) {
+                   tensors.size(), device_num);
+  const Map& first = tensors[0];
+  for (size_t r = 1; r < tensors.size(); ++r) {
     std::vector<std::string> missing, extra;
     for (const auto& [name, t] : first) {
-      if (ranks[r].tensors.count(name) == 0) missing.push_back(name);
+      if (tensors[r].count(name) == 0) missing.push_back(name);
     }
-    for (const auto& [name, t] : ranks[r].tensors) {
+    for (const auto& [name, t] : tensors[r]) {
       if (first.count(name) == 0) extra.push_back(name);
     }
     CLEAVE_CHECK_ARG(missing.empty() && extra.empty(),
                      "merge: rank {} ({}) and rank 0 ({}) hold different tensors: {} only in rank "
                      "0's, {} only in rank {}'s; expected the checkpoints of one job and step",
-                     r, ranks[r].source, ranks[0].source,
+                     r, sources[r], sources[0],
                      missing.empty() ? "none" : fmt::format("'{}'", fmt::join(missing, "', '")),
                      extra.empty() ? "none" : fmt::format("'{}'", fmt::join(extra, "', '")), r);
   }
+}
+
+}  // namespace
+
+NamedTensors merge_checkpoints(const std::vector<RankCheckpoint>& ranks,
+                               const parallel::ParameterLayouts& layouts) {
+  std::vector<ParamMap> tensors;
+  std::vector<std::string> sources;
+  for (const RankCheckpoint& r : ranks) {
+    tensors.push_back(r.tensors);
+    sources.push_back(r.source);
+  }
+  check_same_names(tensors, sources, layouts.device_num);
+  const ParamMap& first = ranks[0].tensors;
   NamedTensors out;
   for (const auto& [name, zero] : first) {
     const std::pair<Layout, Shape>* laid = layout_of(layouts, name);
@@ -181,28 +226,7 @@ NamedTensors split_checkpoint(const NamedTensors& whole, const parallel::Paramet
                      "split: '{}' is {} in the checkpoint but {} in the strategy file; expected "
                      "the single-device checkpoint of the network the strategy was planned for",
                      name, t.shape().to_string(), global.to_string());
-    Tensor part = Tensor::empty(layout.slice_shape(global), t.dtype());  // copied whole
-    // The slice read out of `t`: place_slice copies the other way with the roles swapped.
-    const std::vector<int64_t> offset = layout.slice_offset(global, rank);
-    const Shape& s = part.shape();
-    const size_t elem = dtype_size(t.dtype());
-    const int64_t dims = global.rank();
-    const int64_t row = dims == 0 ? 1 : s[dims - 1];
-    const int64_t rows = row == 0 ? 0 : s.numel() / row;
-    std::vector<int64_t> index(static_cast<size_t>(dims), 0);
-    for (int64_t r = 0; r < rows; ++r) {
-      int64_t at = 0;
-      for (int64_t d = 0; d < dims; ++d) {
-        at = at * global[d] + offset[static_cast<size_t>(d)] + index[static_cast<size_t>(d)];
-      }
-      std::memcpy(static_cast<char*>(part.raw_data()) + static_cast<size_t>(r * row) * elem,
-                  static_cast<const char*>(t.raw_data()) + static_cast<size_t>(at) * elem,
-                  static_cast<size_t>(row) * elem);
-      for (int64_t d = dims - 2; d >= 0; --d) {
-        if (++index[static_cast<size_t>(d)] < s[d]) break;
-        index[static_cast<size_t>(d)] = 0;
-      }
-    }
+    Tensor part = slice_of(t, layout, rank);
     out.emplace_back(name, std::move(part));
   }
   return out;
@@ -437,6 +461,222 @@ TrainProgress load_distributed_checkpoint(nn::Cell& net, optim::Optimizer* optim
     return it == params.end() ? int64_t{0} : static_cast<int64_t>(it->second.item());
   };
   return {.epoch_num = counter("epoch_num"), .step_num = counter("step_num")};
+}
+
+// NOTE [Merging without copies]
+// cleave-ckpt merge and transform map the source files and write the checkpoints they make
+// straight from them: a tensor of the output is a list of pieces of the sources' bytes, handed to
+// the file between the headers (write_file_atomically's parts), so each byte is copied once, by
+// the kernel into the new file (merge_checkpoints + save_checkpoint copied it three times: out of
+// the file, into the whole tensor, into the file). The output block (the whole tensor, or a
+// destination rank's slice) is walked row by row (all dimensions but the last); each row is the
+// runs of the source slices it crosses, and runs that follow each other in one source are joined:
+// a layout splitting only the first dimension gives one piece per source slice, a column split
+// one per row and slice. Where the pieces would average less than kSmallPiece bytes, the block is
+// copied into one tensor first (so many small writes cost more than one copy). Each source file
+// is mapped once; its checksum reads it once, and the pieces then come from the page cache. The
+// checks and the files written are merge_checkpoints' and split_checkpoint's, byte for byte.
+namespace {
+
+struct MappedSources {
+  std::vector<std::unique_ptr<MappedFile>> files;
+  std::vector<std::map<std::string, TensorBytes>> tensors;  // per rank
+};
+
+MappedSources map_sources(const std::vector<std::string>& files) {
+  MappedSources out;
+  for (const std::string& f : files) {
+    out.files.push_back(std::make_unique<MappedFile>(f, "checkpoint"));
+    out.tensors.push_back(ckpt_tensor_bytes(f, out.files.back()->bytes()));
+  }
+  return out;
+}
+
+// A tensor of the merged checkpoint as its distinct slices in the sources (checked as
+// merge_checkpoints checks them): a tensor the strategy does not lay out is one slice, rank 0's.
+struct SourceSlices {
+  DType dtype = DType::kFloat32;
+  Shape global, slice;
+  std::map<std::vector<int64_t>, std::string_view> by_index;  // slice index per dimension
+};
+
+SourceSlices source_slices(const MappedSources& src, const std::vector<std::string>& files,
+                           const parallel::ParameterLayouts& layouts, const std::string& name) {
+  const TensorBytes& zero = src.tensors[0].at(name);
+  const auto bytes_of = [](const TensorBytes& t) {
+    return t.pieces.empty() ? std::string_view() : t.pieces[0];
+  };
+  const std::pair<Layout, Shape>* laid = layout_of(layouts, name);
+  SourceSlices out{.dtype = zero.dtype, .global = zero.shape, .slice = zero.shape};
+  if (laid == nullptr || laid->first.is_replicated()) {
+    for (size_t r = 1; r < files.size(); ++r) {
+      const TensorBytes& t = src.tensors[r].at(name);
+      CLEAVE_CHECK_ARG(
+          t.dtype == zero.dtype && t.shape == zero.shape && bytes_of(t) == bytes_of(zero),
+          "merge: '{}' is not sharded by the strategy file, but rank {} ({}) and rank 0 ({}) hold "
+          "different values for it; expected the same on every rank",
+          name, r, files[r], files[0]);
+    }
+    out.by_index.emplace(std::vector<int64_t>(static_cast<size_t>(zero.shape.rank()), 0),
+                         bytes_of(zero));
+    return out;
+  }
+  const auto& [layout, global] = *laid;
+  out.global = global;
+  out.slice = layout.slice_shape(global);
+  for (size_t r = 0; r < files.size(); ++r) {
+    const TensorBytes& part = src.tensors[r].at(name);
+    CLEAVE_CHECK_ARG(part.shape == out.slice && part.dtype == zero.dtype,
+                     "merge: rank {} ({}) holds '{}' as {} {}; its layout {} gives each rank a "
+                     "{} {} slice of {}",
+                     r, files[r], name, dtype_name(part.dtype), part.shape.to_string(),
+                     layout.to_string(), dtype_name(zero.dtype), out.slice.to_string(),
+                     global.to_string());
+    const std::vector<int64_t> offset = layout.slice_offset(global, static_cast<int64_t>(r));
+    std::vector<int64_t> index;
+    for (size_t d = 0; d < offset.size(); ++d) {
+      index.push_back(out.slice[static_cast<int64_t>(d)] == 0
+                          ? 0
+                          : offset[d] / out.slice[static_cast<int64_t>(d)]);
+    }
+    const auto [it, first] = out.by_index.emplace(index, bytes_of(part));
+    CLEAVE_CHECK_ARG(first || it->second == bytes_of(part),
+                     "merge: rank {} ({}) holds a different '{}' slice than the rank before it "
+                     "that holds the same slice (offset ({})); expected replicas to be equal",
+                     r, files[r], name, fmt::join(offset, ", "));
+  }
+  return out;
+}
+
+// The block of `src`'s tensor at `offset` of shape `shape` as pieces of the slices: for each of
+// its rows (all dimensions but the last), the runs of the source slices it crosses, consecutive
+// ones joined. Pieces of less than kSmallPiece bytes on average are copied into one tensor
+// (kept in `keep`) instead: so many views would cost the writes more than one copy.
+constexpr size_t kSmallPiece = 512;
+TensorBytes block_of(const SourceSlices& src, const std::vector<int64_t>& offset,
+                     const Shape& shape, std::vector<Tensor>& keep) {
+  TensorBytes out{.dtype = src.dtype, .shape = shape};
+  const int64_t n = shape.rank();
+  const size_t elem = dtype_size(src.dtype);
+  if (n == 0) {
+    out.pieces.push_back(src.by_index.begin()->second);
+    return out;
+  }
+  if (shape.numel() == 0) return out;
+  const auto add = [&](std::string_view piece) {
+    if (!out.pieces.empty() &&
+        out.pieces.back().data() + out.pieces.back().size() == piece.data()) {
+      out.pieces.back() =
+          std::string_view(out.pieces.back().data(), out.pieces.back().size() + piece.size());
+    } else {
+      out.pieces.push_back(piece);
+    }
+  };
+  const int64_t last = n - 1, width = src.slice[last];
+  const int64_t rows = shape.numel() / shape[last];
+  std::vector<int64_t> row(static_cast<size_t>(n), 0), index(static_cast<size_t>(n), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t local = 0;  // the row within its source slice
+    for (int64_t d = 0; d < last; ++d) {
+      const int64_t g = offset[static_cast<size_t>(d)] + row[static_cast<size_t>(d)];
+      index[static_cast<size_t>(d)] = g / src.slice[d];
+      local = local * src.slice[d] + g % src.slice[d];
+    }
+    const int64_t begin = offset[static_cast<size_t>(last)];
+    const int64_t end = begin + shape[last];
+    for (int64_t j = begin / width; j * width < end; ++j) {
+      index[static_cast<size_t>(last)] = j;
+      const int64_t lo = std::max(begin, j * width) - j * width;
+      const int64_t hi = std::min(end, (j + 1) * width) - j * width;
+      const std::string_view bytes = src.by_index.at(index);
+      add(bytes.substr(static_cast<size_t>(local * width + lo) * elem,
+                       static_cast<size_t>(hi - lo) * elem));
+    }
+    for (int64_t d = last - 1; d >= 0; --d) {  // the next row
+      if (++row[static_cast<size_t>(d)] < shape[d]) break;
+      row[static_cast<size_t>(d)] = 0;
+    }
+  }
+  const size_t total = static_cast<size_t>(shape.numel()) * elem;
+  if (out.pieces.size() > 1 && total / out.pieces.size() < kSmallPiece) {
+    Tensor copy = Tensor::empty(shape, src.dtype);
+    size_t at = 0;
+    for (std::string_view piece : out.pieces) {
+      std::memcpy(static_cast<char*>(copy.raw_data()) + at, piece.data(), piece.size());
+      at += piece.size();
+    }
+    out.pieces = {std::string_view(static_cast<const char*>(copy.raw_data()), total)};
+    keep.push_back(std::move(copy));
+  }
+  return out;
+}
+
+std::vector<SourceSlices> all_source_slices(const MappedSources& src,
+                                            const std::vector<std::string>& files,
+                                            const parallel::ParameterLayouts& layouts,
+                                            std::vector<std::string>& names) {
+  check_same_names(src.tensors, files, layouts.device_num);
+  std::vector<SourceSlices> out;
+  for (const auto& [name, t] : src.tensors[0]) {
+    names.push_back(name);
+    out.push_back(source_slices(src, files, layouts, name));
+  }
+  return out;
+}
+
+}  // namespace
+
+MergeSummary merge_checkpoint_files(const std::vector<std::string>& files,
+                                    const parallel::ParameterLayouts& layouts,
+                                    const std::string& output) {
+  const MappedSources src = map_sources(files);
+  std::vector<std::string> names;
+  const std::vector<SourceSlices> slices = all_source_slices(src, files, layouts, names);
+  std::vector<std::pair<std::string, TensorBytes>> out;
+  std::vector<Tensor> keep;
+  MergeSummary summary{.tensors = names.size()};
+  for (size_t i = 0; i < names.size(); ++i) {
+    const SourceSlices& t = slices[i];
+    out.emplace_back(
+        names[i],
+        block_of(t, std::vector<int64_t>(static_cast<size_t>(t.global.rank()), 0), t.global, keep));
+    if (t.global != t.slice) ++summary.from_slices;
+  }
+  save_ckpt_bytes(out, output);
+  return summary;
+}
+
+void transform_checkpoint_files(const std::vector<std::string>& files,
+                                const parallel::ParameterLayouts& source,
+                                const parallel::ParameterLayouts& destination,
+                                const std::string& output_dir, const std::string& file_name) {
+  const MappedSources src = map_sources(files);
+  std::vector<std::string> names;
+  const std::vector<SourceSlices> slices = all_source_slices(src, files, source, names);
+  for (int64_t d = 0; d < destination.device_num; ++d) {
+    std::vector<std::pair<std::string, TensorBytes>> out;
+    std::vector<Tensor> keep;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const SourceSlices& t = slices[i];
+      const std::pair<Layout, Shape>* laid = layout_of(destination, names[i]);
+      if (laid == nullptr || laid->first.is_replicated()) {
+        out.emplace_back(names[i],
+                         block_of(t, std::vector<int64_t>(static_cast<size_t>(t.global.rank()), 0),
+                                  t.global, keep));
+        continue;
+      }
+      const auto& [layout, global] = *laid;
+      CLEAVE_CHECK_ARG(t.global == global,
+                       "split: '{}' is {} in the checkpoint but {} in the strategy file; expected "
+                       "the single-device checkpoint of the network the strategy was planned for",
+                       names[i], t.global.to_string(), global.to_string());
+      out.emplace_back(
+          names[i], block_of(t, layout.slice_offset(global, d), layout.slice_shape(global), keep));
+    }
+    const fs::path folder = fs::path(output_dir) / std::to_string(d);
+    fs::create_directories(folder);
+    save_ckpt_bytes(out, (folder / file_name).string());
+  }
 }
 
 }  // namespace cleave::train

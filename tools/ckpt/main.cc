@@ -29,6 +29,7 @@
 #include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -50,6 +51,14 @@ void print_values(const Tensor& t) {
 
 }  // namespace
 
+// Whether every file is a .ckpt (merge and transform then copy their bytes without decoding:
+// NOTE [Merging without copies] in src/train/sharded_checkpoint.cc).
+bool all_ckpt(const std::vector<std::string>& files) {
+  return std::all_of(files.begin(), files.end(), [](const std::string& f) {
+    return train::checkpoint_format(f) == train::CheckpointFormat::kCkpt;
+  });
+}
+
 int merge(int argc, char** argv) {
   CLI::App app{
       "Merges the checkpoints of a sharded job (one folder per rank) into the single-device "
@@ -68,19 +77,23 @@ int merge(int argc, char** argv) {
   try {
     train::checkpoint_format(output);  // a wrong extension fails before any reading
     const parallel::ParameterLayouts layouts = parallel::load_parameter_layouts(strategy);
-    std::vector<train::RankCheckpoint> ranks;
-    for (const std::string& file :
-         train::rank_checkpoint_files(dir, layouts.device_num, prefix, &layouts)) {
-      ranks.push_back({train::load_checkpoint(file), file});
-    }
-    const train::NamedTensors merged = train::merge_checkpoints(ranks, layouts);
-    train::save_checkpoint(merged, output);
-    int64_t sharded = 0;
-    for (const auto& [name, t] : merged) {
-      sharded += t.shape() == ranks[0].tensors.at(name).shape() ? 0 : 1;
+    const std::vector<std::string> files =
+        train::rank_checkpoint_files(dir, layouts.device_num, prefix, &layouts);
+    train::MergeSummary summary;
+    if (all_ckpt(files) && train::checkpoint_format(output) == train::CheckpointFormat::kCkpt) {
+      summary = train::merge_checkpoint_files(files, layouts, output);  // without copies
+    } else {
+      std::vector<train::RankCheckpoint> ranks;
+      for (const std::string& file : files) ranks.push_back({train::load_checkpoint(file), file});
+      const train::NamedTensors merged = train::merge_checkpoints(ranks, layouts);
+      train::save_checkpoint(merged, output);
+      summary.tensors = merged.size();
+      for (const auto& [name, t] : merged) {
+        summary.from_slices += t.shape() == ranks[0].tensors.at(name).shape() ? 0 : 1;
+      }
     }
     fmt::print("cleave-ckpt: merged {} ranks into {}: {} tensors, {} of them from slices\n",
-               ranks.size(), output, merged.size(), sharded);
+               files.size(), output, summary.tensors, summary.from_slices);
   } catch (const Error& e) {
     std::fprintf(stderr, "cleave-ckpt: %s\n", e.what());
     return 1;
@@ -142,12 +155,16 @@ int transform(int argc, char** argv) {
                        "(nothing is overwritten)",
                        target.string());
     }
-    for (const std::string& f : files) ranks.push_back({train::load_checkpoint(f), f});
-    const train::NamedTensors whole = train::merge_checkpoints(ranks, from);
-    for (int64_t d = 0; d < to.device_num; ++d) {
-      const fs::path folder = fs::path(output) / std::to_string(d);
-      fs::create_directories(folder);
-      train::save_checkpoint(train::split_checkpoint(whole, to, d), (folder / file).string());
+    if (all_ckpt(files)) {
+      train::transform_checkpoint_files(files, from, to, output, file);  // without copies
+    } else {
+      for (const std::string& f : files) ranks.push_back({train::load_checkpoint(f), f});
+      const train::NamedTensors whole = train::merge_checkpoints(ranks, from);
+      for (int64_t d = 0; d < to.device_num; ++d) {
+        const fs::path folder = fs::path(output) / std::to_string(d);
+        fs::create_directories(folder);
+        train::save_checkpoint(train::split_checkpoint(whole, to, d), (folder / file).string());
+      }
     }
     fmt::print("cleave-ckpt: {} source ranks -> {} destination ranks in {}/<rank>/{}\n",
                from.device_num, to.device_num, output, file);

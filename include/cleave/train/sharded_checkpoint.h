@@ -56,6 +56,23 @@ TransformPlan plan_transform(const std::vector<std::string>& tensor_names,
                              const parallel::ParameterLayouts& source,
                              const parallel::ParameterLayouts& destination);
 
+// merge_checkpoints of the .ckpt `files` (one per rank, in rank order) written to the .ckpt
+// `output`, and the same followed by split_checkpoint for every destination rank d of
+// `destination`, written to `output_dir`/<d>/`file_name`: the same checks and the same files,
+// made without decoding the sources into tensors (NOTE [Merging without copies] in
+// src/train/sharded_checkpoint.cc): what cleave-ckpt merge and transform run.
+struct MergeSummary {
+  size_t tensors = 0;      // written
+  size_t from_slices = 0;  // of them assembled from slices
+};
+MergeSummary merge_checkpoint_files(const std::vector<std::string>& files,
+                                    const parallel::ParameterLayouts& layouts,
+                                    const std::string& output);
+void transform_checkpoint_files(const std::vector<std::string>& files,
+                                const parallel::ParameterLayouts& source,
+                                const parallel::ParameterLayouts& destination,
+                                const std::string& output_dir, const std::string& file_name);
+
 // Each rank's checkpoint in `directory`: the folder "<r>" or "rank_<r>" of rank r, for r below
 // device_num. When the folders hold commit markers (NOTE [Checkpoint sets] in
 // cleave/train/checkpoint_set.h), the files of the newest set committed on every rank (of
