@@ -46,6 +46,27 @@ TEST(ShmMapping, ACreatedSegmentIsZeroedSharedAndItsNameUnique) {
   EXPECT_EQ(shm::Mapping::open(name, 8192), nullptr) << "unlinked";
 }
 
+// NOTE [One mapping per process under TSan]: built with TSan, a create() and an open() of one
+// segment in one process share one address, and the mapping lives while either does; otherwise
+// each call maps the segment anew.
+TEST(ShmMapping, ATsanBuildMapsASegmentOncePerProcess) {
+  const std::string name = fmt::format("/cleave-test-mapping-once-{}", getpid());
+  auto created = shm::Mapping::create(name, 8192);
+  ASSERT_NE(created, nullptr);
+  auto opened = shm::Mapping::open(name, 8192);
+  ASSERT_NE(opened, nullptr);
+  shm_unlink(name.c_str());
+  if (shm::kOneMappingPerProcess) {
+    EXPECT_EQ(opened->data(), created->data());
+  } else {
+    EXPECT_NE(opened->data(), created->data());
+  }
+  std::memcpy(created->data() + 100, "shared", 6);
+  created.reset();
+  EXPECT_EQ(std::memcmp(opened->data() + 100, "shared", 6), 0)
+      << "the mapping outlives its creator";
+}
+
 // Makes the segment of `size` members as threads and runs fn(member's segment) on each.
 void run_segment(int size, milliseconds timeout,
                  const std::function<void(ShmSegment&, ShmBarrier&)>& fn) {

@@ -413,10 +413,11 @@ TEST(ShardPyNative, SaveGraphsDumpsTheBlocksStrategies) {
   ShardContext context;
   runtime::set_context(
       {.mode = runtime::PYNATIVE_MODE, .save_graphs = 1, .save_graphs_path = dir.string()});
+  const Tensor x = Tensor::uniform({4, 32});  // drawn here: the global generator is one thread's
   testing::run_thread_job(2, [&](int rank) {
     std::shared_ptr<ShardNet> net = make_net(32);
     examples::shard_net1(*net, 2);
-    (void)(*net)(Tensor::uniform({4, 32}));
+    (void)(*net)(x);
   });
   runtime::set_context({.mode = runtime::PYNATIVE_MODE});
   std::string end_rank1;
