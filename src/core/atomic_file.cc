@@ -45,7 +45,7 @@ void write_file_atomically(const std::string& path, std::string_view contents, c
 }
 
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& parts,
-                           const char* what) {
+                           const char* what, const std::vector<FileRegion>& regions) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -69,15 +69,14 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
     CLEAVE_FAIL("cannot save {} '{}': {} failed: {}; the previous file (if any) is unchanged", what,
                 path, step, reason);
   };
-  // writev of up to kBatch parts at a time (a transform's column slices are thousands of rows).
+  // writev of up to kBatch parts at a time (a transform's column slices are thousands of rows);
+  // a large part lying in an open file is copied from it by the kernel (copy_file_range: no copy
+  // through this process's memory, as cp does), falling back to writing it where the file
+  // systems refuse.
   constexpr size_t kBatch = 1024;  // IOV_MAX on Linux
+  constexpr size_t kCopyInKernel = size_t{1} << 20;
   std::vector<iovec> batch;
-  for (size_t next = 0; next < parts.size();) {
-    batch.clear();
-    for (; next < parts.size() && batch.size() < kBatch; ++next) {
-      if (parts[next].empty()) continue;
-      batch.push_back({const_cast<char*>(parts[next].data()), parts[next].size()});
-    }
+  const auto flush = [&] {
     size_t first = 0;
     while (first < batch.size()) {
       const ssize_t n =
@@ -91,7 +90,43 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
         batch[first].iov_len -= left;
       }
     }
+    batch.clear();
+  };
+  bool copy_in_kernel = true;  // until a file system refuses
+  for (const std::string_view part : parts) {
+    if (part.empty()) continue;
+    const FileRegion* in = nullptr;
+    if (copy_in_kernel && part.size() >= kCopyInKernel) {
+      for (const FileRegion& r : regions) {
+        if (r.fd >= 0 && part.data() >= r.bytes.data() &&
+            part.data() + part.size() <= r.bytes.data() + r.bytes.size()) {
+          in = &r;
+        }
+      }
+    }
+    if (in != nullptr) {
+      flush();
+      auto offset = static_cast<off64_t>(part.data() - in->bytes.data());
+      size_t done = 0;
+      while (done < part.size()) {
+        const ssize_t n =
+            ::copy_file_range(in->fd, &offset, file.fd, nullptr, part.size() - done, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0 && done == 0 &&
+            (n == 0 || errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP ||
+             errno == EINVAL)) {
+          copy_in_kernel = false;  // write it, and every later part, from memory
+          break;
+        }
+        if (n <= 0) fail("copying");
+        done += static_cast<size_t>(n);
+      }
+      if (done == part.size()) continue;
+    }
+    batch.push_back({const_cast<char*>(part.data()), part.size()});
+    if (batch.size() == kBatch) flush();
   }
+  flush();
   if (::fsync(file.fd) != 0) fail("fsync");
   if (::close(file.fd) != 0) {
     file.fd = -1;
@@ -136,10 +171,12 @@ MappedFile::MappedFile(const std::string& path, const char* what) {
   CLEAVE_CHECK_ARG(p != MAP_FAILED, "cannot load {} '{}': mapping it failed: {}", what, path,
                    system_error());
   data_ = static_cast<const char*>(p);
+  std::swap(fd_, file.fd);  // kept open for region()
 }
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace cleave

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "cleave/core/atomic_file.h"
 #include "cleave/core/dtype.h"
 #include "cleave/core/shape.h"
 
@@ -29,8 +30,9 @@ std::map<std::string, TensorBytes> ckpt_tensor_bytes(const std::string& path,
                                                      std::string_view bytes);
 
 // Writes `tensors` (in this order) to the .ckpt file `path` atomically, as save_checkpoint would
-// write the same tensors.
+// write the same tensors; pieces inside the mapped `sources` are copied from those files by the
+// kernel (write_file_atomically's regions).
 void save_ckpt_bytes(const std::vector<std::pair<std::string, TensorBytes>>& tensors,
-                     const std::string& path);
+                     const std::string& path, const std::vector<FileRegion>& sources = {});
 
 }  // namespace cleave::train

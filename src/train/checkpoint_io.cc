@@ -695,9 +695,9 @@ std::map<std::string, TensorBytes> ckpt_tensor_bytes(const std::string& path,
 }
 
 void save_ckpt_bytes(const std::vector<std::pair<std::string, TensorBytes>>& tensors,
-                     const std::string& path) {
+                     const std::string& path, const std::vector<FileRegion>& sources) {
   const CkptParts parts = encode_ckpt(tensors, {});
-  write_file_atomically(path, parts.parts, kWhat);
+  write_file_atomically(path, parts.parts, kWhat, sources);
 }
 
 }  // namespace cleave::train

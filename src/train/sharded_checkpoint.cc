@@ -481,6 +481,11 @@ namespace {
 struct MappedSources {
   std::vector<std::unique_ptr<MappedFile>> files;
   std::vector<std::map<std::string, TensorBytes>> tensors;  // per rank
+  std::vector<FileRegion> regions() const {
+    std::vector<FileRegion> out;
+    for (const auto& f : files) out.push_back(f->region());
+    return out;
+  }
 };
 
 MappedSources map_sources(const std::vector<std::string>& files) {
@@ -642,7 +647,7 @@ MergeSummary merge_checkpoint_files(const std::vector<std::string>& files,
         block_of(t, std::vector<int64_t>(static_cast<size_t>(t.global.rank()), 0), t.global, keep));
     if (t.global != t.slice) ++summary.from_slices;
   }
-  save_ckpt_bytes(out, output);
+  save_ckpt_bytes(out, output, src.regions());
   return summary;
 }
 
@@ -675,7 +680,7 @@ void transform_checkpoint_files(const std::vector<std::string>& files,
     }
     const fs::path folder = fs::path(output_dir) / std::to_string(d);
     fs::create_directories(folder);
-    save_ckpt_bytes(out, (folder / file_name).string());
+    save_ckpt_bytes(out, (folder / file_name).string(), src.regions());
   }
 }
 

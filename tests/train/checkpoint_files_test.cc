@@ -27,6 +27,9 @@ NamedTensors whole_checkpoint() {
   return {{"a", Tensor::normal({16, 6})},
           {"b", Tensor::normal({8, 4, 2})},
           {"big", Tensor::normal({64, 256})},  // rows of 1 KB: pieces large enough to stay views
+          // 2 MiB: whole (8 and 4 ranks) or halves (2 ranks), pieces the kernel copies from the
+          // source files (copy_file_range)
+          {"huge", Tensor::normal({512, 1024})},
           {"c", Tensor::from_vector<int32_t>({1, 2, 3, 4, 5})},
           {"moments.a", Tensor::normal({16, 6})},
           {"step", Tensor::scalar(7, DType::kInt64)}};
@@ -50,7 +53,8 @@ ParameterLayouts four() {
 ParameterLayouts two() {
   return {.device_num = 2,
           .layouts = {{"b", {Layout({2}, {{0}, {}, {}}), Shape({8, 4, 2})}},
-                      {"big", {Layout({2}, {{}, {0}}), Shape({64, 256})}}}};
+                      {"big", {Layout({2}, {{}, {0}}), Shape({64, 256})}},
+                      {"huge", {Layout({2}, {{0}, {}}), Shape({512, 1024})}}}};
 }
 
 bool same(const Tensor& a, const Tensor& b) {
@@ -97,7 +101,7 @@ TEST(CheckpointFiles, MergeAndTransformWriteWhatTheTensorPathGives) {
     const std::vector<std::string> files = write_ranks(whole, from, dir.path / "src");
     const MergeSummary summary =
         merge_checkpoint_files(files, from, (dir.path / "full.ckpt").string());
-    EXPECT_EQ(summary.tensors, 6u);
+    EXPECT_EQ(summary.tensors, 7u);
     expect_same_checkpoint(load_checkpoint((dir.path / "full.ckpt").string()), whole,
                            "merged from " + from_name);
     // Byte for byte the file save_checkpoint writes for the merged tensors.

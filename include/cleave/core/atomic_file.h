@@ -12,9 +12,16 @@ namespace cleave {
 // fsync of the folder. Throws Error naming `path` and the system error; the temporary file is
 // removed on failure. `what` names the file's kind in errors ("checkpoint").
 void write_file_atomically(const std::string& path, std::string_view contents, const char* what);
-// The same with the contents given as consecutive parts (written in order, none copied).
+// Bytes of an open file mapped in memory (MappedFile::region()).
+struct FileRegion {
+  std::string_view bytes;
+  int fd = -1;
+};
+// The same with the contents given as consecutive parts (written in order, none copied). A part of
+// at least 1 MiB lying inside one of `regions` is copied from that file inside the kernel
+// (copy_file_range) instead of from memory, where the file systems allow it.
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& parts,
-                           const char* what);
+                           const char* what, const std::vector<FileRegion>& regions = {});
 
 // The whole contents of `path`; throws Error naming it when it cannot be read.
 std::string read_whole_file(const std::string& path, const char* what);
@@ -31,10 +38,13 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
   std::string_view bytes() const { return {data_, size_}; }
+  // Its bytes and the file, open while this lives (write_file_atomically's regions).
+  FileRegion region() const { return {bytes(), fd_}; }
 
  private:
   const char* data_ = nullptr;
   size_t size_ = 0;
+  int fd_ = -1;
 };
 
 }  // namespace cleave
