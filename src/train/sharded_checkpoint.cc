@@ -474,8 +474,10 @@ TrainProgress load_distributed_checkpoint(nn::Cell& net, optim::Optimizer* optim
 // a layout splitting only the first dimension gives one piece per source slice, a column split
 // one per row and slice. Where the pieces would average less than kSmallPiece bytes, the block is
 // copied into one tensor first (so many small writes cost more than one copy). Each source file
-// is mapped once; its checksum reads it once, and the pieces then come from the page cache. The
-// checks and the files written are merge_checkpoints' and split_checkpoint's, byte for byte.
+// is mapped once; its checksum reads it once, and the pieces then come from the page cache;
+// pieces of 1 MiB or more are copied from the source files inside the kernel (copy_file_range,
+// write_file_atomically's regions), as cp does. The checks and the files written are
+// merge_checkpoints' and split_checkpoint's, byte for byte.
 namespace {
 
 struct MappedSources {
