@@ -72,7 +72,8 @@ std::optional<ParameterShard> parameter_shard(const Tensor& param) {
 
 void shard_parameter(const Tensor& param, const std::string& name, const parallel::Layout& layout,
                      int64_t rank, const std::vector<Tensor>& like) {
-  if (const std::optional<ParameterShard> have = parameter_shard(param)) {
+  const std::optional<ParameterShard> have = parameter_shard(param);
+  if (have) {
     CLEAVE_CHECK_ARG(have->layout.same_distribution(layout),
                      "parameter '{}' (global shape {}) is laid out as {} by a step compiled "
                      "earlier, but this step needs {}; every parallel step of a network must lay "
@@ -80,28 +81,23 @@ void shard_parameter(const Tensor& param, const std::string& name, const paralle
                      "strategies)",
                      name, have->global.shape.to_string(), have->layout.to_string(),
                      layout.to_string());
-    // State of the global shape still: an earlier step (an evaluation) sliced the parameter
-    // alone.
-    std::shared_ptr<comm::ProcessGroup> world = comm::get_group(comm::kWorldGroup);
-    for (const Tensor& t : like) {
-      if (!t.defined() || t.shape() != have->global.shape) continue;
-      if (world != nullptr && world->size() > 1) world->broadcast(t, 0);
-      keep_slice(t, layout, rank);
-    }
-    return;
   }
-  const ir::TensorMeta global{param.shape(), param.dtype()};
+  const ir::TensorMeta global = have ? have->global : ir::TensorMeta{param.shape(), param.dtype()};
   CLEAVE_ASSERT(layout.check_shape(global.shape).empty(), "parameter '{}' {}: {}", name,
                 global.shape.to_string(), layout.check_shape(global.shape));
-  std::shared_ptr<comm::ProcessGroup> world = comm::get_group(comm::kWorldGroup);
-  std::vector<Tensor> tensors{param};
+  // The parameter unless an earlier step (an evaluation) sliced it already, and its state still
+  // of the global shape.
+  std::vector<Tensor> tensors;
+  if (!have) tensors.push_back(param);
   for (const Tensor& t : like) {
     if (t.defined() && t.shape() == global.shape) tensors.push_back(t);
   }
+  std::shared_ptr<comm::ProcessGroup> world = comm::get_group(comm::kWorldGroup);
   for (const Tensor& t : tensors) {
     if (world != nullptr && world->size() > 1) world->broadcast(t, 0);
     if (!layout.is_replicated()) keep_slice(t, layout, rank);
   }
+  if (have) return;
   std::lock_guard<std::mutex> lock(g_mutex);
   std::erase_if(g_shards, [](const auto& e) { return e.second.owner.expired(); });
   g_shards[param.impl()] = {param.impl_ptr(), {global, layout, rank}};
