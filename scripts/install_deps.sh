@@ -24,6 +24,8 @@ packages=(
   # which without OpenBLAS is the slow reference BLAS (MLP training measured 10x slower): the
   # peer gets OpenBLAS so that bench/run.sh compares against a fairly configured PyTorch.
   graphviz python3-torch python3-numpy libopenblas0-openmp
+  # the Python package (python/): pybind11 and the headers of Debian's Python 3
+  pybind11-dev python3-dev
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

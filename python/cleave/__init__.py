@@ -1,0 +1,65 @@
+"""cleave: distributed training of neural networks, with MindSpore's Python API.
+
+The package follows MindSpore's module layout (cleave.nn, cleave.ops, cleave.dataset,
+cleave.train, cleave.communication, ...), so that a MindSpore script runs on cleave with
+`mindspore` replaced by `cleave` in its imports. Everything runs in cleave's C++ engine (the
+extension module cleave._cleave): a Cell written in Python is traced once into a graph in
+GRAPH_MODE, and the compiled training step runs without Python.
+"""
+import random as _random
+import sys as _sys
+
+import numpy as _np
+
+from . import _cleave
+from ._cleave import Tensor, dtype, GRAPH_MODE, PYNATIVE_MODE
+from .context import (set_context, get_context, set_auto_parallel_context,
+                      get_auto_parallel_context, reset_auto_parallel_context, ParallelMode)
+from . import context
+
+float32 = dtype.float32
+float64 = dtype.float64
+int32 = dtype.int32
+int64 = dtype.int64
+bool_ = dtype.bool_
+
+
+class Parameter(Tensor):
+    """A trainable tensor of a Cell (MindSpore's Parameter): assigning it to an attribute of a
+    Cell registers it under the attribute's name."""
+
+    def __init__(self, default_input, name=None, requires_grad=True):
+        if not isinstance(default_input, Tensor):
+            default_input = Tensor(default_input)
+        Tensor.__init__(self, default_input)
+        self.name = name
+        self.requires_grad = requires_grad
+
+
+def set_seed(seed):
+    """Seeds cleave's generator (weights, dropout, shuffles) and, as MindSpore does, NumPy's and
+    Python's."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"set_seed: seed {seed!r} is not a non-negative int")
+    _cleave.set_seed(seed)
+    _np.random.seed(seed % (2**32))
+    _random.seed(seed)
+
+
+from .train.model import Model  # noqa: E402
+from .train.serialization import save_checkpoint, load_checkpoint, load_param_into_net  # noqa: E402
+from . import nn, ops, dataset, train, communication, common  # noqa: E402,F401
+
+
+def _report_uncaught(exc_type, exc, tb):
+    """An uncaught exception ends this process: tell the job first, so that the other ranks stop
+    at once with this error instead of waiting for this one (as the C++ examples do)."""
+    try:
+        if _cleave.is_initialized() and not issubclass(exc_type, KeyboardInterrupt):
+            _cleave.report_failure(f"{exc_type.__name__}: {exc}")
+    finally:
+        _previous_excepthook(exc_type, exc, tb)
+
+
+_previous_excepthook = _sys.excepthook
+_sys.excepthook = _report_uncaught

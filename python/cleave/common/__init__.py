@@ -1,0 +1,3 @@
+"""cleave.common (mindspore.common)."""
+from . import initializer  # noqa: F401
+from .. import dtype  # noqa: F401

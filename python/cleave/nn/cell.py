@@ -1,0 +1,58 @@
+"""Cell written in Python (mindspore.nn.Cell)."""
+from .. import _cleave
+
+
+class Cell(_cleave.Cell):
+    """The unit of a model. Subclasses call super().__init__() first, assign their layers and
+    Parameters to attributes (which registers them under the attribute's name, in order), and
+    define construct(self, x) or construct(self, data, label).
+
+    In GRAPH_MODE, construct runs once under cleave's tracer: Python control flow is decided then
+    (a branch on a tensor's value is an error naming the traced tensor), and the compiled step
+    runs in C++. In PYNATIVE_MODE, construct runs at every call."""
+
+    def __init__(self, auto_prefix=True, flags=None):
+        _cleave.Cell.__init__(self, type(self).__name__)
+
+    def __setattr__(self, name, value):
+        if not name.startswith("_"):
+            from .. import Parameter
+            if isinstance(value, _cleave.Cell):
+                self._check_init(name)
+                self._register_module(name, value)
+            elif isinstance(value, Parameter):
+                self._check_init(name)
+                self._register_parameter(name, value, value.requires_grad)
+        object.__setattr__(self, name, value)
+
+    def _check_init(self, name):
+        try:
+            _cleave.Cell.cls_name.fget(self)
+        except TypeError:
+            raise RuntimeError(
+                f"{type(self).__name__}: self.{name} was assigned before "
+                "super().__init__() was called; call it first in __init__") from None
+
+    def construct(self, *inputs):
+        raise NotImplementedError(
+            f"{type(self).__name__}: a subclass of nn.Cell must define construct")
+
+
+class TrainOneStepCell:
+    """One training step of `network` (a network with its loss) and `optimizer`: calling it with
+    (data, label) runs the forward, the backward and the update, and returns the loss. Compiled
+    once in GRAPH_MODE, eager in PYNATIVE_MODE."""
+
+    def __init__(self, network, optimizer, sens=1.0):
+        if sens != 1.0:
+            raise ValueError("TrainOneStepCell: sens must be 1.0")
+        self.network = network
+        self.optimizer = optimizer
+        self._step = _cleave.TrainOneStep(network, optimizer)
+
+    def set_train(self, mode=True):
+        self.network.set_train(mode)
+        return self
+
+    def __call__(self, data, label):
+        return self._step(data, label)

@@ -1,0 +1,136 @@
+"""cleave.ops: operator classes (ops.MatMul(), ops.ReLU(), ops.AllReduce(), ...) with .shard()
+and .place(), and the functional operators (ops.matmul, ops.relu, ...) (mindspore.ops)."""
+from .._cleave import Primitive, Tensor
+from .._cleave import ops as _f
+from .._cleave import WORLD_COMM_GROUP
+from .._cleave.ops import (add, sub, mul, div, pow, maximum, minimum, neg, exp, log, sqrt, rsqrt,
+                           abs, square, relu, gelu, sigmoid, tanh, cast, zeros_like, ones_like,
+                           select, matmul, bias_add, softmax, log_softmax, reshape, transpose,
+                           expand_dims, squeeze, flatten, concat, split, tile, broadcast_to,
+                           gather, reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod,
+                           argmax, argmin)
+from .._cleave.ops import slice as _slice
+
+
+def slice(x, begin, size):  # noqa: A001 - MindSpore's name
+    return _slice(x, list(begin), list(size))
+
+
+def _primitive(op_name, doc, **defaults):
+    """A class for the registered operator `op_name` whose constructor takes `defaults` as
+    keyword attributes."""
+
+    def __init__(self, *args, **kwargs):
+        names = list(defaults)
+        if len(args) > len(names):
+            raise TypeError(f"{op_name}() takes at most {len(names)} arguments ({len(args)} given)")
+        attrs = dict(defaults)
+        attrs.update(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in attrs:
+                raise TypeError(f"{op_name}() got an unexpected keyword argument '{k}'; "
+                                f"expected {', '.join(names) or 'none'}")
+            attrs[k] = v
+        Primitive.__init__(self, op_name, {k: v for k, v in attrs.items() if v is not None})
+
+    return type(op_name, (Primitive,), {"__init__": __init__, "__doc__": doc})
+
+
+MatMul = _primitive("MatMul", "Matrix product, optionally transposing either input.",
+                    transpose_a=False, transpose_b=False)
+BatchMatMul = _primitive("BatchMatMul", "Batched matrix product.", transpose_a=False,
+                         transpose_b=False)
+BiasAdd = _primitive("BiasAdd", "Adds a bias along the channel axis.")
+Add = _primitive("Add", "Elementwise sum.")
+Sub = _primitive("Sub", "Elementwise difference.")
+Mul = _primitive("Mul", "Elementwise product.")
+Div = _primitive("Div", "Elementwise quotient.")
+RealDiv = _primitive("Div", "Elementwise quotient.")
+Maximum = _primitive("Maximum", "Elementwise maximum.")
+Minimum = _primitive("Minimum", "Elementwise minimum.")
+ReLU = _primitive("ReLU", "max(x, 0).")
+GeLU = _primitive("GeLU", "GELU activation.")
+Sigmoid = _primitive("Sigmoid", "Logistic sigmoid.")
+Tanh = _primitive("Tanh", "Hyperbolic tangent.")
+Exp = _primitive("Exp", "e**x.")
+Log = _primitive("Log", "Natural logarithm.")
+Sqrt = _primitive("Sqrt", "Square root.")
+Square = _primitive("Square", "x*x.")
+Neg = _primitive("Neg", "-x.")
+Abs = _primitive("Abs", "|x|.")
+Softmax = _primitive("Softmax", "Softmax over `axis`.", axis=-1)
+LogSoftmax = _primitive("LogSoftmax", "Log-softmax over `axis`.", axis=-1)
+Transpose = _primitive("Transpose", "Permutes the axes.", perm=None)
+Reshape = _primitive("Reshape", "Gives a new shape.", shape=None)
+Flatten = _primitive("Flatten", "Keeps dim 0, flattens the rest.")
+ReduceSum = _primitive("ReduceSum", "Sum over axes.", keep_dims=False)
+ReduceMean = _primitive("ReduceMean", "Mean over axes.", keep_dims=False)
+ReduceMax = _primitive("ReduceMax", "Maximum over axes.", keep_dims=False)
+Gather = _primitive("Gather", "Gathers slices along an axis.")
+Tile = _primitive("Tile", "Repeats the tensor.", multiples=None)
+Concat = _primitive("Concat", "Concatenates along `axis`.", axis=0)
+SoftmaxCrossEntropyWithLogits = _primitive(
+    "SoftmaxCrossEntropyWithLogits", "Cross entropy of logits and one-hot labels.")
+SparseSoftmaxCrossEntropyWithLogits = _primitive(
+    "SparseSoftmaxCrossEntropyWithLogits", "Cross entropy of logits and class ids.")
+
+
+class ReduceOp:
+    """The reductions of the collectives (mindspore.ops.ReduceOp)."""
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+    PROD = "prod"
+
+
+class _Collective:
+    """A collective operator: called with a tensor, in GRAPH_MODE a node of the traced graph."""
+
+    def shard(self, in_strategy):
+        raise ValueError(f"{type(self).__name__}: a collective cannot be sharded")
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.__dict__})"
+
+
+class AllReduce(_Collective):
+    def __init__(self, op=ReduceOp.SUM, group=WORLD_COMM_GROUP):
+        self.op, self.group = op, group
+
+    def __call__(self, x):
+        return _f.all_reduce(x, self.op, self.group)
+
+
+class AllGather(_Collective):
+    def __init__(self, group=WORLD_COMM_GROUP):
+        self.group = group
+
+    def __call__(self, x):
+        return _f.all_gather(x, self.group)
+
+
+class ReduceScatter(_Collective):
+    def __init__(self, op=ReduceOp.SUM, group=WORLD_COMM_GROUP):
+        self.op, self.group = op, group
+
+    def __call__(self, x):
+        return _f.reduce_scatter(x, self.op, self.group)
+
+
+class Broadcast(_Collective):
+    def __init__(self, root_rank, group=WORLD_COMM_GROUP):
+        self.root_rank, self.group = root_rank, group
+
+    def __call__(self, x):
+        if isinstance(x, (tuple, list)):
+            return tuple(_f.broadcast(t, self.root_rank, self.group) for t in x)
+        return _f.broadcast(x, self.root_rank, self.group)
+
+
+class AlltoAll(_Collective):
+    def __init__(self, split_count, split_dim, concat_dim, group=WORLD_COMM_GROUP):
+        self.split_count, self.split_dim, self.concat_dim = split_count, split_dim, concat_dim
+        self.group = group
+
+    def __call__(self, x):
+        return _f.all_to_all(x, self.split_count, self.split_dim, self.concat_dim, self.group)
