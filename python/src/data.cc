@@ -230,15 +230,17 @@ void bind_data(py::module_& m) {
       .def(
           "create_tuple_iterator",
           [](ds::Dataset& d, int64_t num_epochs, bool output_numpy) {
-            return PyIterator(d.create_tuple_iterator(num_epochs), d.column_names(), false,
-                              output_numpy);
+            return PyIterator(
+                num_epochs < 0 ? d.create_tuple_iterator() : d.create_tuple_iterator(num_epochs),
+                d.column_names(), false, output_numpy);
           },
           py::arg("num_epochs") = -1, py::arg("output_numpy") = false)
       .def(
           "create_dict_iterator",
           [](ds::Dataset& d, int64_t num_epochs, bool output_numpy) {
-            return PyIterator(d.create_tuple_iterator(num_epochs), d.column_names(), true,
-                              output_numpy);
+            return PyIterator(
+                num_epochs < 0 ? d.create_tuple_iterator() : d.create_tuple_iterator(num_epochs),
+                d.column_names(), true, output_numpy);
           },
           py::arg("num_epochs") = -1, py::arg("output_numpy") = false);
 

@@ -237,6 +237,9 @@ Tensor to_tensor(const py::handle& value, const py::object& dtype) {
     t = Tensor::scalar(static_cast<double>(value.cast<int64_t>()), DType::kInt64);
   } else if (py::isinstance<py::float_>(value)) {
     t = Tensor::scalar(value.cast<double>(), DType::kFloat32);
+  } else if (py::isinstance(value, py::module_::import("numpy").attr("generic"))) {
+    // A NumPy scalar (numpy.int32(3), an element of an array): its dtype is kept.
+    t = from_numpy(py::module_::import("numpy").attr("asarray")(value));
   } else if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
     py::array a = py::module_::import("numpy").attr("asarray")(value);
     // Python floats become float32 and ints int64, as MindSpore's Tensor does.
@@ -290,6 +293,23 @@ void bind_tensor(py::module_& m) {
       .def("dim", &Tensor::rank)
       .def("__len__", [](const Tensor& t) { return t.rank() == 0 ? 0 : t.dim(0); })
       .def("__float__", &Tensor::item)
+      .def("__int__", [](const Tensor& t) { return static_cast<int64_t>(t.item()); })
+      .def("__bool__",
+           [](const Tensor& t) {
+             if (t.is_symbolic()) {
+               throw py::type_error(
+                   "a traced tensor has no value yet: construct branches on a tensor's value "
+                   "(if/while on a Tensor) while GRAPH_MODE traces it, and cleave decides Python "
+                   "control flow at trace time; branch on Python values (shapes, settings), use "
+                   "ops.select for a value-dependent choice, or run in PYNATIVE_MODE");
+             }
+             if (t.numel() != 1) {
+               throw py::value_error(fmt::format(
+                   "the truth value of a Tensor of {} elements is ambiguous; expected one element",
+                   t.numel()));
+             }
+             return t.item() != 0;
+           })
       .def("__repr__", &Tensor::to_string)
       .def("__str__", &Tensor::to_string)
       .def("__getitem__", &get_item)

@@ -13,6 +13,7 @@ class Cell(_cleave.Cell):
 
     def __init__(self, auto_prefix=True, flags=None):
         _cleave.Cell.__init__(self, type(self).__name__)
+        object.__setattr__(self, "_cell_initialized", True)
 
     def __setattr__(self, name, value):
         if not name.startswith("_"):
@@ -26,12 +27,10 @@ class Cell(_cleave.Cell):
         object.__setattr__(self, name, value)
 
     def _check_init(self, name):
-        try:
-            _cleave.Cell.cls_name.fget(self)
-        except TypeError:
+        if not self.__dict__.get("_cell_initialized", False):
             raise RuntimeError(
                 f"{type(self).__name__}: self.{name} was assigned before "
-                "super().__init__() was called; call it first in __init__") from None
+                "super().__init__() was called; call it first in __init__")
 
     def construct(self, *inputs):
         raise NotImplementedError(

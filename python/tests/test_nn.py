@@ -1,0 +1,122 @@
+"""Cells written in Python: registration, tracing in GRAPH_MODE, eager PYNATIVE_MODE, errors."""
+import unittest
+
+import numpy as np
+
+import cleave as ms
+from cleave import nn, ops
+
+
+class Mlp(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Dense(6, 8)
+        self.relu = nn.ReLU()
+        self.fc2 = nn.Dense(8, 3)
+        self.scale = ms.Parameter(ms.Tensor(np.full((3,), 0.5, np.float32)), name="scale")
+
+    def construct(self, x):
+        x = x[:, 0:6]  # Python slicing traces into the graph
+        return self.fc2(self.relu(self.fc1(x))) * self.scale + 1
+
+
+def data(seed=0):
+    r = np.random.RandomState(seed)
+    return (ms.Tensor(r.rand(8, 7).astype(np.float32)),
+            ms.Tensor(r.randint(0, 3, size=(8,)).astype(np.int32)))
+
+
+def train_steps(mode, steps=4):
+    ms.set_context(mode=mode)
+    ms.set_seed(3)
+    net = Mlp()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+    step = nn.TrainOneStepCell(nn.WithLossCell(net, loss), opt)
+    x, y = data()
+    losses = [float(step(x, y)) for _ in range(steps)]
+    return losses, {k: v.asnumpy().copy() for k, v in net.parameters_and_names()}
+
+
+class CellTest(unittest.TestCase):
+    def tearDown(self):
+        ms.set_context(mode=ms.GRAPH_MODE)
+
+    def test_attributes_register_cells_and_parameters_by_name(self):
+        net = Mlp()
+        names = [k for k, _ in net.parameters_and_names()]
+        self.assertEqual(sorted(names),
+                         ["fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight", "scale"])
+        self.assertEqual(len(net.trainable_params()), 5)
+        self.assertEqual(net.cls_name, "Mlp")
+        self.assertIs(net.fc1.matmul.shard(((2, 1), (1, 1))), net.fc1.matmul)
+
+    def test_a_graph_mode_step_equals_the_eager_step(self):
+        graph_losses, graph_params = train_steps(ms.GRAPH_MODE)
+        eager_losses, eager_params = train_steps(ms.PYNATIVE_MODE)
+        np.testing.assert_allclose(graph_losses, eager_losses, rtol=1e-5)
+        self.assertLess(graph_losses[-1], graph_losses[0])
+        for k in graph_params:
+            np.testing.assert_allclose(graph_params[k], eager_params[k], rtol=1e-5, atol=1e-6,
+                                       err_msg=k)
+
+    def test_the_python_cell_equals_the_same_network_computed_in_numpy(self):
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+        net = Mlp()
+        x, _ = data()
+        p = {k: v.asnumpy() for k, v in net.parameters_and_names()}
+        h = np.maximum(x.asnumpy()[:, :6] @ p["fc1.weight"].T + p["fc1.bias"], 0)
+        want = (h @ p["fc2.weight"].T + p["fc2.bias"]) * p["scale"] + 1
+        np.testing.assert_allclose(net(x).asnumpy(), want, rtol=1e-5)
+
+    def test_a_branch_on_a_traced_value_is_a_clear_error(self):
+        class Branchy(nn.Cell):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Dense(7, 3)
+
+            def construct(self, x):
+                y = self.fc(x)
+                if y.sum() > 0:
+                    return y
+                return -y
+
+        ms.set_context(mode=ms.GRAPH_MODE)
+        net = Branchy()
+        step = nn.TrainOneStepCell(
+            nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")),
+            nn.SGD(net.trainable_params(), 0.1))
+        x, y = data()
+        with self.assertRaisesRegex(TypeError, "traced tensor has no value yet"):
+            step(x, y)
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+        self.assertEqual(net(x).shape, (8, 3))  # eagerly the branch is a value
+
+    def test_mistakes_in_a_cell_are_named(self):
+        class NoInit(nn.Cell):
+            def __init__(self):
+                self.fc = nn.Dense(2, 2)
+
+        with self.assertRaisesRegex(RuntimeError, "super\\(\\).__init__\\(\\)"):
+            NoInit()
+
+        class Pair(nn.Cell):
+            def construct(self, x):
+                return x, x
+
+        with self.assertRaisesRegex(TypeError, "Pair.construct returned tuple"):
+            Pair()(ms.Tensor([1.0]))
+
+        class NoConstruct(nn.Cell):
+            pass
+
+        with self.assertRaisesRegex(NotImplementedError, "must define construct"):
+            NoConstruct()(ms.Tensor([1.0]))
+        with self.assertRaisesRegex(TypeError, "called with 3 inputs"):
+            nn.ReLU()(ms.Tensor([1.0]), ms.Tensor([1.0]), ms.Tensor([1.0]))
+        with self.assertRaisesRegex(TypeError, "parameter groups"):
+            nn.SGD([{"params": Mlp().trainable_params()}], 0.1)
+
+
+if __name__ == "__main__":
+    unittest.main()
