@@ -17,6 +17,8 @@
 # terminal shows the cause: the scheduler's verdict ("the job failed: rank 6 ... failed: <its
 # error>") or else the first process to fail, that process's last line and its log's path, then
 # one line naming every process that exited with a non-zero status.
+# LENET_PLACE_PROGRAM, when set, is the program every process runs instead (words split on
+# spaces; examples/python/lenet_place/run.sh runs the Python train.py this way).
 # Exit status: 0 when every process succeeded, otherwise the status of the first to fail (2 for
 # a bad variable).
 set -uo pipefail
@@ -24,12 +26,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 bin=${CLEAVE_BIN_DIR:-$root/build/Release/bin}
 
-if [ ! -x "$bin/lenet_place" ] || [ ! -x "$bin/cleave-datagen" ]; then
+read -r -a program <<< "${LENET_PLACE_PROGRAM:-$bin/lenet_place}"
+if [ ! -x "${program[0]}" ] || [ ! -x "$bin/cleave-datagen" ]; then
   "$root/scripts/build.sh" Release || exit 1
 fi
 
 for arg in "$@"; do
-  case "$arg" in -h | --help) exec "$bin/lenet_place" --help ;; esac
+  case "$arg" in -h | --help) exec "${program[@]}" --help ;; esac
 done
 
 set -e
@@ -69,7 +72,7 @@ trap 'kill "${pids[@]}" 2> /dev/null; exit 130' INT TERM
 export MS_ROLE=MS_SCHED
 rm -rf "${execute_path:?}/sched/"
 mkdir "$execute_path/sched/"
-(cd "$execute_path/sched/" && exec "$bin/lenet_place" "$@" > sched.log 2>&1) &
+(cd "$execute_path/sched/" && exec "${program[@]}" "$@" > sched.log 2>&1) &
 pids+=($!)
 names+=(scheduler)
 logs+=("$execute_path/sched/sched.log")
@@ -79,7 +82,7 @@ export MS_ROLE=MS_WORKER
 for ((i = 0; i < MS_WORKER_NUM; i++)); do
   rm -rf "${execute_path:?}/worker_$i/"
   mkdir "$execute_path/worker_$i/"
-  (cd "$execute_path/worker_$i/" && MS_NODE_ID=$i exec "$bin/lenet_place" "$@" > "worker_$i.log" 2>&1) &
+  (cd "$execute_path/worker_$i/" && MS_NODE_ID=$i exec "${program[@]}" "$@" > "worker_$i.log" 2>&1) &
   pids+=($!)
   names+=("worker $i")
   logs+=("$execute_path/worker_$i/worker_$i.log")
