@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Benchmarks, side by side with a peer in one run.
-# Usage: bench/run.sh core|graph|comm|data|place|shard|dp|search|ckpt [SECONDS_PER_ROW]
+# Usage: bench/run.sh core|python|graph|comm|data|place|shard|dp|search|ckpt [SECONDS_PER_ROW]
 # Every suite first prints MACHINE cpu="<model>" isa=<avx512|avx2|sse> cores=<N>, and appends
 # those fields to each BENCH row; the suites with a PyTorch peer (core, dp) print a PEER line per
 # thread count saying how the peer runs (NOTE [Peers at their best] below).
 #   core: training-step throughput against PyTorch (Debian python3-torch), same threads.
 #     Prints one line per row: BENCH <row> cleave=<samples/s> torch=<samples/s> ratio=<cleave/torch>
+#   python: the LeNet-5 training step (GRAPH_MODE, batch 32, 1 and 2 threads) driven from
+#     Python (bench/python_core.py) against the C++ row of core. Prints per row
+#     BENCH <row> python=<samples/s> cpp=<samples/s> ratio=<python/cpp>
 #   graph: GRAPH_MODE against PYNATIVE_MODE (one thread). Prints per row
 #     BENCH <row> graph=<steps/s> pynative=<steps/s> ratio=<graph/pynative>
 #     BENCH <row>_peak_mib graph=<MiB> pynative=<MiB>   (peak bytes of tensor storage alive)
@@ -124,6 +127,20 @@ case "$suite" in
       t=$(OMP_NUM_THREADS=$threads peer "$python" "$root/bench/torch_core.py" "$row" "$seconds" | awk '{print $2}')
       ratio=$(awk -v c="$c" -v t="$t" 'BEGIN { printf "%.2f", c / t }')
       echo "BENCH $row cleave=$c torch=$t ratio=$ratio"
+    done
+    ;;
+  python)
+    # The same LeNet-5 training step driven from Python (bench/python_core.py, a Cell written in
+    # Python, GRAPH_MODE) against core_bench's C++ row, alternating, each a median of 5 trials.
+    pyexe=/usr/bin/python3
+    [ -x "$pyexe" ] || pyexe=python3
+    for row in lenet5_train_b32_t1 lenet5_train_b32_t2; do
+      threads=${row##*_t}
+      c=$(OMP_NUM_THREADS=$threads "$build/bench/core_bench" "$row" "$seconds" | awk '{print $2}')
+      p=$(OMP_NUM_THREADS=$threads PYTHONPATH="$build/python" "$pyexe" "$root/bench/python_core.py" \
+        "$row" "$seconds" | awk '{print $2}')
+      ratio=$(awk -v c="$c" -v p="$p" 'BEGIN { printf "%.3f", p / c }')
+      echo "BENCH $row python=$p cpp=$c ratio=$ratio"
     done
     ;;
   graph)
@@ -461,7 +478,7 @@ PY
     rm -rf "$work"
     ;;
   *)
-    echo "bench/run.sh: unknown suite '$suite'; expected: core, graph, comm, data, place, shard, dp or search" >&2
+    echo "bench/run.sh: unknown suite '$suite'; expected: core, python, graph, comm, data, place, shard, dp, search or ckpt" >&2
     exit 2
     ;;
 esac
