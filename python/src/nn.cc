@@ -95,8 +95,12 @@ void bind_nn(py::module_& m) {
           return held.clone();
         });
       }))
-      .def("__call__", &nn::Initializer::operator(), py::arg("shape"),
-           py::arg("dtype") = DType::kFloat32)
+      .def(
+          "__call__",
+          [](const nn::Initializer& init, const std::vector<int64_t>& shape, DType dtype) {
+            return init(Shape(shape), dtype);
+          },
+          py::arg("shape"), py::arg("dtype") = DType::kFloat32)
       .def_property_readonly("name", &nn::Initializer::name);
   py::implicitly_convertible<std::string, nn::Initializer>();
   py::implicitly_convertible<Tensor, nn::Initializer>();

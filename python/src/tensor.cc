@@ -375,6 +375,14 @@ void bind_tensor(py::module_& m) {
 
   m.def(
       "set_seed", [](uint64_t seed) { set_seed(seed); }, py::arg("seed"));
+  // cleave's own uniform draw (the C++ examples' Tensor::uniform), for a Python program that
+  // must read the same random rows as a C++ one.
+  m.def(
+      "uniform",
+      [](const std::vector<int64_t>& shape, double low, double high) {
+        return Tensor::uniform(Shape(shape), low, high);
+      },
+      py::arg("shape"), py::arg("low") = 0.0, py::arg("high") = 1.0);
 
   // ---- Primitive: ops.MatMul() and the other operator classes ----
   py::class_<ir::Primitive>(m, "Primitive")

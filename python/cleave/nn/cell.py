@@ -22,8 +22,14 @@ class Cell(_cleave.Cell):
                 self._check_init(name)
                 self._register_module(name, value)
             elif isinstance(value, Parameter):
+                # Under the Parameter's own name when it has one (Parameter(..., "w")), as
+                # MindSpore does: checkpoints and strategy files say "w".
                 self._check_init(name)
-                self._register_parameter(name, value, value.requires_grad)
+                self._register_parameter(value.name or name, value, value.requires_grad)
+            elif isinstance(value, _cleave.Primitive) and not value.name:
+                # An operator is named after its attribute (self.matmul2: "matmul2") in dumps,
+                # errors and strategy files.
+                value.set_name(name)
         object.__setattr__(self, name, value)
 
     def _check_init(self, name):

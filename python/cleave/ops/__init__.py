@@ -31,7 +31,10 @@ def _primitive(op_name, doc, **defaults):
                 raise TypeError(f"{op_name}() got an unexpected keyword argument '{k}'; "
                                 f"expected {', '.join(names) or 'none'}")
             attrs[k] = v
-        Primitive.__init__(self, op_name, {k: v for k, v in attrs.items() if v is not None})
+        # Attributes left at their defaults are not written, as a C++ Primitive{"MatMul"} has
+        # none: the traced graph is the C++ program's.
+        Primitive.__init__(self, op_name,
+                           {k: v for k, v in attrs.items() if v is not None and v != defaults[k]})
 
     return type(op_name, (Primitive,), {"__init__": __init__, "__doc__": doc})
 
