@@ -46,6 +46,22 @@ def set_seed(seed):
     _random.seed(seed)
 
 
+def shard(fn, in_strategy, out_strategy=None, parameter_plan=None, device="CPU", level=0):
+    """MindSpore's ms.shard (PYNATIVE_MODE): `fn` (a Cell, or a function of tensors) as a
+    compiled, sharded block; the returned object is called with tensors. in_strategy has one
+    tuple (or None: derived) per input; parameter_plan maps parameter names to strategies. The
+    cell itself stays eager when called directly; assign the result to another attribute."""
+    if isinstance(fn, _cleave.Cell):
+        sharded = _cleave._shard_cell(fn, in_strategy, out_strategy, parameter_plan, device, level)
+    elif callable(fn):
+        sharded = _cleave._shard_function(fn, in_strategy, out_strategy, parameter_plan, device,
+                                          level)
+    else:
+        raise TypeError(f"shard: {fn!r} is neither a Cell nor a function")
+    sharded._source = fn  # a Python cell or function lives while its sharded form does
+    return sharded
+
+
 from .train.model import Model  # noqa: E402
 from .train.serialization import save_checkpoint, load_checkpoint, load_param_into_net  # noqa: E402
 from . import nn, ops, dataset, train, communication, common  # noqa: E402,F401

@@ -1,6 +1,7 @@
 // cleave.nn: Cell (subclassed in Python), the layers, losses and optimizers.
 #include <fmt/format.h>
 
+#include <optional>
 #include <vector>
 
 #include "bindings.h"
@@ -79,9 +80,88 @@ std::vector<int64_t> pair_of(const py::handle& v, const char* what) {
   return out;
 }
 
+runtime::InStrategy in_strategy_of(const py::handle& value) {
+  runtime::InStrategy out;
+  if (!py::isinstance<py::tuple>(value) && !py::isinstance<py::list>(value)) {
+    throw py::type_error(fmt::format(
+        "shard: in_strategy {} is not a tuple; expected one tuple (or None) per input, e.g. "
+        "((2, 1),)",
+        py::repr(value).cast<std::string>()));
+  }
+  for (const py::handle& s : value) {
+    if (s.is_none()) {
+      out.emplace_back(std::nullopt);
+    } else {
+      out.emplace_back(s.cast<std::vector<int64_t>>());
+    }
+  }
+  return out;
+}
+
+runtime::ShardOptions shard_options(const py::object& out_strategy, const py::object& parameter_plan,
+                                    const std::string& device, const py::object& level) {
+  runtime::ShardOptions o;
+  if (!out_strategy.is_none()) {
+    ir::Strategy s;
+    for (const py::handle& dims : out_strategy) s.push_back(dims.cast<std::vector<int64_t>>());
+    o.out_strategy = s;
+  }
+  if (!parameter_plan.is_none()) {
+    for (const auto& [k, v] : parameter_plan.cast<py::dict>()) {
+      o.parameter_plan.emplace_back(k.cast<std::string>(), v.cast<std::vector<int64_t>>());
+    }
+  }
+  o.device = device;
+  if (!level.is_none()) o.level = level.cast<int>();
+  return o;
+}
+
 }  // namespace
 
 void bind_nn(py::module_& m) {
+  // What ms.shard returns: called with tensors, it runs the sharded block.
+  py::class_<ShardedFunction>(m, "ShardedFunction", py::dynamic_attr())
+      .def("__call__",
+           [](const ShardedFunction& f, const py::args& args) -> py::object {
+             std::vector<Tensor> inputs;
+             for (const py::handle& a : args) inputs.push_back(to_tensor(a));
+             std::vector<Tensor> out = f.call(inputs);
+             if (out.size() == 1) return py::cast(out[0]);
+             return py::cast(out);
+           })
+      .def_property_readonly("num_compiled", &ShardedFunction::num_compiled);
+  m.def(
+      "_shard_cell",
+      [](nn::CellPtr cell, const py::object& in_strategy, const py::object& out_strategy,
+         const py::object& parameter_plan, const std::string& device, const py::object& level) {
+        return shard(cell, in_strategy_of(in_strategy),
+                     shard_options(out_strategy, parameter_plan, device, level));
+      });
+  m.def(
+      "_shard_function",
+      [](const py::function& fn, const py::object& in_strategy, const py::object& out_strategy,
+         const py::object& parameter_plan, const std::string& device, const py::object& level) {
+        PyObjectRef ref(fn);
+        runtime::BlockFn block = [ref](const std::vector<Tensor>& in) {
+          py::gil_scoped_acquire gil;
+          py::tuple args(in.size());
+          for (size_t i = 0; i < in.size(); ++i) args[i] = py::cast(in[i]);
+          py::object out = ref.get()(*args);
+          std::vector<Tensor> outs;
+          if (py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out)) {
+            for (const py::handle& o : out) outs.push_back(to_tensor(o));
+          } else {
+            outs.push_back(to_tensor(out));
+          }
+          return outs;
+        };
+        const std::string name = py::hasattr(fn, "__name__")
+                                     ? fn.attr("__name__").cast<std::string>()
+                                     : std::string("function");
+        return shard(std::move(block), in_strategy_of(in_strategy),
+                     shard_options(out_strategy, parameter_plan, device, level), name);
+      });
+
   py::class_<nn::Initializer>(m, "Initializer")
       .def(py::init<const std::string&>())
       .def(py::init([](const Tensor& value) {
@@ -126,6 +206,17 @@ void bind_nn(py::module_& m) {
            })
       .def("place", &nn::Cell::place, py::arg("role"), py::arg("rank_id"),
            py::return_value_policy::reference)
+      .def(
+          "shard",
+          [](nn::Cell& c, const py::object& in_strategy, const py::object& out_strategy,
+             const py::object& parameter_plan, const std::string& device,
+             const py::object& level) -> nn::Cell& {
+            return c.shard(in_strategy_of(in_strategy),
+                           shard_options(out_strategy, parameter_plan, device, level));
+          },
+          py::arg("in_strategy"), py::arg("out_strategy") = py::none(),
+          py::arg("parameter_plan") = py::none(), py::arg("device") = "CPU",
+          py::arg("level") = 0, py::return_value_policy::reference)
       .def("set_train", &nn::Cell::set_train, py::arg("mode") = true,
            py::return_value_policy::reference)
       .def_property_readonly("training", &nn::Cell::training)

@@ -18,6 +18,12 @@ class Cell(_cleave.Cell):
     def __setattr__(self, name, value):
         if not name.startswith("_"):
             from .. import Parameter
+            held = self.__dict__.get(name)
+            if isinstance(held, _cleave.Cell) and not isinstance(value, _cleave.Cell):
+                # MindSpore's error, e.g. for self.block1 = ms.shard(self.block1, ...): the
+                # sharded function goes to another attribute.
+                what = "function" if callable(value) else type(value).__name__
+                raise TypeError(f"For 'Cell', the type of {name} should be cell, but got {what}.")
             if isinstance(value, _cleave.Cell):
                 self._check_init(name)
                 self._register_module(name, value)
