@@ -33,3 +33,20 @@ if [ ! -f "$build_dir/build.ninja" ] || [ $# -gt 0 ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" "$@"
 fi
 cmake --build "$build_dir" -j "$jobs"
+
+# Debian's Python imports the package from this build: a cleave.pth file in its site folder
+# (/usr/local/lib/python3.X/dist-packages) names build/Release/python, so that after ./test.sh or
+# ./run.sh `python3 -c "import cleave"` works (as `pip install -e` would). Only for the Release
+# build, only where that folder is writable (root), and not with CLEAVE_NO_PTH=1; a package
+# installed by `cmake --install` comes first where it is on the path.
+if [ "$build_type" = Release ] && [ -z "${CLEAVE_NO_PTH:-}" ] && [ -x /usr/bin/python3 ] &&
+  compgen -G "$build_dir/python/cleave/_cleave*.so" > /dev/null; then
+  site=$(/usr/bin/python3 -c 'import site; print(site.getsitepackages()[0])' 2> /dev/null || true)
+  package=$(cd "$build_dir/python" && pwd)
+  if [ -n "$site" ] && { [ -w "$site" ] || { [ ! -e "$site" ] && mkdir -p "$site" 2> /dev/null; }; }; then
+    if [ "$(cat "$site/cleave.pth" 2> /dev/null)" != "$package" ]; then
+      echo "$package" > "$site/cleave.pth"
+      echo "build.sh: /usr/bin/python3 imports cleave from $package ($site/cleave.pth)"
+    fi
+  fi
+fi
