@@ -98,8 +98,9 @@ runtime::InStrategy in_strategy_of(const py::handle& value) {
   return out;
 }
 
-runtime::ShardOptions shard_options(const py::object& out_strategy, const py::object& parameter_plan,
-                                    const std::string& device, const py::object& level) {
+runtime::ShardOptions shard_options(const py::object& out_strategy,
+                                    const py::object& parameter_plan, const std::string& device,
+                                    const py::object& level) {
   runtime::ShardOptions o;
   if (!out_strategy.is_none()) {
     ir::Strategy s;
@@ -130,37 +131,34 @@ void bind_nn(py::module_& m) {
              return py::cast(out);
            })
       .def_property_readonly("num_compiled", &ShardedFunction::num_compiled);
-  m.def(
-      "_shard_cell",
-      [](nn::CellPtr cell, const py::object& in_strategy, const py::object& out_strategy,
-         const py::object& parameter_plan, const std::string& device, const py::object& level) {
-        return shard(cell, in_strategy_of(in_strategy),
-                     shard_options(out_strategy, parameter_plan, device, level));
-      });
-  m.def(
-      "_shard_function",
-      [](const py::function& fn, const py::object& in_strategy, const py::object& out_strategy,
-         const py::object& parameter_plan, const std::string& device, const py::object& level) {
-        PyObjectRef ref(fn);
-        runtime::BlockFn block = [ref](const std::vector<Tensor>& in) {
-          py::gil_scoped_acquire gil;
-          py::tuple args(in.size());
-          for (size_t i = 0; i < in.size(); ++i) args[i] = py::cast(in[i]);
-          py::object out = ref.get()(*args);
-          std::vector<Tensor> outs;
-          if (py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out)) {
-            for (const py::handle& o : out) outs.push_back(to_tensor(o));
-          } else {
-            outs.push_back(to_tensor(out));
-          }
-          return outs;
-        };
-        const std::string name = py::hasattr(fn, "__name__")
-                                     ? fn.attr("__name__").cast<std::string>()
-                                     : std::string("function");
-        return shard(std::move(block), in_strategy_of(in_strategy),
-                     shard_options(out_strategy, parameter_plan, device, level), name);
-      });
+  m.def("_shard_cell",
+        [](nn::CellPtr cell, const py::object& in_strategy, const py::object& out_strategy,
+           const py::object& parameter_plan, const std::string& device, const py::object& level) {
+          return shard(cell, in_strategy_of(in_strategy),
+                       shard_options(out_strategy, parameter_plan, device, level));
+        });
+  m.def("_shard_function", [](const py::function& fn, const py::object& in_strategy,
+                              const py::object& out_strategy, const py::object& parameter_plan,
+                              const std::string& device, const py::object& level) {
+    PyObjectRef ref(fn);
+    runtime::BlockFn block = [ref](const std::vector<Tensor>& in) {
+      py::gil_scoped_acquire gil;
+      py::tuple args(in.size());
+      for (size_t i = 0; i < in.size(); ++i) args[i] = py::cast(in[i]);
+      py::object out = ref.get()(*args);
+      std::vector<Tensor> outs;
+      if (py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out)) {
+        for (const py::handle& o : out) outs.push_back(to_tensor(o));
+      } else {
+        outs.push_back(to_tensor(out));
+      }
+      return outs;
+    };
+    const std::string name = py::hasattr(fn, "__name__") ? fn.attr("__name__").cast<std::string>()
+                                                         : std::string("function");
+    return shard(std::move(block), in_strategy_of(in_strategy),
+                 shard_options(out_strategy, parameter_plan, device, level), name);
+  });
 
   py::class_<nn::Initializer>(m, "Initializer")
       .def(py::init<const std::string&>())
@@ -215,8 +213,8 @@ void bind_nn(py::module_& m) {
                            shard_options(out_strategy, parameter_plan, device, level));
           },
           py::arg("in_strategy"), py::arg("out_strategy") = py::none(),
-          py::arg("parameter_plan") = py::none(), py::arg("device") = "CPU",
-          py::arg("level") = 0, py::return_value_policy::reference)
+          py::arg("parameter_plan") = py::none(), py::arg("device") = "CPU", py::arg("level") = 0,
+          py::return_value_policy::reference)
       .def("set_train", &nn::Cell::set_train, py::arg("mode") = true,
            py::return_value_policy::reference)
       .def_property_readonly("training", &nn::Cell::training)

@@ -546,6 +546,38 @@ void bind_tensor(py::module_& m) {
       },
       py::arg("x"), py::arg("root_rank"), py::arg("group") = ops::kWorldCommGroup);
   f.def(
+      "neighbor_exchange_v2",
+      [](const Tensor& x, std::vector<int64_t> send_rank_ids, std::vector<int64_t> send_lens,
+         std::vector<int64_t> recv_rank_ids, std::vector<int64_t> recv_lens,
+         const std::string& data_format, const std::string& group) {
+        py::gil_scoped_release release;
+        return ops::neighbor_exchange_v2(x, {.send_rank_ids = std::move(send_rank_ids),
+                                             .recv_rank_ids = std::move(recv_rank_ids),
+                                             .send_lens = std::move(send_lens),
+                                             .recv_lens = std::move(recv_lens),
+                                             .data_format = data_format,
+                                             .group = group});
+      },
+      py::arg("x"), py::arg("send_rank_ids"), py::arg("send_lens"), py::arg("recv_rank_ids"),
+      py::arg("recv_lens"), py::arg("data_format") = "NCHW",
+      py::arg("group") = ops::kWorldCommGroup);
+  f.def(
+      "neighbor_exchange",
+      [](const std::vector<Tensor>& xs, std::vector<int64_t> send_rank_ids,
+         std::vector<int64_t> recv_rank_ids, const std::vector<std::vector<int64_t>>& recv_shapes,
+         DType recv_type, const std::string& group) {
+        std::vector<Shape> shapes;
+        for (const auto& s : recv_shapes) shapes.emplace_back(s);
+        py::gil_scoped_release release;
+        return ops::neighbor_exchange(xs, {.send_rank_ids = std::move(send_rank_ids),
+                                           .recv_rank_ids = std::move(recv_rank_ids),
+                                           .recv_shapes = std::move(shapes),
+                                           .recv_type = recv_type,
+                                           .group = group});
+      },
+      py::arg("xs"), py::arg("send_rank_ids"), py::arg("recv_rank_ids"), py::arg("recv_shapes"),
+      py::arg("recv_type") = DType::kFloat32, py::arg("group") = ops::kWorldCommGroup);
+  f.def(
       "all_to_all",
       [](const Tensor& x, int64_t split_count, int64_t split_dim, int64_t concat_dim,
          const std::string& group) {

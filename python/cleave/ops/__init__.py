@@ -137,3 +137,34 @@ class AlltoAll(_Collective):
 
     def __call__(self, x):
         return _f.all_to_all(x, self.split_count, self.split_dim, self.concat_dim, self.group)
+
+
+class NeighborExchangeV2(_Collective):
+    """The 2-D halo exchange of an (N, C, H, W) tensor: send_rank_ids and recv_rank_ids name the
+    eight neighbours clockwise from the top (-1: none), send_lens and recv_lens the strip widths
+    [top, bottom, left, right]; the result is x padded with the received halos."""
+
+    def __init__(self, send_rank_ids, send_lens, recv_rank_ids, recv_lens, data_format="NCHW",
+                 group=WORLD_COMM_GROUP):
+        self.send_rank_ids, self.send_lens = list(send_rank_ids), list(send_lens)
+        self.recv_rank_ids, self.recv_lens = list(recv_rank_ids), list(recv_lens)
+        self.data_format, self.group = data_format, group
+
+    def __call__(self, x):
+        return _f.neighbor_exchange_v2(x, self.send_rank_ids, self.send_lens, self.recv_rank_ids,
+                                       self.recv_lens, self.data_format, self.group)
+
+
+class NeighborExchange(_Collective):
+    """Sends the k-th input to send_rank_ids[k] and returns, for each k, the tensor of
+    recv_shapes[k] received from recv_rank_ids[k]."""
+
+    def __init__(self, send_rank_ids, recv_rank_ids, recv_shapes, send_shapes, recv_type,
+                 group=WORLD_COMM_GROUP):
+        self.send_rank_ids, self.recv_rank_ids = list(send_rank_ids), list(recv_rank_ids)
+        self.recv_shapes = [list(s) for s in recv_shapes]
+        self.send_shapes, self.recv_type, self.group = send_shapes, recv_type, group
+
+    def __call__(self, xs):
+        return tuple(_f.neighbor_exchange(list(xs), self.send_rank_ids, self.recv_rank_ids,
+                                          self.recv_shapes, self.recv_type, self.group))
