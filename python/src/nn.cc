@@ -10,6 +10,9 @@ namespace cleave::python {
 namespace {
 
 // A Cell whose construct is a Python method (a subclass of cleave.nn.Cell written in Python).
+// Its Python object must outlive every C++ owner: a C++ holder of a Cell given from Python
+// (WithLossCell, SequentialCell, TrainOneStep, a parent cell, Model, shard) keeps it alive with
+// py::keep_alive or a Python reference, since the construct override lives in the Python object.
 // Called while a graph is traced, construct runs once under the tracer and its ops become graph
 // nodes, exactly as a C++ Cell's; eagerly it runs every call.
 class PyCell : public nn::Cell {
@@ -194,10 +197,12 @@ void bind_nn(py::module_& m) {
   py::class_<nn::Cell, PyCell, std::shared_ptr<nn::Cell>>(m, "Cell", py::dynamic_attr())
       .def(py::init<std::string>(), py::arg("cls_name"))
       .def("__call__", &call_cell)
-      .def("_register_module",
-           [](nn::Cell& self, const std::string& name, std::shared_ptr<nn::Cell> cell) {
-             self.register_module(name, std::move(cell));
-           })
+      .def(
+          "_register_module",
+          [](nn::Cell& self, const std::string& name, std::shared_ptr<nn::Cell> cell) {
+            self.register_module(name, std::move(cell));
+          },
+          py::keep_alive<1, 3>())
       .def("_register_parameter",
            [](nn::Cell& self, const std::string& name, const Tensor& value, bool requires_grad) {
              return self.register_parameter(name, value, requires_grad);
@@ -321,8 +326,8 @@ void bind_nn(py::module_& m) {
       .def(py::init<int64_t, int64_t, nn::Initializer>(), py::arg("vocab_size"),
            py::arg("embedding_size"), py::arg("embedding_table") = nn::Initializer("normal"));
   py::class_<nn::SequentialCell, nn::Cell, std::shared_ptr<nn::SequentialCell>>(m, "SequentialCell")
-      .def(py::init<std::vector<nn::CellPtr>>(), py::arg("cells"))
-      .def("append", &nn::SequentialCell::append);
+      .def(py::init<std::vector<nn::CellPtr>>(), py::arg("cells"), py::keep_alive<1, 2>())
+      .def("append", &nn::SequentialCell::append, py::keep_alive<1, 2>());
 
   // ---- losses ----
   py::class_<nn::LossBase, nn::Cell, std::shared_ptr<nn::LossBase>>(m, "LossBase");
@@ -347,7 +352,8 @@ void bind_nn(py::module_& m) {
   py::class_<nn::L1Loss, nn::LossBase, std::shared_ptr<nn::L1Loss>>(m, "L1Loss")
       .def(py::init<std::string>(), py::arg("reduction") = "mean");
   py::class_<nn::WithLossCell, nn::Cell, std::shared_ptr<nn::WithLossCell>>(m, "WithLossCell")
-      .def(py::init<nn::CellPtr, nn::CellPtr>(), py::arg("backbone"), py::arg("loss_fn"));
+      .def(py::init<nn::CellPtr, nn::CellPtr>(), py::arg("backbone"), py::arg("loss_fn"),
+           py::keep_alive<1, 2>(), py::keep_alive<1, 3>());
 
   // ---- optimizers ----
   py::class_<optim::Optimizer, std::shared_ptr<optim::Optimizer>>(m, "Optimizer")
@@ -390,8 +396,8 @@ void bind_nn(py::module_& m) {
 
   // MindSpore's TrainOneStepCell: one compiled (GRAPH_MODE) or eager training step.
   py::class_<optim::TrainOneStep, std::shared_ptr<optim::TrainOneStep>>(m, "TrainOneStep")
-      .def(py::init<nn::CellPtr, std::shared_ptr<optim::Optimizer>>(), py::arg("network"),
-           py::arg("optimizer"))
+      .def(py::init<nn::CellPtr, std::shared_ptr<optim::Optimizer>>(), py::keep_alive<1, 2>(),
+           py::arg("network"), py::arg("optimizer"))
       .def("__call__",
            [](optim::TrainOneStep& step, const py::handle& data, const py::handle& label) {
              const Tensor d = to_tensor(data), l = to_tensor(label);

@@ -367,7 +367,7 @@ void bind_train(py::module_& m) {
                 metrics_of(metrics));
           }),
           py::arg("network"), py::arg("loss_fn") = py::none(), py::arg("optimizer") = py::none(),
-          py::arg("metrics") = py::none())
+          py::arg("metrics") = py::none(), py::keep_alive<1, 2>(), py::keep_alive<1, 3>())
       .def(
           "train",
           [](train::Model& model, int64_t epoch, const dataset::DatasetPtr& data,

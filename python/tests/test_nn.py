@@ -69,6 +69,21 @@ class CellTest(unittest.TestCase):
         want = (h @ p["fc2.weight"].T + p["fc2.bias"]) * p["scale"] + 1
         np.testing.assert_allclose(net(x).asnumpy(), want, rtol=1e-5)
 
+    def test_cells_held_only_by_cpp_owners_keep_their_python_construct(self):
+        import gc
+        ms.set_context(mode=ms.GRAPH_MODE)
+        ms.set_seed(3)
+        opt_net = Mlp()
+        step = nn.TrainOneStepCell(
+            nn.WithLossCell(Mlp(), nn.SoftmaxCrossEntropyWithLogits(sparse=True,
+                                                                    reduction="mean")),
+            nn.SGD(opt_net.trainable_params(), 0.1))
+        seq = nn.SequentialCell([Mlp(), nn.ReLU()])
+        gc.collect()
+        x, y = data()
+        self.assertEqual(seq(x).shape, (8, 3))
+        self.assertGreater(float(step(x, y)), 0)
+
     def test_a_branch_on_a_traced_value_is_a_clear_error(self):
         class Branchy(nn.Cell):
             def __init__(self):
