@@ -129,6 +129,24 @@ Options source_options(const py::object& num_samples, const py::object& shuffle,
   return o;
 }
 
+// A file source (MnistDataset, Cifar10Dataset) with MindSpore's keyword arguments.
+template <typename Options>
+void bind_file_source(py::module_& m, const char* name,
+                      ds::DatasetPtr (*make)(const std::string&, Options)) {
+  m.def(
+      name,
+      [make](const std::string& dir, const py::object& usage, const py::object& num_samples,
+             const py::object& shuffle, const py::object& num_shards, const py::object& shard_id) {
+        auto o = source_options<Options>(num_samples, shuffle, num_shards, shard_id);
+        if (!usage.is_none()) o.usage = usage.cast<std::string>();
+        py::gil_scoped_release release;
+        return make(dir, o);
+      },
+      py::arg("dataset_dir"), py::arg("usage") = py::none(), py::arg("num_samples") = py::none(),
+      py::arg("shuffle") = py::none(), py::arg("num_shards") = py::none(),
+      py::arg("shard_id") = py::none());
+}
+
 }  // namespace
 
 void bind_data(py::module_& m) {
@@ -244,30 +262,8 @@ void bind_data(py::module_& m) {
           },
           py::arg("num_epochs") = -1, py::arg("output_numpy") = false);
 
-  m.def(
-      "MnistDataset",
-      [](const std::string& dir, const py::object& usage, const py::object& num_samples,
-         const py::object& shuffle, const py::object& num_shards, const py::object& shard_id) {
-        auto o = source_options<ds::MnistOptions>(num_samples, shuffle, num_shards, shard_id);
-        if (!usage.is_none()) o.usage = usage.cast<std::string>();
-        py::gil_scoped_release release;
-        return ds::MnistDataset(dir, o);
-      },
-      py::arg("dataset_dir"), py::arg("usage") = py::none(), py::arg("num_samples") = py::none(),
-      py::arg("shuffle") = py::none(), py::arg("num_shards") = py::none(),
-      py::arg("shard_id") = py::none());
-  m.def(
-      "Cifar10Dataset",
-      [](const std::string& dir, const py::object& usage, const py::object& num_samples,
-         const py::object& shuffle, const py::object& num_shards, const py::object& shard_id) {
-        auto o = source_options<ds::Cifar10Options>(num_samples, shuffle, num_shards, shard_id);
-        if (!usage.is_none()) o.usage = usage.cast<std::string>();
-        py::gil_scoped_release release;
-        return ds::Cifar10Dataset(dir, o);
-      },
-      py::arg("dataset_dir"), py::arg("usage") = py::none(), py::arg("num_samples") = py::none(),
-      py::arg("shuffle") = py::none(), py::arg("num_shards") = py::none(),
-      py::arg("shard_id") = py::none());
+  bind_file_source<ds::MnistOptions>(m, "MnistDataset", &ds::MnistDataset);
+  bind_file_source<ds::Cifar10Options>(m, "Cifar10Dataset", &ds::Cifar10Dataset);
   m.def(
       "GeneratorDataset",
       [](const py::object& source, const py::object& column_names, const py::object& num_samples,

@@ -2,15 +2,13 @@
 gives the single process's numbers; assigning ms.shard's result over a Cell attribute is the
 seed's TypeError."""
 import os
-import socket
 import subprocess
 import sys
-import tempfile
 import unittest
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from jobs import HERE, env, run_job
 
 
 def results(text):
@@ -27,26 +25,10 @@ def results(text):
 
 class ShardTest(unittest.TestCase):
     def test_a_job_of_four_gives_the_single_process_numbers(self):
-        env = dict(os.environ, OMP_NUM_THREADS="1", CLEAVE_COMM_TIMEOUT_MS="60000")
-        single = subprocess.run([sys.executable, os.path.join(HERE, "shard_job.py")], env=env,
+        single = subprocess.run([sys.executable, os.path.join(HERE, "shard_job.py")], env=env(),
                                 capture_output=True, text=True, timeout=120)
         self.assertEqual(single.returncode, 0, single.stderr)
-        bin_dir = os.environ.get("CLEAVE_BIN_DIR")
-        if not bin_dir:
-            self.skipTest("CLEAVE_BIN_DIR (the folder of cleave-run) is not set")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        with tempfile.TemporaryDirectory() as logs:
-            job = subprocess.run(
-                [os.path.join(bin_dir, "cleave-run"), "--worker_num", "4", "--master_port", str(port),
-                 "--log_dir", logs, "--", sys.executable, os.path.join(HERE, "shard_job.py")],
-                env=env, capture_output=True, text=True, timeout=240)
-            self.assertEqual(job.returncode, 0, job.stdout + job.stderr)
-            ranks = []
-            for r in range(4):
-                with open(os.path.join(logs, f"worker_{r}.log")) as f:
-                    ranks.append(f.read())
+        ranks = run_job(self, "shard_job.py", 4)
         want = results(single.stdout)
         self.assertEqual(sorted(want), ["Net1", "Net2", "dense_relu"])
         for r, text in enumerate(ranks):

@@ -31,21 +31,7 @@ cmp -s <(lines "$work/single.out") <(lines "$work/single_cc.out") ||
 $(diff <(lines "$work/single.out") <(lines "$work/single_cc.out"))"
 echo "ok: alone, the Python program prints the C++ program's losses and parameters exactly"
 
-# One rank's output against the single process: the same steps, losses and fingerprint within
-# 1e-5 relative.
-compare() {  # name file
-  awk -v name="$1" '
-    function rel(a, b) { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); return m > 0 ? d / m : d }
-    NR == FNR { if ($0 ~ /loss is/) { ref_step[++nr] = $4; ref_loss[nr] = $NF }
-                if ($0 ~ /parameters sum/) { ref_sum = $6; ref_sq = $NF }; next }
-    /loss is/ { ++n; if ($4 != ref_step[n]) { print name ": step " $4 " where the reference has " ref_step[n]; bad = 1 }
-                if (rel(ref_loss[n], $NF) > 1e-5) { print name ": " $0 " differs from the reference loss " ref_loss[n]; bad = 1 } }
-    /parameters sum/ { seen = 1
-                if (rel(ref_sum, $6) > 1e-5 || rel(ref_sq, $NF) > 1e-5) { print name ": " $0 " differs from the reference"; bad = 1 } }
-    END { if (n != nr) { print name ": " n " loss lines, the reference has " nr; bad = 1 }
-          if (!seen) { print name ": no parameters line"; bad = 1 }
-          exit bad }' "$work/single.out" "$2" || fail "$1 does not match the single process"
-}
+# Every rank of a run: the same lines as the first rank, equal to the single process.
 check_ranks() {  # name n files...
   local name=$1 n=$2
   shift 2
@@ -53,7 +39,7 @@ check_ranks() {  # name n files...
   local f
   for f in "$@"; do
     cmp -s <(lines "$1") <(lines "$f") || fail "$name: $f prints other lines than $1"
-    compare "$name ($f)" "$f"
+    compare_to_single "$work/single.out" "$name ($f)" "$f"
   done
   echo "ok: $name: $n ranks print the same loss lines, equal to the single process"
 }
