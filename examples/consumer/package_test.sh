@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CTest (consumer_package, consumer_pkgconfig): installs a build of cleave into a temporary prefix
 # with `cmake --install`, builds this folder's program against that prefix alone, runs it, and
-# checks that its loss falls; then builds cuda_tensor.cc the same way and checks that a CUDA build
+# checks that its loss falls (and that the installed Python package imports and trains); then builds cuda_tensor.cc the same way and checks that a CUDA build
 # of cleave installs its CUDA allocator in it.
 #
 # Usage: package_test.sh BUILD_DIR cmake|pkg-config
@@ -19,6 +19,23 @@ cmake --install "$build_dir" --prefix "$tmp/prefix" >"$tmp/install.log" ||
   { cat "$tmp/install.log"; echo "package_test: cmake --install $build_dir failed" >&2; exit 1; }
 pc=$(find "$tmp/prefix" -name cleave.pc -print -quit)
 [ -n "$pc" ] || { echo "package_test: cmake --install wrote no cleave.pc under $tmp/prefix" >&2; exit 1; }
+
+# The Python package, when this build has it: importable from the prefix alone (its
+# lib/python3.X/{dist,site}-packages), and it trains.
+package=$(find "$tmp/prefix" -path "*-packages/cleave/__init__.py" -print -quit)
+if [ -n "$package" ] && [ -x /usr/bin/python3 ]; then
+  PYTHONPATH=$(dirname "$(dirname "$package")") /usr/bin/python3 -c '
+import numpy as np, cleave as ms
+from cleave import nn
+assert ms.__file__.startswith("'"$tmp/prefix"'"), ms.__file__
+net = nn.Dense(3, 2)
+step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.1))
+x, y = ms.Tensor(np.ones((4, 3), np.float32)), ms.Tensor(np.zeros((4, 2), np.float32))
+losses = [float(step(x, y)) for _ in range(3)]
+assert losses[-1] < losses[0], losses
+print("package_test: the installed Python package imports and trains:", ms.__file__)' ||
+    { echo "package_test: the installed Python package does not work" >&2; exit 1; }
+fi
 
 case "$how" in
   cmake)
