@@ -545,6 +545,13 @@ void bind_tensor(py::module_& m) {
         return ops::broadcast(x, {.root_rank = root_rank, .group = group});
       },
       py::arg("x"), py::arg("root_rank"), py::arg("group") = ops::kWorldCommGroup);
+  // Runs fn(*args) with a placement and an instance name for the ops it traces (a collective's
+  // .place() and the attribute name it is assigned to), as Primitive calls carry theirs.
+  f.def("_annotated", [](const std::string& role, int64_t rank_id, const std::string& name,
+                         const py::function& fn, const py::args& args) {
+    ir::AnnotationGuard guard(ir::Placement{.role = role, .rank = rank_id}, {}, name);
+    return fn(*args);
+  });
   f.def(
       "neighbor_exchange_v2",
       [](const Tensor& x, std::vector<int64_t> send_rank_ids, std::vector<int64_t> send_lens,

@@ -84,6 +84,39 @@ class CellTest(unittest.TestCase):
         self.assertEqual(seq(x).shape, (8, 3))
         self.assertGreater(float(step(x, y)), 0)
 
+    def test_operators_are_named_after_their_attribute_and_keep_their_placement(self):
+        import glob
+        import os
+        import pathlib
+        import tempfile
+
+        class Placed(nn.Cell):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Dense(7, 3)
+                self.scale_op = ops.Mul()
+                self.all_reduce = ops.AllReduce().place("MS_WORKER", 0)
+
+            def construct(self, x, y):
+                loss = ((self.scale_op(self.fc(x), self.fc(x)) - 1) ** 2).mean()
+                return self.all_reduce(loss)
+
+        with tempfile.TemporaryDirectory() as d:
+            ms.set_context(mode=ms.GRAPH_MODE, save_graphs=2, save_graphs_path=d)
+            try:
+                net = Placed()
+                x, y = data()
+                nn.TrainOneStepCell(net, nn.SGD(net.trainable_params(), 0.1))(x, y)
+            finally:
+                ms.set_context(save_graphs=0)
+            text = "".join(pathlib.Path(f).read_text()
+                           for f in glob.glob(os.path.join(d, "**", "*.ir"), recursive=True))
+        self.assertIn("{instance name: network.scale_op}", text)
+        self.assertRegex(text, r"AllReduce\(.*\{instance name: network.all_reduce\}.*"
+                               r"\{placement: \(role: MS_WORKER, rank: 0\)\}")
+        with self.assertRaisesRegex(ValueError, "rank_id >= 0"):
+            ops.AllReduce().place("MS_WORKER", -1)
+
     def test_a_branch_on_a_traced_value_is_a_clear_error(self):
         class Branchy(nn.Cell):
             def __init__(self):

@@ -1,5 +1,6 @@
 """Cell written in Python (mindspore.nn.Cell)."""
 from .. import _cleave
+from ..ops import _Collective
 
 
 class Cell(_cleave.Cell):
@@ -32,7 +33,7 @@ class Cell(_cleave.Cell):
                 # MindSpore does: checkpoints and strategy files say "w".
                 self._check_init(name)
                 self._register_parameter(value.name or name, value, value.requires_grad)
-            elif isinstance(value, _cleave.Primitive) and not value.name:
+            elif isinstance(value, (_cleave.Primitive, _Collective)) and not value.name:
                 # An operator is named after its attribute (self.matmul2: "matmul2") in dumps,
                 # errors and strategy files.
                 value.set_name(name)

@@ -87,10 +87,33 @@ class ReduceOp:
 
 
 class _Collective:
-    """A collective operator: called with a tensor, in GRAPH_MODE a node of the traced graph."""
+    """A collective operator: called with a tensor, in GRAPH_MODE a node of the traced graph.
+    .place(role, rank_id) puts it on a worker of a placed job, as a Primitive's does; assigned
+    to a Cell's attribute it is named after it."""
+
+    _placement = ("", -1)
+    name = ""
 
     def shard(self, in_strategy):
-        raise ValueError(f"{type(self).__name__}: a collective cannot be sharded")
+        raise ValueError(f"{type(self).__name__}: a collective cannot be sharded; it moves the "
+                         "data its strategy-sharded neighbours need")
+
+    def place(self, role, rank_id):
+        if not isinstance(role, str) or not role or not isinstance(rank_id, int) or rank_id < 0:
+            raise ValueError(f"{type(self).__name__}.place: expected a role such as "
+                             f"'MS_WORKER' and a rank_id >= 0, got {role!r}, {rank_id!r}")
+        self._placement = (role, rank_id)
+        return self
+
+    def set_name(self, name):
+        self.name = name
+        return self
+
+    def __call__(self, *args):
+        role, rank_id = self._placement
+        if role or self.name:
+            return _f._annotated(role, rank_id, self.name, self._run, *args)
+        return self._run(*args)
 
     def __repr__(self):
         return f"{type(self).__name__}({self.__dict__})"
@@ -100,7 +123,7 @@ class AllReduce(_Collective):
     def __init__(self, op=ReduceOp.SUM, group=WORLD_COMM_GROUP):
         self.op, self.group = op, group
 
-    def __call__(self, x):
+    def _run(self, x):
         return _f.all_reduce(x, self.op, self.group)
 
 
@@ -108,7 +131,7 @@ class AllGather(_Collective):
     def __init__(self, group=WORLD_COMM_GROUP):
         self.group = group
 
-    def __call__(self, x):
+    def _run(self, x):
         return _f.all_gather(x, self.group)
 
 
@@ -116,7 +139,7 @@ class ReduceScatter(_Collective):
     def __init__(self, op=ReduceOp.SUM, group=WORLD_COMM_GROUP):
         self.op, self.group = op, group
 
-    def __call__(self, x):
+    def _run(self, x):
         return _f.reduce_scatter(x, self.op, self.group)
 
 
@@ -124,7 +147,7 @@ class Broadcast(_Collective):
     def __init__(self, root_rank, group=WORLD_COMM_GROUP):
         self.root_rank, self.group = root_rank, group
 
-    def __call__(self, x):
+    def _run(self, x):
         if isinstance(x, (tuple, list)):
             return tuple(_f.broadcast(t, self.root_rank, self.group) for t in x)
         return _f.broadcast(x, self.root_rank, self.group)
@@ -135,7 +158,7 @@ class AlltoAll(_Collective):
         self.split_count, self.split_dim, self.concat_dim = split_count, split_dim, concat_dim
         self.group = group
 
-    def __call__(self, x):
+    def _run(self, x):
         return _f.all_to_all(x, self.split_count, self.split_dim, self.concat_dim, self.group)
 
 
@@ -150,7 +173,7 @@ class NeighborExchangeV2(_Collective):
         self.recv_rank_ids, self.recv_lens = list(recv_rank_ids), list(recv_lens)
         self.data_format, self.group = data_format, group
 
-    def __call__(self, x):
+    def _run(self, x):
         return _f.neighbor_exchange_v2(x, self.send_rank_ids, self.send_lens, self.recv_rank_ids,
                                        self.recv_lens, self.data_format, self.group)
 
@@ -165,6 +188,6 @@ class NeighborExchange(_Collective):
         self.recv_shapes = [list(s) for s in recv_shapes]
         self.send_shapes, self.recv_type, self.group = send_shapes, recv_type, group
 
-    def __call__(self, xs):
+    def _run(self, xs):
         return tuple(_f.neighbor_exchange(list(xs), self.send_rank_ids, self.recv_rank_ids,
                                           self.recv_shapes, self.recv_type, self.group))
