@@ -7,9 +7,10 @@
 // The model: 8 Float32 matrices w0..w7 of (rows, 4096) with MIB MiB in all (default 1024), laid
 // out by rows over RANKS ranks (default 8). For each rank r it saves r's slices as DIR/src/<r>/
 // net.ckpt with save_checkpoint (temporary file, fsync, rename: NOTE [Atomic checkpoint writes])
-// and times the whole set; it also writes DIR/src.json (that layout) and DIR/dst.json (the
-// matrices split by columns over RANKS / 2 ranks), the strategy files the merge and the transform
-// read. Prints
+// and times the whole set (the slices are views of the matrices, as a rank's parameters are its
+// own tensors: the time is the save's alone); it also writes DIR/src.json (that layout) and
+// DIR/dst.json (the matrices split by columns over RANKS / 2 ranks), the strategy files the merge
+// and the transform read. Prints
 //   ROW ckpt_save_<MIB>mib_np<RANKS> mb_per_s=<MiB / s> seconds=<s>
 #include <fmt/core.h>
 
@@ -45,9 +46,8 @@ int main(int argc, char** argv) {
   for (int64_t r = 0; r < ranks; ++r) {
     train::NamedTensors slices;
     for (int64_t m = 0; m < kMatrices; ++m) {
-      slices.emplace_back(
-          fmt::format("w{}", m),
-          whole[static_cast<size_t>(m)].narrow_rows(r * rows / ranks, rows / ranks).clone());
+      slices.emplace_back(fmt::format("w{}", m), whole[static_cast<size_t>(m)].narrow_rows(
+                                                     r * rows / ranks, rows / ranks));
     }
     fs::create_directories(dir / "src" / std::to_string(r));
     train::save_checkpoint(slices, (dir / "src" / std::to_string(r) / "net.ckpt").string());
