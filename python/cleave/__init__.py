@@ -9,9 +9,19 @@ GRAPH_MODE, and the compiled training step runs without Python.
 import random as _random
 import sys as _sys
 
-import numpy as _np
-
-from . import _cleave
+try:
+    import numpy as _np
+except ImportError as _e:  # another Python than the one cleave was built for, often
+    raise ImportError(
+        f"cleave needs NumPy, which {_sys.executable} does not have ({_e}); run cleave with "
+        "Debian's /usr/bin/python3 (package python3-numpy), the Python it is built for") from None
+try:
+    from . import _cleave
+except ImportError as _e:
+    raise ImportError(
+        f"cleave's engine (cleave/_cleave*.so) does not load in {_sys.executable} (Python "
+        f"{_sys.version.split()[0]}): {_e}. It is built for Debian's /usr/bin/python3; run it, "
+        "or rebuild with -DPython3_EXECUTABLE=<this python>") from None
 from ._cleave import Tensor, dtype, GRAPH_MODE, PYNATIVE_MODE
 from .context import (set_context, get_context, set_auto_parallel_context,
                       get_auto_parallel_context, reset_auto_parallel_context, ParallelMode)
