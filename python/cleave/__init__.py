@@ -27,6 +27,8 @@ from .context import (set_context, get_context, set_auto_parallel_context,
                       get_auto_parallel_context, reset_auto_parallel_context, ParallelMode)
 from . import context
 
+__version__ = _cleave.__version__
+
 float32 = dtype.float32
 float64 = dtype.float64
 int32 = dtype.int32

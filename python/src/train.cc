@@ -464,6 +464,7 @@ PYBIND11_MODULE(_cleave, m) {
       }
     }
   });
+  m.attr("__version__") = CLEAVE_VERSION;
   m.attr("GRAPH_MODE") = static_cast<int>(cleave::runtime::GRAPH_MODE);
   m.attr("PYNATIVE_MODE") = static_cast<int>(cleave::runtime::PYNATIVE_MODE);
   bind_tensor(m);

@@ -88,6 +88,9 @@ class TensorTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "MatMul"):
             ops.matmul(x, x)
 
+    def test_the_package_says_its_version(self):
+        self.assertRegex(ms.__version__, r"^\d+\.\d+\.\d+$")
+
     def test_set_seed_seeds_numpy_too(self):
         ms.set_seed(7)
         a = np.random.rand(3)
