@@ -87,6 +87,16 @@ class PyIterator {
   PyIterator(std::unique_ptr<ds::Iterator> it, std::vector<std::string> names, bool as_dict,
              bool output_numpy)
       : it_(std::move(it)), names_(std::move(names)), as_dict_(as_dict), numpy_(output_numpy) {}
+  PyIterator(PyIterator&&) = default;
+  PyIterator& operator=(PyIterator&&) = delete;
+  // Python drops an iterator with the GIL held (a loop left by break): its workers may be
+  // waiting for the GIL inside a Python map operation, so they are stopped without it.
+  ~PyIterator() {
+    if (it_ != nullptr) {
+      py::gil_scoped_release release;
+      it_.reset();
+    }
+  }
 
   py::object next() {
     ds::Row row;

@@ -99,6 +99,19 @@ class TrainTest(unittest.TestCase):
         fit(ms.GRAPH_MODE, [rec, LossMonitor(100)])
         self.assertEqual(len(rec.losses), 5)
 
+    def test_leaving_a_loop_over_a_pipeline_with_python_workers_does_not_hang(self):
+        def source():
+            for i in range(1000):
+                yield (np.full((4,), i, np.float32),)
+
+        d = ds.GeneratorDataset(source, ["x"]).map(lambda a: a * 2, "x", num_parallel_workers=2)
+        for k, row in enumerate(d.batch(2).create_tuple_iterator()):
+            if k == 3:
+                break  # the iterator is dropped while its workers call the lambda
+        it = d.create_dict_iterator(output_numpy=True)
+        np.testing.assert_array_equal(next(it)["x"], np.zeros(4, np.float32))
+        del it
+
     def test_a_python_map_operations_exception_is_reported(self):
         d = ds.GeneratorDataset(lambda: iter([(np.zeros(2, np.float32),)]), ["x"])
         d = d.map(lambda a: 1 / 0, "x")
