@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <csignal>
+#include <type_traits>
 #include <vector>
 
 #include "bindings.h"
@@ -88,6 +89,31 @@ std::vector<train::CallbackPtr> callbacks_of(const py::object& callbacks) {
   return out;
 }
 
+// A setting's value as T, or a TypeError naming the setting, the value and what it takes.
+template <typename T>
+T setting(const py::handle& v, const char* who, const std::string& key) {
+  const char* expected = "a value of another type";
+  if constexpr (std::is_same_v<T, bool>) {
+    expected = "True or False";
+  } else if constexpr (std::is_integral_v<T>) {
+    expected = "an int";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    expected = "a number";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    expected = "a string";
+  } else if constexpr (std::is_same_v<T, ir::Strategy>) {
+    expected = "a tuple of tuples of ints";
+  } else if constexpr (std::is_same_v<T, py::dict>) {
+    expected = "a dict";
+  }
+  try {
+    return v.cast<T>();
+  } catch (const py::cast_error&) {
+    throw py::type_error(fmt::format("{}: {} is {}; expected {}", who, key,
+                                     py::repr(v).cast<std::string>(), expected));
+  }
+}
+
 runtime::ParallelMode parallel_mode_of(const py::handle& v) {
   const std::string s = py::str(v).cast<std::string>();
   for (runtime::ParallelMode m : {runtime::STAND_ALONE, runtime::DATA_PARALLEL,
@@ -109,45 +135,52 @@ void set_auto_parallel(const py::kwargs& kwargs) {
     if (key == "parallel_mode") {
       c.parallel_mode = parallel_mode_of(v);
     } else if (key == "search_mode") {
-      c.search_mode = v.cast<std::string>();
+      c.search_mode = setting<std::string>(v, "set_auto_parallel_context", key);
     } else if (key == "device_num") {
-      c.device_num = v.cast<int64_t>();
+      c.device_num = setting<int64_t>(v, "set_auto_parallel_context", key);
     } else if (key == "global_rank") {
-      c.global_rank = v.cast<int64_t>();
+      c.global_rank = setting<int64_t>(v, "set_auto_parallel_context", key);
     } else if (key == "gradients_mean") {
-      c.gradients_mean = v.cast<bool>();
+      c.gradients_mean = setting<bool>(v, "set_auto_parallel_context", key);
     } else if (key == "parameter_broadcast") {
-      c.parameter_broadcast = v.cast<bool>();
+      c.parameter_broadcast = setting<bool>(v, "set_auto_parallel_context", key);
     } else if (key == "full_batch") {
-      c.full_batch = v.cast<bool>();
+      c.full_batch = setting<bool>(v, "set_auto_parallel_context", key);
     } else if (key == "dataset_strategy") {
       if (py::isinstance<py::str>(v)) {
-        c.dataset_strategy = v.cast<std::string>();
+        c.dataset_strategy = setting<std::string>(v, "set_auto_parallel_context", key);
       } else {
-        c.dataset_strategy = v.cast<ir::Strategy>();
+        c.dataset_strategy = setting<ir::Strategy>(v, "set_auto_parallel_context", key);
       }
     } else if (key == "strategy_ckpt_save_file") {
-      c.strategy_ckpt_save_file = v.cast<std::string>();
+      c.strategy_ckpt_save_file = setting<std::string>(v, "set_auto_parallel_context", key);
     } else if (key == "strategy_ckpt_load_file") {
-      c.strategy_ckpt_load_file = v.cast<std::string>();
+      c.strategy_ckpt_load_file = setting<std::string>(v, "set_auto_parallel_context", key);
     } else if (key == "strategy_ckpt_config") {
-      py::dict d = v.cast<py::dict>();
-      if (d.contains("save_file")) c.strategy_ckpt_save_file = d["save_file"].cast<std::string>();
-      if (d.contains("load_file")) c.strategy_ckpt_load_file = d["load_file"].cast<std::string>();
+      py::dict d = setting<py::dict>(v, "set_auto_parallel_context", key);
+      if (d.contains("save_file"))
+        c.strategy_ckpt_save_file = setting<std::string>(
+            d["save_file"], "set_auto_parallel_context strategy_ckpt_config", "save_file");
+      if (d.contains("load_file"))
+        c.strategy_ckpt_load_file = setting<std::string>(
+            d["load_file"], "set_auto_parallel_context strategy_ckpt_config", "load_file");
     } else if (key == "enable_alltoall") {
-      c.enable_alltoall = v.cast<bool>();
+      c.enable_alltoall = setting<bool>(v, "set_auto_parallel_context", key);
     } else if (key == "enable_parallel_optimizer") {
-      c.enable_parallel_optimizer = v.cast<bool>();
+      c.enable_parallel_optimizer = setting<bool>(v, "set_auto_parallel_context", key);
     } else if (key == "parallel_optimizer_config") {
-      for (const auto& [ok, ov] : v.cast<py::dict>()) {
+      for (const auto& [ok, ov] : setting<py::dict>(v, "set_auto_parallel_context", key)) {
         const std::string o = ok.cast<std::string>();
         auto& p = c.parallel_optimizer_config;
         if (o == "gradient_accumulation_shard") {
-          p.gradient_accumulation_shard = ov.cast<bool>();
+          p.gradient_accumulation_shard =
+              setting<bool>(ov, "set_auto_parallel_context parallel_optimizer_config", o);
         } else if (o == "parallel_optimizer_threshold") {
-          p.parallel_optimizer_threshold = ov.cast<int64_t>();
+          p.parallel_optimizer_threshold =
+              setting<int64_t>(ov, "set_auto_parallel_context parallel_optimizer_config", o);
         } else if (o == "optimizer_weight_shard_size") {
-          p.optimizer_weight_shard_size = ov.cast<int64_t>();
+          p.optimizer_weight_shard_size =
+              setting<int64_t>(ov, "set_auto_parallel_context parallel_optimizer_config", o);
         } else {
           throw py::value_error(fmt::format(
               "set_auto_parallel_context: parallel_optimizer_config has no key '{}'; expected "
@@ -157,9 +190,9 @@ void set_auto_parallel(const py::kwargs& kwargs) {
         }
       }
     } else if (key == "pipeline_micro_batches") {
-      c.pipeline_micro_batches = v.cast<int>();
+      c.pipeline_micro_batches = setting<int>(v, "set_auto_parallel_context", key);
     } else if (key == "bucket_cap_mb") {
-      c.bucket_cap_mb = v.cast<double>();
+      c.bucket_cap_mb = setting<double>(v, "set_auto_parallel_context", key);
     } else {
       throw py::value_error(fmt::format(
           "set_auto_parallel_context: '{}' is not a setting; expected parallel_mode, search_mode, "
@@ -178,7 +211,12 @@ void set_context(const py::kwargs& kwargs) {
   for (const auto& [k, v] : kwargs) {
     const std::string key = k.cast<std::string>();
     if (key == "mode") {
-      const int mode = v.cast<int>();
+      if (!py::isinstance<py::int_>(v)) {
+        throw py::type_error(
+            fmt::format("set_context: mode is {}; expected GRAPH_MODE (0) or PYNATIVE_MODE (1)",
+                        py::repr(v).cast<std::string>()));
+      }
+      const int mode = setting<int>(v, "set_context", key);
       if (mode != runtime::GRAPH_MODE && mode != runtime::PYNATIVE_MODE) {
         throw py::value_error(fmt::format(
             "set_context: mode {} is not a mode; expected GRAPH_MODE (0) or PYNATIVE_MODE (1)",
@@ -186,11 +224,12 @@ void set_context(const py::kwargs& kwargs) {
       }
       c.mode = static_cast<runtime::Mode>(mode);
     } else if (key == "save_graphs") {
-      c.save_graphs = py::isinstance<py::bool_>(v) ? (v.cast<bool>() ? 1 : 0) : v.cast<int>();
+      c.save_graphs = py::isinstance<py::bool_>(v) ? (setting<bool>(v, "set_context", key) ? 1 : 0)
+                                                   : setting<int>(v, "set_context", key);
     } else if (key == "save_graphs_path") {
-      c.save_graphs_path = v.cast<std::string>();
+      c.save_graphs_path = setting<std::string>(v, "set_context", key);
     } else if (key == "device_target") {
-      const std::string target = v.cast<std::string>();
+      const std::string target = setting<std::string>(v, "set_context", key);
       if (target != "CPU" && target != "GPU") {
         throw py::value_error(fmt::format(
             "set_context: device_target '{}' is not supported; expected 'CPU' or 'GPU'", target));

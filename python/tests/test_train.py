@@ -130,6 +130,10 @@ class TrainTest(unittest.TestCase):
             Model(net, metrics={"accuracy2"})
         with self.assertRaisesRegex(ValueError, "'parallel_mod' is not a setting"):
             ms.set_auto_parallel_context(parallel_mod="data_parallel")
+        with self.assertRaisesRegex(TypeError, "mode is 'graph'; expected GRAPH_MODE"):
+            ms.set_context(mode="graph")
+        with self.assertRaisesRegex(TypeError, "device_num is '8'; expected an int"):
+            ms.set_auto_parallel_context(device_num="8")
         with self.assertRaisesRegex(ValueError, "'semi' is not a mode"):
             ms.set_auto_parallel_context(parallel_mode="semi")
         with self.assertRaisesRegex(ValueError, "has no folder|not a folder|no such|does not exist"):
