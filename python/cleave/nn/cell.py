@@ -9,7 +9,7 @@ class Cell(_cleave.Cell):
     define construct(self, x) or construct(self, data, label).
 
     In GRAPH_MODE, construct runs once under cleave's tracer: Python control flow is decided then
-    (a branch on a tensor's value is an error naming the traced tensor), and the compiled step
+    (a branch on a tensor's value is a TypeError saying so), and the compiled step
     runs in C++. In PYNATIVE_MODE, construct runs at every call."""
 
     def __init__(self, auto_prefix=True, flags=None):
