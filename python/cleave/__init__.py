@@ -22,7 +22,7 @@ except ImportError as _e:
         f"cleave's engine (cleave/_cleave*.so) does not load in {_sys.executable} (Python "
         f"{_sys.version.split()[0]}): {_e}. It is built for Debian's /usr/bin/python3; run it, "
         "or rebuild with -DPython3_EXECUTABLE=<this python>") from None
-from ._cleave import Tensor, dtype, GRAPH_MODE, PYNATIVE_MODE
+from ._cleave import Tensor, dtype, GRAPH_MODE, PYNATIVE_MODE, Layout  # noqa: F401
 from .context import (set_context, get_context, set_auto_parallel_context,
                       get_auto_parallel_context, reset_auto_parallel_context, ParallelMode)
 from . import context

@@ -83,6 +83,12 @@ std::vector<int64_t> pair_of(const py::handle& v, const char* what) {
   return out;
 }
 
+// A tuple of splits, or a named layout (cleave.Layout's call).
+runtime::LayoutEntry entry_of(const py::handle& value) {
+  if (py::isinstance<ir::TensorLayout>(value)) return value.cast<ir::TensorLayout>();
+  return value.cast<std::vector<int64_t>>();
+}
+
 runtime::InStrategy in_strategy_of(const py::handle& value) {
   runtime::InStrategy out;
   if (!py::isinstance<py::tuple>(value) && !py::isinstance<py::list>(value)) {
@@ -95,7 +101,7 @@ runtime::InStrategy in_strategy_of(const py::handle& value) {
     if (s.is_none()) {
       out.emplace_back(std::nullopt);
     } else {
-      out.emplace_back(s.cast<std::vector<int64_t>>());
+      out.emplace_back(entry_of(s));
     }
   }
   return out;
@@ -106,13 +112,17 @@ runtime::ShardOptions shard_options(const py::object& out_strategy,
                                     const py::object& level) {
   runtime::ShardOptions o;
   if (!out_strategy.is_none()) {
-    ir::Strategy s;
-    for (const py::handle& dims : out_strategy) s.push_back(dims.cast<std::vector<int64_t>>());
-    o.out_strategy = s;
+    for (const py::handle& dims : out_strategy) {
+      if (dims.is_none()) {
+        o.out_strategy.emplace_back(std::nullopt);
+      } else {
+        o.out_strategy.emplace_back(entry_of(dims));
+      }
+    }
   }
   if (!parameter_plan.is_none()) {
     for (const auto& [k, v] : parameter_plan.cast<py::dict>()) {
-      o.parameter_plan.emplace_back(k.cast<std::string>(), v.cast<std::vector<int64_t>>());
+      o.parameter_plan.emplace_back(k.cast<std::string>(), entry_of(v));
     }
   }
   o.device = device;

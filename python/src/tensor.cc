@@ -384,6 +384,30 @@ void bind_tensor(py::module_& m) {
       },
       py::arg("shape"), py::arg("low") = 0.0, py::arg("high") = 1.0);
 
+  // ---- named layouts: cleave.Layout((2, 2, 2), ("dp", "sp", "mp"))("dp", ("sp", "mp")) ----
+  py::class_<ir::TensorLayout>(m, "TensorLayout")
+      .def_property_readonly("splits", &ir::TensorLayout::splits)
+      .def("__repr__", &ir::TensorLayout::to_string)
+      .def("__eq__", [](const ir::TensorLayout& a, const ir::TensorLayout& b) { return a == b; });
+  py::class_<ir::Layout>(m, "Layout")
+      .def(py::init<std::vector<int64_t>, std::vector<std::string>>(), py::arg("device_matrix"),
+           py::arg("alias_name"))
+      .def_property_readonly("device_matrix", &ir::Layout::device_matrix)
+      .def_property_readonly("alias_name", &ir::Layout::alias_name)
+      .def("__call__", [](const ir::Layout& l, const py::args& dims) {
+        std::vector<ir::Layout::Dim> out;
+        for (const py::handle& d : dims) {
+          if (py::isinstance<py::str>(d)) {
+            out.emplace_back(d.cast<std::string>());
+          } else {
+            ir::Layout::Dim dim("None");
+            dim.names = d.cast<std::vector<std::string>>();
+            out.push_back(std::move(dim));
+          }
+        }
+        return l.make(std::move(out));
+      });
+
   // ---- Primitive: ops.MatMul() and the other operator classes ----
   py::class_<ir::Primitive>(m, "Primitive")
       .def(py::init([](const std::string& name, const py::dict& attrs) {
@@ -397,10 +421,38 @@ void bind_tensor(py::module_& m) {
            py::arg("name"), py::arg("attrs") = py::dict())
       .def(
           "shard",
-          [](ir::Primitive& p, const py::object& in_strategy) -> ir::Primitive& {
-            return p.shard(strategy_of(in_strategy));
+          [](ir::Primitive& p, const py::object& in_strategy,
+             const py::object& out_strategy) -> ir::Primitive& {
+            // Named layouts (cleave.Layout's call) or tuples of splits, not mixed.
+            auto named = [](const py::object& value) {
+              std::vector<ir::TensorLayout> out;
+              for (const py::handle& e : value) {
+                if (py::isinstance<ir::TensorLayout>(e)) out.push_back(e.cast<ir::TensorLayout>());
+              }
+              return out;
+            };
+            const std::vector<ir::TensorLayout> in = named(in_strategy);
+            if (!in.empty()) {
+              if (in.size() != py::len(in_strategy)) {
+                throw py::type_error(
+                    "shard: in_strategy mixes layouts and tuples; give every input a layout "
+                    "(cleave.Layout) or every input a tuple");
+              }
+              std::vector<ir::TensorLayout> out;
+              if (!out_strategy.is_none()) {
+                out = named(out_strategy);
+                if (out.size() != py::len(out_strategy)) {
+                  throw py::type_error(
+                      "shard: in_strategy gives layouts, so out_strategy must give layouts too");
+                }
+              }
+              return p.shard(in, out);
+            }
+            if (out_strategy.is_none()) return p.shard(strategy_of(in_strategy));
+            return p.shard(strategy_of(in_strategy), strategy_of(out_strategy));
           },
-          py::arg("in_strategy"), py::return_value_policy::reference_internal)
+          py::arg("in_strategy"), py::arg("out_strategy") = py::none(),
+          py::return_value_policy::reference_internal)
       .def("place", &ir::Primitive::place, py::arg("role"), py::arg("rank_id"),
            py::return_value_policy::reference_internal)
       .def("set_name", &ir::Primitive::set_name, py::return_value_policy::reference_internal)

@@ -92,3 +92,20 @@ f = ms.shard(dense_relu, in_strategy=((2, 2), None, None)) if n == 4 else dense_
 result = f(xx, weight, bias)
 print("dense_relu", result.shape, " ".join(f"{v:.8e}" for v in result.asnumpy()[::5].ravel()),
       flush=True)
+# Named layouts (MindSpore 2.x): the reduction dimension over both axes, out of device order,
+# and an out_strategy scattering the pending sums over the rows.
+layout = ms.Layout((2, 2), ("dp", "mp"))
+
+
+def matmul(a, b):
+    return ops.matmul(a, b)
+
+
+if n == 4:
+    g = ms.shard(matmul,
+                 in_strategy=(layout("None", ("mp", "dp")), None),
+                 out_strategy=(layout(("mp", "dp"), "None"),))
+else:
+    g = ops.matmul
+named = g(xx, weight)
+print("named", named.shape, " ".join(f"{v:.8e}" for v in named.asnumpy()[::5].ravel()), flush=True)

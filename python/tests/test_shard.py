@@ -18,7 +18,7 @@ def results(text):
         name, _, rest = line.partition(" ")
         if name in ("Net1", "Net2"):
             out[name] = np.array([float(v) for v in rest.split()])
-        elif name == "dense_relu":
+        elif name in ("dense_relu", "named"):
             out[name] = np.array([float(v) for v in rest.split(")", 1)[1].split()])
     return out
 
@@ -30,7 +30,7 @@ class ShardTest(unittest.TestCase):
         self.assertEqual(single.returncode, 0, single.stderr)
         ranks = run_job(self, "shard_job.py", 4)
         want = results(single.stdout)
-        self.assertEqual(sorted(want), ["Net1", "Net2", "dense_relu"])
+        self.assertEqual(sorted(want), ["Net1", "Net2", "dense_relu", "named"])
         for r, text in enumerate(ranks):
             got = results(text)
             for name in want:

@@ -26,6 +26,9 @@ struct Candidate {
   std::vector<Layout> outputs;  // completed
   double flops = 0, comm = 0;
   DeviceMatrix dev;  // without axes of size 1
+  // The inputs' named layouts when the candidate takes a neighbour's axis order (step 2's
+  // adopted candidates); empty: the strategy's default axes.
+  std::vector<ir::TensorLayout> named;
 };
 
 // One operator of the graph as propagation sees it.
@@ -37,6 +40,7 @@ struct OpNode {
   int chosen = -1;  // into candidates; -1 undecided
   bool configured = false;
   bool skip = false;  // writes into its inputs: left to the rewrite
+  OpSharding sample;  // the rule's first sharding (its iteration space, when it has one)
 };
 
 DeviceMatrix squeezed(const DeviceMatrix& dev) {
@@ -50,7 +54,7 @@ DeviceMatrix squeezed(const DeviceMatrix& dev) {
 Candidate candidate_of(const OpSharding& s) {
   Candidate c{
       s.strategy, s.inputs, {}, s.compute_flops, s.forward_comm_bytes, squeezed(s.device_matrix)};
-  for (const Layout& l : s.outputs) c.outputs.push_back(l.completed());
+  for (size_t k = 0; k < s.outputs.size(); ++k) c.outputs.push_back(s.final_output(k));
   return c;
 }
 
@@ -109,7 +113,7 @@ class Propagation {
       if (!n.is_op() || n.strategy.empty()) continue;
       OpNode& op = ops_[i];
       // The rewrite's own check and error, before anything else.
-      op.candidates.push_back(candidate_of(op.rule->infer(context(i), n.strategy)));
+      op.candidates.push_back(candidate_of(infer_node(*op.rule, context(i), n, n.strategy)));
       op.chosen = 0;
       op.configured = true;
       ++report.configured;
@@ -145,6 +149,7 @@ class Propagation {
         op.chosen = 0;
         Node& n = g_.nodes[static_cast<size_t>(next[k])];
         n.strategy = op.candidates[0].strategy;
+        n.in_layouts = op.candidates[0].named;
         n.strategy_derived = true;
         ++report.derived;
       }
@@ -190,15 +195,89 @@ class Propagation {
     if (op.enumerated) return;
     op.enumerated = true;
     const RuleContext ctx = context(i);
-    for (const OpSharding& s : op.rule->shardings(ctx)) op.candidates.push_back(candidate_of(s));
+    std::vector<OpSharding> all = op.rule->shardings(ctx);
+    if (!all.empty()) op.sample = all.front();
+    for (const OpSharding& s : all) op.candidates.push_back(candidate_of(s));
     CLEAVE_ASSERT(!op.candidates.empty(), "{}: its rule offers no strategy on {} devices",
                   describe_op(ctx), o_.device_num);
+  }
+
+  // Adds to operator i's candidates those taking exactly the layout a decided neighbour gives a
+  // tensor they share (NOTE, step 2): the rule's strategies put each loop on its own default
+  // axis, so a tensor split over a neighbour's minor axis, or over two axes of one dimension,
+  // matches none of them. Only rules described by loops can take another axis order.
+  void adopt_neighbour_layouts(size_t i) {
+    OpNode& op = ops_[i];
+    const Node& n = g_.nodes[i];
+    const RuleContext ctx = context(i);
+    const IterationSpace& space = op.sample.space;
+    if (space.loops.empty()) return;
+    auto adopt = [&](const std::vector<int>& dims, const Layout& given) {
+      if (given.is_partial() || given.num_devices() != o_.device_num) return;
+      const DeviceMatrix& dev = given.device_matrix();
+      std::vector<std::optional<Layout::DimAxes>> loop_axes(space.loops.size());
+      for (size_t d = 0; d < dims.size(); ++d) {
+        Layout::DimAxes axes;
+        for (int a : given.tensor_map()[d]) {
+          if (dev[static_cast<size_t>(a)] > 1) axes.push_back(a);
+        }
+        const int l = dims[d];
+        if (l < 0) {
+          if (!axes.empty()) return;  // split where the op cannot split
+          continue;
+        }
+        std::optional<Layout::DimAxes>& have = loop_axes[static_cast<size_t>(l)];
+        if (have && *have != axes) return;
+        have = std::move(axes);
+      }
+      std::vector<ir::TensorLayout> named;
+      for (const std::vector<int>& in_dims : space.inputs) {
+        std::vector<Layout::DimAxes> map;
+        for (int l : in_dims) {
+          map.push_back(l >= 0 && loop_axes[static_cast<size_t>(l)]
+                            ? *loop_axes[static_cast<size_t>(l)]
+                            : Layout::DimAxes{});
+        }
+        named.push_back(named_of(Layout(dev, std::move(map))));
+      }
+      try {
+        Candidate c = candidate_of(infer_with_layouts(*op.rule, ctx, named));
+        c.named = std::move(named);
+        op.candidates.push_back(std::move(c));
+      } catch (const Error&) {
+        // Not a valid strategy of this op (a fixed loop, an indivisible dimension): no candidate.
+      }
+    };
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const auto src = static_cast<size_t>(n.inputs[k].node);
+      const std::vector<int>& dims = space.inputs[k];
+      if (g_.nodes[src].is_op()) {
+        if (ops_[src].chosen >= 0) {
+          adopt(dims, decided(src).outputs[static_cast<size_t>(n.inputs[k].output)]);
+        }
+      } else if (g_.nodes[src].kind == NodeKind::kParameter) {
+        for (const auto& [user, m] : consumers_[src]) {
+          const auto u = static_cast<size_t>(user);
+          if (u != i && ops_[u].chosen >= 0) adopt(dims, decided(u).inputs[static_cast<size_t>(m)]);
+        }
+      } else if (fixed_[src]) {
+        adopt(dims, *fixed_[src]);
+      }
+    }
+    for (const auto& [user, m] : consumers_[i]) {
+      const auto u = static_cast<size_t>(user);
+      if (ops_[u].chosen < 0) continue;
+      const ValueRef v = g_.nodes[u].inputs[static_cast<size_t>(m)];
+      adopt(space.outputs[static_cast<size_t>(v.output)],
+            decided(u).inputs[static_cast<size_t>(m)]);
+    }
   }
 
   // The index of operator i's best candidate given the operators decided so far (NOTE, step 2).
   int choose(int index) {
     const auto i = static_cast<size_t>(index);
     enumerate(i);
+    adopt_neighbour_layouts(i);
     const Node& n = g_.nodes[i];
     OpNode& op = ops_[i];
     using Key = std::tuple<double, double, double, int>;

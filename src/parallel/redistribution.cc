@@ -346,14 +346,6 @@ void check_redistribution(const Layout& from, const Layout& to, const Shape& glo
                    "device count",
                    from.to_string(), from.num_devices(), to.to_string(), to.num_devices());
   for (const Layout* l : {&from, &to}) {
-    for (const Layout::DimAxes& axes : l->tensor_map()) {
-      CLEAVE_CHECK_ARG(std::is_sorted(axes.begin(), axes.end()),
-                       "plan_redistribution: {} splits a dimension over device axes out of "
-                       "ascending order; redistribution plans layouts whose dimensions list their "
-                       "axes ascending (the parallel optimizer's layouts are gathered by it, not "
-                       "redistributed)",
-                       l->to_string());
-    }
     const std::string why = l->check_shape(global);
     CLEAVE_CHECK_ARG(why.empty(), "plan_redistribution: {} cannot lay out a tensor of shape {}: {}",
                      l->to_string(), global.to_string(), why);

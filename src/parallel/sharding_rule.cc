@@ -31,9 +31,21 @@ void invalid_strategy(const RuleContext& ctx, const ir::Strategy& strategy,
               ctx.device_num == 1 ? "" : "s", why);
 }
 
+std::vector<int> OpSharding::axes_of(int loop) const {
+  if (split(loop) <= 1) return {};
+  if (!loop_axes.empty()) return loop_axes[static_cast<size_t>(loop)];
+  return {loop};
+}
+
 int64_t LowerContext::loop_index(int loop) const {
-  if (sharding.split(loop) <= 1) return 0;
-  return rank_to_coordinate(rank, sharding.device_matrix)[static_cast<size_t>(loop)];
+  const std::vector<int> axes = sharding.axes_of(loop);
+  if (axes.empty()) return 0;
+  const std::vector<int64_t> at = rank_to_coordinate(rank, sharding.device_matrix);
+  int64_t index = 0;
+  for (int a : axes) {
+    index = index * sharding.device_matrix[static_cast<size_t>(a)] + at[static_cast<size_t>(a)];
+  }
+  return index;
 }
 
 namespace {

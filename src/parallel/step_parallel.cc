@@ -31,19 +31,6 @@ RuleContext context_of(const Graph& g, const Node& n, std::vector<ir::TensorMeta
   return RuleContext{*n.op, n.attrs, inputs, n.outputs, n.name, n.scope, device_num};
 }
 
-Layout layout_from_entry(const std::vector<int64_t>& entry, int64_t device_num) {
-  DeviceMatrix dev = entry;
-  int64_t used = 1;
-  for (int64_t s : entry) used *= s;
-  if (dev.empty()) dev.push_back(1);
-  if (device_num / used > 1) dev.push_back(device_num / used);
-  std::vector<Layout::DimAxes> map;
-  for (size_t d = 0; d < entry.size(); ++d) {
-    map.push_back(entry[d] > 1 ? Layout::DimAxes{static_cast<int>(d)} : Layout::DimAxes{});
-  }
-  return Layout(std::move(dev), std::move(map));
-}
-
 // A mutating op (Assign of a moving statistic) writes into its parameter in place: its
 // strategy must lay that parameter out as it is laid out already.
 ir::Strategy strategy_keeping_parameters(const Graph& g, const Node& n, const RuleContext& ctx,
@@ -114,11 +101,24 @@ std::vector<Layout> dataset_layouts(const Graph& g, const StepParallelOptions& o
                        "shape {} on {} devices: expected one split per dimension, each dividing "
                        "its dimension, their product dividing the device count",
                        k, Shape(entry).to_string(), k, in.name, shape.to_string(), n);
-      layout = layout_from_entry(entry, n);
+      layout = layout_of_splits(entry, n);
     }
     out.push_back(std::move(layout));
   }
   return out;
+}
+
+Layout layout_of_splits(const std::vector<int64_t>& splits, int64_t device_num) {
+  DeviceMatrix dev = splits;
+  int64_t used = 1;
+  for (int64_t s : splits) used *= s;
+  if (dev.empty()) dev.push_back(1);
+  if (device_num / used > 1) dev.push_back(device_num / used);
+  std::vector<Layout::DimAxes> map;
+  for (size_t d = 0; d < splits.size(); ++d) {
+    map.push_back(splits[d] > 1 ? Layout::DimAxes{static_cast<int>(d)} : Layout::DimAxes{});
+  }
+  return Layout(std::move(dev), std::move(map));
 }
 
 std::vector<int64_t> replica_ranks(const Layout& layout, int64_t rank) {
@@ -157,7 +157,16 @@ Tensor redistribute(const Tensor& x, const Layout& from, const Layout& to, const
         t = call_on("ReduceScatter", t, ranks, {{"op", std::string("sum")}, {"axis", s.dim}});
         break;
       case RedistributionStep::Kind::kAllGather:
-        t = call_on("AllGather", t, ranks, {{"axis", s.dim}});
+        if (std::is_sorted(s.axes.begin(), s.axes.end())) {
+          t = call_on("AllGather", t, ranks, {{"axis", s.dim}});
+        } else {
+          // Axes out of order (NOTE [Redistribution]): one gather per axis, minor first, each
+          // group in rank order, which is that axis's slice order.
+          for (auto a = s.axes.rbegin(); a != s.axes.rend(); ++a) {
+            const std::vector<int> one{*a};
+            t = all_gather_over(t, ranks_along(rank, s.dev, one), s.dim);
+          }
+        }
         break;
       case RedistributionStep::Kind::kAllToAll:
         t = call_on("AlltoAll", t, ranks,
@@ -209,7 +218,7 @@ ParallelPlan plan_step_parallel(Graph& g, const StepParallelOptions& o) {
       strategy = n.op->mutates_inputs ? strategy_keeping_parameters(g, n, ctx, *rule, plan)
                                       : rule->default_strategy(ctx);
     }
-    OpSharding sharding = rule->infer(ctx, strategy);
+    OpSharding sharding = infer_node(*rule, ctx, n, strategy);
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       const ValueRef v = n.inputs[k];
       const Node& src = g.nodes[static_cast<size_t>(v.node)];
@@ -228,7 +237,9 @@ ParallelPlan plan_step_parallel(Graph& g, const StepParallelOptions& o) {
     }
     n.strategy = strategy;
     n.strategy_derived = !given || n.strategy_derived;  // propagation marks its own
-    for (const Layout& l : sharding.outputs) plan.layouts[i].push_back(l.completed());
+    for (size_t k = 0; k < sharding.outputs.size(); ++k) {
+      plan.layouts[i].push_back(sharding.final_output(k));
+    }
     plan.ops[i] = std::move(sharding);
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -317,7 +328,12 @@ LocalStep materialize(const Graph& global, const ParallelPlan& plan, int64_t ran
       const Shape want = l.slice_shape(n.outputs[k].shape);
       CLEAVE_ASSERT(outs[k].shape() == want, "{}: output {} is {} on rank {}, expected {}",
                     describe_op(ctx), k, outs[k].shape().to_string(), rank, want.to_string());
-      if (l.is_partial()) {
+      if (!sharding.out_targets.empty()) {  // NOTE [Output targets]
+        const Layout& target = sharding.out_targets[k];
+        if (!l.same_distribution(target)) {
+          outs[k] = redistribute(outs[k], l, target, n.outputs[k].shape, rank);
+        }
+      } else if (l.is_partial()) {
         outs[k] = all_reduce_over(outs[k], ranks_along(rank, l.device_matrix(), l.partial()),
                                   l.partial_op());
       }

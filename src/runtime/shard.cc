@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <string_view>
+#include <variant>
 
 #include "cleave/comm/group_registry.h"
 #include "cleave/comm/process_group.h"
@@ -17,6 +18,7 @@
 #include "cleave/ir/passes.h"
 #include "cleave/ops/elementwise.h"
 #include "cleave/ops/reduce.h"
+#include "cleave/parallel/step_parallel.h"
 #include "cleave/runtime/context.h"
 #include "cleave/runtime/pipeline.h"
 #include "cleave/runtime/sharded_parameters.h"
@@ -36,10 +38,6 @@ class TracingScope {
  private:
   const ShardedBlock* previous_;
 };
-
-std::string dims_text(const std::vector<int64_t>& dims) {
-  return fmt::format("({})", fmt::join(dims, ", "));
-}
 
 std::string meta_text(const ir::TensorMeta& m) {
   return fmt::format("{}{}", dtype_name(m.dtype), m.shape.to_string());
@@ -63,17 +61,20 @@ void check_context(const std::string& name) {
                    name, parallel_mode_name(c.parallel_mode), c.search_mode);
 }
 
-// "data_parallel" or "full_batch" (NOTE [Sharded blocks in PyNative], layout for the eager code).
-std::string dataset_kind(const std::string& name) {
-  const std::string kind = dataset_strategy_kind(get_auto_parallel_context());
-  if (kind.empty()) {
-    CLEAVE_UNIMPLEMENTED(
-        "shard '{}': dataset_strategy gives one strategy per input, which sharded blocks do not "
-        "support yet (TODO(#26)); set dataset_strategy to \"full_batch\" (every rank passes and "
-        "gets whole tensors) or \"data_parallel\" (each rank its dim-0 slice)",
-        name);
-  }
-  return kind;
+// How the eager code around a block holds its tensors (NOTE [Sharded blocks in PyNative], layout
+// for the eager code): the context's dataset_strategy.
+struct Boundary {
+  std::string kind;       // "full_batch", "data_parallel", or "strategy" (one entry per input)
+  ir::Strategy strategy;  // "strategy"
+
+  std::string key() const { return kind + ir::strategy_to_string(strategy); }
+};
+
+Boundary boundary() {
+  const AutoParallelContext& c = get_auto_parallel_context();
+  const std::string kind = dataset_strategy_kind(c);
+  if (!kind.empty()) return {kind, {}};
+  return {"strategy", std::get<ir::Strategy>(c.dataset_strategy)};
 }
 
 // Every rank's dim-0 slice of a tensor, gathered in rank order (collective over the world group).
@@ -114,6 +115,13 @@ Tensor gather_like(const Tensor& local, const Tensor& holder) {
   return gather_slices(local, shard->global, shard->layout);
 }
 
+// The annotation of a Cast that lays a tensor out as `entry`.
+ir::AnnotationGuard::Sharding sharding_of(const LayoutEntry& entry) {
+  ir::AnnotationGuard::Sharding s{.in = {entry.splits}};
+  if (entry.named) s.in_layouts = {*entry.named};
+  return s;
+}
+
 // Ops made for blocks live as long as the process: the tape's GradNodes point at them.
 const ir::OpDef* keep_op(std::unique_ptr<ir::OpDef> op) {
   static std::mutex mutex;
@@ -125,6 +133,10 @@ const ir::OpDef* keep_op(std::unique_ptr<ir::OpDef> op) {
 
 }  // namespace
 
+std::string LayoutEntry::to_string() const {
+  return named ? named->to_string() : fmt::format("({})", fmt::join(splits, ", "));
+}
+
 // One compiled program of a block and the tensors its graph binds (NOTE [Sharded blocks in
 // PyNative], holders): block inputs, then parameters, then (backward) output gradients.
 struct CompiledBlock {
@@ -134,6 +146,9 @@ struct CompiledBlock {
 };
 
 struct BlockEntry {
+  // How every rank holds each input in the eager code, under a dataset_strategy of one entry per
+  // input (empty otherwise).
+  std::vector<parallel::Layout> input_layouts;
   std::vector<ir::TensorMeta> global_inputs;
   std::vector<ir::TensorMeta> global_outputs;
   CompiledBlock forward;
@@ -145,7 +160,7 @@ struct ShardedBlock::State {
   const ShardedBlock* self = nullptr;
   const ir::OpDef* op = nullptr;
   // parameter_plan resolved to parameter indices.
-  std::vector<std::pair<size_t, std::vector<int64_t>>> plan;
+  std::vector<std::pair<size_t, LayoutEntry>> plan;
   std::set<std::string> warned;
   std::map<std::string, BlockEntry> cache;
   size_t compiled = 0;
@@ -157,8 +172,8 @@ struct ShardedBlock::State {
 
   size_t num_inputs() const { return spec.in_strategy.size(); }
 
-  std::string key_of(std::span<const ir::TensorMeta> metas, const std::string& kind) const {
-    std::string key = fmt::format("{}|{}|{}|", kind, comm::world_size(),
+  std::string key_of(std::span<const ir::TensorMeta> metas, const Boundary& b) const {
+    std::string key = fmt::format("{}|{}|{}|", b.key(), comm::world_size(),
                                   spec.signature ? spec.signature() : std::string());
     for (size_t i = 0; i < num_inputs(); ++i) key += meta_text(metas[i]) + ";";
     return key;
@@ -166,11 +181,12 @@ struct ShardedBlock::State {
 
   void check_inputs(std::span<const ir::TensorMeta> metas) const {
     for (size_t i = 0; i < num_inputs(); ++i) {
-      const std::optional<std::vector<int64_t>>& s = spec.in_strategy[i];
-      CLEAVE_CHECK_ARG(!s || static_cast<int64_t>(s->size()) == metas[i].shape.rank(),
+      const std::optional<LayoutEntry>& s = spec.in_strategy[i];
+      CLEAVE_CHECK_ARG(!s || static_cast<int64_t>(s->splits.size()) == metas[i].shape.rank(),
                        "shard '{}': in_strategy[{}] is {} ({} dimensions), but input {} is {}; "
                        "give one number per dimension of the input, or std::nullopt to derive it",
-                       spec.name, i, dims_text(*s), s ? s->size() : 0, i, meta_text(metas[i]));
+                       spec.name, i, s ? s->to_string() : std::string(), s ? s->splits.size() : 0,
+                       i, meta_text(metas[i]));
     }
   }
 
@@ -179,8 +195,8 @@ struct ShardedBlock::State {
     std::vector<Tensor> xs;
     for (size_t i = 0; i < holders.size(); ++i) {
       Tensor x = holders[i];
-      if (const std::optional<std::vector<int64_t>>& s = spec.in_strategy[i]) {
-        ir::AnnotationGuard guard(ir::Placement{}, ir::Strategy{*s}, "in_strategy");
+      if (const std::optional<LayoutEntry>& s = spec.in_strategy[i]) {
+        ir::AnnotationGuard guard(ir::Placement{}, sharding_of(*s), "in_strategy");
         x = ops::cast(x, x.dtype());
       }
       xs.push_back(x);
@@ -196,7 +212,59 @@ struct ShardedBlock::State {
                        out[i].defined() ? meta_text({out[i].shape(), out[i].dtype()})
                                         : std::string("an undefined Tensor"));
     }
+    apply_out_strategy(out);
     return out;
+  }
+
+  // Gives the ops producing the block's outputs the out_strategy (NOTE [Output targets] in
+  // src/parallel/named_layouts.cc): each output is laid out as asked where it is computed, in the
+  // forward and in the backward's recomputation alike.
+  void apply_out_strategy(const std::vector<Tensor>& out) const {
+    const auto& want = spec.options.out_strategy;
+    if (want.empty()) return;
+    CLEAVE_CHECK_ARG(want.size() == out.size(),
+                     "shard '{}': out_strategy has {} entr{} but the block returns {} output{}; "
+                     "give one (or std::nullopt) per output",
+                     spec.name, want.size(), want.size() == 1 ? "y" : "ies", out.size(),
+                     out.size() == 1 ? "" : "s");
+    ir::Tracer* tracer = ir::Tracer::current();
+    CLEAVE_ASSERT(tracer != nullptr, "a block is traced under a tracer");
+    ir::Graph& g = tracer->graph();
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!want[i]) continue;
+      const LayoutEntry& entry = *want[i];
+      CLEAVE_CHECK_ARG(static_cast<int64_t>(entry.splits.size()) == out[i].rank(),
+                       "shard '{}': out_strategy[{}] is {} ({} dimensions), but output {} is {}; "
+                       "give one number per dimension of the output",
+                       spec.name, i, entry.to_string(), entry.splits.size(), i,
+                       meta_text({out[i].shape(), out[i].dtype()}));
+      const ir::ValueRef ref = tracer->value_of(out[i]);
+      ir::Node& producer = g.nodes[static_cast<size_t>(ref.node)];
+      if (!producer.is_op()) continue;  // an input or parameter returned as it is: whole already
+      CLEAVE_CHECK_ARG(producer.out_strategy.empty() && producer.out_layouts.empty(),
+                       "shard '{}': output {} comes from {} '{}', which has an out_strategy of "
+                       "its own already; give the layout in one place",
+                       spec.name, i, producer.op->name, producer.name);
+      const size_t n_out = producer.outputs.size();
+      if (entry.named) {
+        // Named layouts come one per output: the other outputs keep what the op computes,
+        // written as the layout the named one's device matrix gives a replicated tensor.
+        producer.out_layouts.resize(n_out);
+        for (size_t k = 0; k < n_out; ++k) {
+          if (static_cast<int>(k) == ref.output) {
+            producer.out_layouts[k] = *entry.named;
+          } else {
+            CLEAVE_CHECK_ARG(n_out == 1,
+                             "shard '{}': output {} comes from {} '{}', which has {} outputs; a "
+                             "named out layout needs an op of one output there (use splits)",
+                             spec.name, i, producer.op->name, producer.name, n_out);
+          }
+        }
+      } else {
+        producer.out_strategy.resize(n_out);
+        producer.out_strategy[static_cast<size_t>(ref.output)] = entry.splits;
+      }
+    }
   }
 
   // Puts a Cast carrying the parameter_plan strategy between each planned parameter and its
@@ -212,10 +280,10 @@ struct ShardedBlock::State {
         }
       }
       if (p < 0) continue;  // the block does not read it
-      CLEAVE_CHECK_ARG(static_cast<int64_t>(strategy.size()) == param.rank(),
+      CLEAVE_CHECK_ARG(static_cast<int64_t>(strategy.splits.size()) == param.rank(),
                        "shard '{}': parameter_plan gives '{}' the strategy {} ({} dimensions), "
                        "but the parameter is {}; give one number per dimension",
-                       spec.name, name, dims_text(strategy), strategy.size(),
+                       spec.name, name, strategy.to_string(), strategy.splits.size(),
                        meta_text({param.shape(), param.dtype()}));
       bool has_layout = parameter_shard(param).has_value();
       for (const ir::Node& n : graph.nodes) {
@@ -233,7 +301,7 @@ struct ShardedBlock::State {
       int cast = -1;
       {
         ir::Tracer tracer(graph);
-        ir::AnnotationGuard guard(ir::Placement{}, ir::Strategy{strategy}, "parameter_plan");
+        ir::AnnotationGuard guard(ir::Placement{}, sharding_of(strategy), "parameter_plan");
         const Tensor c = ops::cast(tracer.symbolic({p, 0}), param.dtype());
         cast = tracer.value_of(c).node;
       }
@@ -340,21 +408,42 @@ struct ShardedBlock::State {
 
   BlockEntry& entry(std::span<const ir::TensorMeta> metas) {
     check_context(spec.name);
-    const std::string kind = dataset_kind(spec.name);
+    const Boundary b = boundary();
     check_inputs(metas);
-    const std::string key = key_of(metas, kind);
+    const std::string key = key_of(metas, b);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
 
     BlockEntry e;
+    const int n = comm::world_size();
+    if (b.kind == "strategy") {
+      CLEAVE_CHECK_ARG(b.strategy.size() == num_inputs(),
+                       "shard '{}': dataset_strategy {} has {} entr{} but the block has {} "
+                       "input{}; give one strategy per input of the block (or use \"full_batch\" "
+                       "or \"data_parallel\")",
+                       spec.name, ir::strategy_to_string(b.strategy), b.strategy.size(),
+                       b.strategy.size() == 1 ? "y" : "ies", num_inputs(),
+                       num_inputs() == 1 ? "" : "s");
+    }
     for (size_t i = 0; i < num_inputs(); ++i) {
       ir::TensorMeta m = metas[i];
-      if (kind == "data_parallel") {
+      if (b.kind == "data_parallel") {
         CLEAVE_CHECK_ARG(m.shape.rank() >= 1,
                          "shard '{}': input {} is a scalar, but dataset_strategy "
                          "\"data_parallel\" gives each rank a dim-0 slice of every input; use "
                          "\"full_batch\"",
                          spec.name, i);
-        m.shape[0] *= comm::world_size();
+        m.shape[0] *= n;
+      } else if (b.kind == "strategy") {
+        const std::vector<int64_t>& splits = b.strategy[i];
+        int64_t used = 1;
+        for (int64_t v : splits) used *= v;
+        CLEAVE_CHECK_ARG(static_cast<int64_t>(splits.size()) == m.shape.rank() && n % used == 0,
+                         "shard '{}': dataset_strategy entry {} ({}) does not fit input {}, {} on "
+                         "each of {} ranks; expected one split per dimension, their product "
+                         "dividing the device count",
+                         spec.name, i, Shape(splits).to_string(), i, meta_text(m), n);
+        for (size_t d = 0; d < splits.size(); ++d) m.shape[static_cast<int64_t>(d)] *= splits[d];
+        e.input_layouts.push_back(parallel::layout_of_splits(splits, n));
       }
       e.global_inputs.push_back(m);
       e.forward.inputs.push_back(Tensor::zeros(m.shape, m.dtype));
@@ -414,14 +503,22 @@ struct ShardedBlock::State {
     return *e.backward;
   }
 
+  // Input i's whole value from what this rank holds of it in the eager code.
+  static Tensor whole_input(const BlockEntry& e, const Boundary& b, size_t i, const Tensor& mine) {
+    if (b.kind == "data_parallel") return gather_rows(mine);
+    if (b.kind == "strategy") return gather_slices(mine, e.global_inputs[i], e.input_layouts[i]);
+    return mine;
+  }
+
   // The op's kernel: runs the forward program and writes the outputs this rank gets.
   void run_forward(std::span<const Tensor> in, std::span<const Tensor> out) {
     std::vector<ir::TensorMeta> metas;
     for (const Tensor& t : in) metas.push_back({t.shape(), t.dtype()});
     BlockEntry& e = entry(metas);
-    const bool rows = dataset_kind(spec.name) == "data_parallel";
+    const Boundary b = boundary();
+    const bool rows = b.kind == "data_parallel";
     for (size_t i = 0; i < num_inputs(); ++i) {
-      write_holder(e.forward.inputs[i], rows ? gather_rows(in[i]) : in[i]);
+      write_holder(e.forward.inputs[i], whole_input(e, b, i, in[i]));
     }
     for (size_t j = 0; j < spec.parameters.size(); ++j) {
       write_holder(e.forward.parameters[j], in[num_inputs() + j]);
@@ -436,7 +533,7 @@ struct ShardedBlock::State {
   std::vector<ir::TensorMeta> infer(std::span<const ir::TensorMeta> in) {
     BlockEntry& e = entry(in);
     std::vector<ir::TensorMeta> out = e.global_outputs;
-    if (dataset_kind(spec.name) == "data_parallel") {
+    if (boundary().kind == "data_parallel") {
       const int n = comm::world_size();
       for (size_t i = 0; i < out.size(); ++i) {
         CLEAVE_CHECK_ARG(out[i].shape.rank() >= 1 && out[i].shape[0] % n == 0,
@@ -456,9 +553,10 @@ struct ShardedBlock::State {
     for (const Tensor& t : ctx.inputs) metas.push_back({t.shape(), t.dtype()});
     BlockEntry& e = entry(metas);
     CompiledBlock& b = backward_of(e);
-    const bool rows = dataset_kind(spec.name) == "data_parallel";
+    const Boundary where = boundary();
+    const bool rows = where.kind == "data_parallel";
     for (size_t i = 0; i < num_inputs(); ++i) {
-      write_holder(b.inputs[i], rows ? gather_rows(ctx.inputs[i]) : ctx.inputs[i]);
+      write_holder(b.inputs[i], whole_input(e, where, i, ctx.inputs[i]));
     }
     for (size_t j = 0; j < spec.parameters.size(); ++j) {
       write_holder(b.parameters[j], ctx.inputs[num_inputs() + j]);
@@ -479,6 +577,9 @@ struct ShardedBlock::State {
       }
       Tensor whole = gather_like(result[next++], holder);
       if (k < num_inputs() && rows) whole = rows_of_rank(whole);
+      if (k < num_inputs() && where.kind == "strategy") {
+        whole = local_slice(whole, e.input_layouts[k], comm::world_rank());
+      }
       grads.push_back(whole);
     }
     return grads;
@@ -514,13 +615,6 @@ ShardedBlock::ShardedBlock(ShardedBlockSpec spec) : state_(std::make_shared<Stat
                      "shard '{}': level is {}; expected 0 (maximise computation over "
                      "communication), 1 (minimise memory) or 2 (maximise speed)",
                      name, *o.level);
-  }
-  if (o.out_strategy) {
-    CLEAVE_UNIMPLEMENTED(
-        "shard '{}': out_strategy {} is not built yet (TODO(#26)): a block's outputs are laid out "
-        "by dataset_strategy (\"full_batch\": whole on every rank, \"data_parallel\": dim-0 "
-        "slices); leave out_strategy unset",
-        name, ir::strategy_to_string(*o.out_strategy));
   }
   check_context(name);
   CLEAVE_CHECK_ARG(t_tracing == nullptr,

@@ -79,13 +79,13 @@ TEST(PublicLayoutApi, LayoutsBreakingTheRulesAreErrors) {
       "Layout: axis 2 is outside device matrix [2, 4]; expected an axis in 0..1");
   expect_error([] { Layout({2, 4}, {{0}, {0}}); }, "Layout: axis 0 is used twice");
   expect_error([] { Layout({2, 4}, {{0}}, {0}); }, "axis 0 is used twice");
-  // Axes out of order are a layout (major first) that redistribution does not plan.
-  expect_error(
-      [] {
-        plan_redistribution(Layout({2, 4}, {{1, 0}}), Layout({2, 4}, {{0, 1}}), Shape({8}),
-                            DType::kFloat32);
-      },
-      "splits a dimension over device axes out of ascending order");
+  // Axes out of order are a layout (major first) that redistribution plans like any other
+  // (Redistribution.AxesOutOfOrderAreMovedLikeAnyOthers checks the values).
+  EXPECT_EQ(plan_redistribution(Layout({2, 4}, {{1, 0}}), Layout({2, 4}, {{0, 1}}), Shape({8}),
+                                DType::kFloat32)
+                .steps.front()
+                .kind,
+            parallel::RedistributionStep::Kind::kAllGather);
 }
 
 TEST(PublicLayoutApi, SlicesOfADimensionOrRankOutOfRangeAreErrors) {

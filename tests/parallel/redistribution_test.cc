@@ -212,6 +212,53 @@ void check_every_pair(int64_t rank) {
 TEST(Redistribution, EveryPairOf2DLayoutsGivesEveryRankItsSlice) { check_every_pair(2); }
 TEST(Redistribution, EveryPairOf3DLayoutsGivesEveryRankItsSlice) { check_every_pair(3); }
 
+TEST(Redistribution, AxesOutOfOrderAreMovedLikeAnyOthers) {
+  // Named layouts may list a dimension's axes in any order (NOTE [Named layouts]): every 2-D
+  // layout with such a dimension, to and from every other layout, gives each rank its slice.
+  const Shape shape{24, 24};
+  const Tensor global = testing::random_f64(shape, -1, 1, 5);
+  int pairs = 0;
+  for (int64_t n : {4, 6, 8}) {
+    std::vector<Layout> reordered;
+    for (const Layout& l : layouts(n, 2, true)) {
+      std::vector<Layout::DimAxes> map = l.tensor_map();
+      bool changed = false;
+      for (Layout::DimAxes& axes : map) {
+        if (axes.size() < 2) continue;
+        std::reverse(axes.begin(), axes.end());
+        changed = true;
+      }
+      if (changed) reordered.emplace_back(l.device_matrix(), map, l.partial());
+    }
+    ASSERT_FALSE(reordered.empty());
+    const std::vector<Layout> others = layouts(n, 2, false);
+    for (const Layout& odd : reordered) {
+      std::vector<std::pair<Layout, Layout>> cases;
+      for (const Layout& other : others) {
+        cases.emplace_back(odd, other);
+        if (!odd.is_partial()) cases.emplace_back(other, odd);
+      }
+      for (const Layout& other : reordered) {
+        if (!other.is_partial()) cases.emplace_back(odd, other);
+      }
+      for (const auto& [from, to] : cases) {
+        const RedistributionPlan& plan =
+            parallel::plan_redistribution(from, to, shape, DType::kFloat64);
+        Locals now = lay_out(global, from);
+        for (const RedistributionStep& st : plan.steps) now = simulate(st, now);
+        for (int64_t r = 0; r < n; ++r) {
+          ASSERT_TRUE(testing::all_close(now[static_cast<size_t>(r)], slice_of(global, to, r),
+                                         1e-12, 1e-12))
+              << from.to_string() << " -> " << to.to_string() << " via " << plan.to_string()
+              << ", rank " << r;
+        }
+        ++pairs;
+      }
+    }
+  }
+  EXPECT_GT(pairs, 1000);
+}
+
 // The cheapest plans of NOTE [Redistribution], from layout text to plan text, for a (16, 32)
 // Float32 tensor unless a case names another shape.
 TEST(Redistribution, KnownCheapestPlans) {

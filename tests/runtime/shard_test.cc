@@ -289,6 +289,59 @@ TEST(ShardPyNative, DataParallelInputsAndOutputsAreDimZeroSlices) {
   });
 }
 
+TEST(ShardPyNative, PerInputDatasetStrategiesAreEachRanksSlices) {
+  // dataset_strategy ((2, 1), (1, 1), (1,)) on 4 ranks: x's rows in 2 slices (rank r holds rows
+  // of slice r / 2), the weight and bias whole; the outputs whole; each rank gets its slice of
+  // x's gradient and the whole gradients of the weight and bias.
+  set_seed(9);
+  const Tensor x = Tensor::uniform({32, 128});
+  const Tensor w = Tensor::uniform({128, 10});
+  const Tensor b = Tensor::uniform({10});
+  runtime::set_context({.mode = runtime::PYNATIVE_MODE});
+  std::vector<Tensor> leaves{x.clone(), w.clone(), b.clone()};
+  for (Tensor& t : leaves) t.set_requires_grad(true);
+  const Tensor want = examples::dense_relu(leaves[0], leaves[1], leaves[2]);
+  const std::vector<Tensor> want_grads = grads_of_sum(want, leaves);
+  ShardContext context;
+  runtime::set_auto_parallel_context({.parallel_mode = runtime::AUTO_PARALLEL,
+                                      .search_mode = "sharding_propagation",
+                                      .dataset_strategy = ir::Strategy{{2, 1}, {1, 1}, {1}}});
+  testing::run_thread_job(4, [&](int rank) {
+    ShardedFunction f =
+        shard(examples::dense_relu, {std::vector<int64_t>{2, 2}, std::nullopt, std::nullopt}, {},
+              "dense_relu");
+    std::vector<Tensor> in{x.narrow_rows((rank / 2) * 16, 16).clone(), w.clone(), b.clone()};
+    for (Tensor& t : in) t.set_requires_grad(true);
+    const Tensor result = f(in[0], in[1], in[2]);
+    const std::string where = "rank " + std::to_string(rank);
+    expect_close_to_scale(result, want, "whole output, " + where);
+    const std::vector<Tensor> got = grads_of_sum(result, in);
+    expect_close_to_scale(got[0], want_grads[0].narrow_rows((rank / 2) * 16, 16),
+                          "x gradient rows, " + where);
+    expect_close_to_scale(got[1], want_grads[1], "weight gradient, " + where);
+    expect_close_to_scale(got[2], want_grads[2], "bias gradient, " + where);
+  });
+  // A count that is not the block's inputs says so.
+  runtime::set_auto_parallel_context({.parallel_mode = runtime::AUTO_PARALLEL,
+                                      .search_mode = "sharding_propagation",
+                                      .dataset_strategy = ir::Strategy{{2, 1}}});
+  std::string said;
+  testing::run_thread_job(2, [&](int rank) {
+    ShardedFunction f =
+        shard(examples::dense_relu, {std::vector<int64_t>{2, 1}, std::nullopt, std::nullopt}, {},
+              "dense_relu");
+    try {
+      (void)f(x, w, b);
+    } catch (const Error& e) {
+      if (rank == 0) said = e.what();
+    }
+  });
+  EXPECT_NE(said.find("shard 'dense_relu': dataset_strategy ((2, 1)) has 1 entry but the block "
+                      "has 3 inputs"),
+            std::string::npos)
+      << said;
+}
+
 // ---- the settings shard needs and the seed's mistakes ----
 
 std::string error_of(const std::function<void()>& fn) {
@@ -325,7 +378,7 @@ TEST(ShardPyNative, WithoutAutoParallelShardingPropagationIsAnErrorNamingTheSett
   runtime::set_context({});
 }
 
-TEST(ShardPyNative, DevicesOutStrategyAndBadLevelsSaySo) {
+TEST(ShardPyNative, DevicesAndBadLevelsSaySo) {
   ShardContext context;
   auto block = make_net(32)->block1;
   std::string said = error_of([&] { block->shard({std::nullopt}, {.device = "GPU"}); });
@@ -339,8 +392,6 @@ TEST(ShardPyNative, DevicesOutStrategyAndBadLevelsSaySo) {
             std::string::npos)
       << said;
   EXPECT_EQ(error_of([&] { block->shard({std::nullopt}, {.level = 1}); }), "(no error)");
-  said = error_of([&] { block->shard({std::nullopt}, {.out_strategy = ir::Strategy{{2, 1}}}); });
-  EXPECT_NE(said.find("out_strategy ((2, 1)) is not built yet"), std::string::npos) << said;
   // CPU is accepted.
   EXPECT_EQ(error_of([&] { block->shard({std::nullopt}, {.device = "CPU"}); }), "(no error)");
 }
@@ -435,6 +486,72 @@ TEST(ShardPyNative, SaveGraphsDumpsTheBlocksStrategies) {
   EXPECT_NE(end_rank1.find("in_strategy: ((1, 2))"), std::string::npos) << end_rank1;
   EXPECT_NE(end_rank1.find("in_strategy: ((2, 1))"), std::string::npos) << end_rank1;
   EXPECT_NE(end_rank1.find("AllReduce"), std::string::npos) << end_rank1;
+}
+
+// The rank-1 step_parallel_end dump of program `program` under `dir` ("" when there is none).
+std::string rank1_end_dump(const std::filesystem::path& dir, const std::string& program) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    const std::string path = entry.path().string();
+    if (path.find(program) != std::string::npos &&
+        path.find("step_parallel_end") != std::string::npos && path.ends_with(".ir") &&
+        path.find("rank1") != std::string::npos) {
+      std::ifstream in(entry.path());
+      return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    }
+  }
+  return {};
+}
+
+TEST(ShardPyNative, OutStrategyAndNamedLayoutsEqualOneProcess) {
+  // matmul(x, w) with x's reduction dimension split 4 ways: the block's output is a pending sum.
+  // out_strategy ((4, 1)) splits its rows over those ranks: a ReduceScatter where the MatMul
+  // ends (the dump shows it), and the output and gradients stay those of eager code. The same
+  // with named layouts: x over ("dp", "mp") of a (2, 2) device matrix, in both axis orders.
+  set_seed(8);
+  const Tensor x = Tensor::uniform({16, 32});
+  const Tensor w = Tensor::uniform({32, 12});
+  runtime::set_context({.mode = runtime::PYNATIVE_MODE});
+  std::vector<Tensor> leaves{x.clone(), w.clone()};
+  for (Tensor& t : leaves) t.set_requires_grad(true);
+  const Tensor want = ops::matmul(leaves[0], leaves[1]);
+  const std::vector<Tensor> want_grads = grads_of_sum(want, leaves);
+  const ir::Layout layout({2, 2}, {"dp", "mp"});
+  const std::vector<std::pair<std::string, std::pair<InStrategy, ShardOptions>>> cases{
+      {"splits", {{std::vector<int64_t>{1, 4}, std::nullopt}, {.out_strategy = {{{4, 1}}}}}},
+      {"named",
+       {{layout("None", {"dp", "mp"}), std::nullopt},
+        {.out_strategy = {{layout({"dp", "mp"}, "None")}}}}},
+      {"named out of order",
+       {{layout("None", {"mp", "dp"}), std::nullopt},
+        {.out_strategy = {{layout({"mp", "dp"}, "None")}}}}},
+  };
+  for (const auto& [what, spec] : cases) {
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("cleave_shard_out_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    ShardContext context;
+    runtime::set_context(
+        {.mode = runtime::PYNATIVE_MODE, .save_graphs = 1, .save_graphs_path = dir.string()});
+    testing::run_thread_job(4, [&](int rank) {
+      ShardedFunction f = shard([](const Tensor& a, const Tensor& b) { return ops::matmul(a, b); },
+                                spec.first, spec.second, "matmul_block");
+      std::vector<Tensor> in{x.clone(), w.clone()};
+      for (Tensor& t : in) t.set_requires_grad(true);
+      const Tensor result = f(in[0], in[1]);
+      const std::string where = fmt::format("{}, rank {}", what, rank);
+      expect_close_to_scale(result, want, "output, " + where);
+      const std::vector<Tensor> got = grads_of_sum(result, in);
+      for (size_t i = 0; i < got.size(); ++i) {
+        expect_close_to_scale(got[i], want_grads[i], fmt::format("gradient {}, {}", i, where));
+      }
+    });
+    runtime::set_context({.mode = runtime::PYNATIVE_MODE});
+    const std::string dump = rank1_end_dump(dir, "shard_matmul_block_forward");
+    std::filesystem::remove_all(dir);
+    ASSERT_FALSE(dump.empty()) << what;
+    EXPECT_NE(dump.find("ReduceScatter("), std::string::npos) << what << "\n" << dump;
+    EXPECT_EQ(dump.find("AllReduce("), std::string::npos) << what << "\n" << dump;
+  }
 }
 
 TEST(ShardPyNative, TrainingModeIsPartOfTheSignature) {

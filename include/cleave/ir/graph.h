@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,71 @@ using Strategy = std::vector<std::vector<int64_t>>;
 // "((2, 4), (4, 1))"; "()" for an empty one.
 std::string strategy_to_string(const Strategy& strategy);
 
+// A layout with named device axes (MindSpore 2.x's Layout; NOTE [Named layouts]): the device
+// matrix, a name per axis, and for each tensor dimension the names of the axes it is split over,
+// major first (none: not split). Made by Layout's call operator below; `parallel` turns it into
+// its own Layout (cleave/parallel/layout.h), which is where it is checked against an op.
+struct TensorLayout {
+  std::vector<int64_t> device_matrix;
+  std::vector<std::string> alias;
+  std::vector<std::vector<std::string>> map;
+
+  TensorLayout() = default;
+  // Checks the names: each alias a non-empty identifier other than "None", used once; each name
+  // in `map` one of the aliases, used once in the whole map ("None" entries are dropped). Throws
+  // Error saying which rule is broken.
+  TensorLayout(std::vector<int64_t> device_matrix, std::vector<std::string> alias,
+               std::vector<std::vector<std::string>> map);
+  bool operator==(const TensorLayout&) const = default;
+  // How many slices each dimension is cut into: the strategy entry the layout implies.
+  std::vector<int64_t> splits() const;
+  // "layout(dev=(2, 2, 2), alias=(dp, sp, mp), map=(dp, (sp, mp), None))".
+  std::string to_string() const;
+};
+
+// NOTE [Named layouts]
+// The device matrix of a job with a name per axis, as MindSpore 2.x writes it:
+//   ir::Layout layout({2, 2, 2}, {"dp", "sp", "mp"});
+//   matmul.shard({layout("dp", {"sp", "mp"}), layout({"sp", "mp"}, "None")});
+// Each argument of the call is one tensor dimension: an axis name, several names in braces (the
+// dimension is split over all of them, the first one major), or "None" (not split). Ranks are
+// numbered row-major over the device matrix, its last axis fastest, as in NOTE [Layouts]. A
+// named layout says exactly which ranks hold which slice, where a strategy tuple says only how
+// many slices there are: axes may come in any order, so a consumer can ask for a tensor split
+// over the minor axis of its device matrix. One layout per input (and per output for
+// out_strategy), all on the same device matrix.
+class Layout {
+ public:
+  // Throws Error for a device axis of size < 1, a size and name count that differ, or a bad name
+  // (empty, "None", or used twice).
+  Layout(std::vector<int64_t> device_matrix, std::vector<std::string> alias_name);
+
+  // One tensor dimension of a call.
+  struct Dim {
+    std::vector<std::string> names;
+    Dim(const char* name) : names{name} {}             // NOLINT: "dp" reads as a dimension
+    Dim(std::string name) : names{std::move(name)} {}  // NOLINT
+    Dim(std::initializer_list<std::string> axes) : names(axes) {}
+  };
+  TensorLayout operator()(Dim d0) const { return make({std::move(d0)}); }
+  TensorLayout operator()(Dim d0, Dim d1) const { return make({std::move(d0), std::move(d1)}); }
+  TensorLayout operator()(Dim d0, Dim d1, Dim d2) const {
+    return make({std::move(d0), std::move(d1), std::move(d2)});
+  }
+  TensorLayout operator()(Dim d0, Dim d1, Dim d2, Dim d3) const {
+    return make({std::move(d0), std::move(d1), std::move(d2), std::move(d3)});
+  }
+  // Any number of dimensions.
+  TensorLayout make(std::vector<Dim> dims) const;
+
+  const std::vector<int64_t>& device_matrix() const { return dev_; }
+  const std::vector<std::string>& alias_name() const { return alias_; }
+
+ private:
+  std::vector<int64_t> dev_;
+  std::vector<std::string> alias_;
+};
+
 enum class NodeKind { kInput, kParameter, kConstant, kOp };
 
 struct Node {
@@ -69,6 +135,15 @@ struct Node {
   // The strategy was derived by the parallel rewrite (a default or a propagated one), not given
   // with shard(); the dumps mark it.
   bool strategy_derived = false;
+  // Named layouts of the inputs (Primitive::shard with layouts, or propagation choosing an axis
+  // order): one per input, and `strategy` holds their splits. Empty: `strategy` alone.
+  std::vector<TensorLayout> in_layouts;
+  // The layouts the outputs must have (out_strategy): the rewrite inserts the communication from
+  // what the op computes. Either splits per output dimension (on the op's own device matrix) or
+  // named layouts; empty: the outputs as computed, pending reductions completed. A block's
+  // output producer may get an entry of no dimensions for an output of rank > 0: no request.
+  Strategy out_strategy;
+  std::vector<TensorLayout> out_layouts;
   Tensor value;          // kParameter and kConstant: the bound tensor (shares storage)
   bool literal = false;  // kConstant: the graph holds the only reference (NOTE [Graph IR])
 
@@ -175,6 +250,12 @@ class ScopeGuard {
 class AnnotationGuard {
  public:
   AnnotationGuard(Placement placement, Strategy strategy = {}, std::string name = {});
+  // With an out_strategy and named layouts too (Primitive::shard's full form; see Node).
+  struct Sharding {
+    Strategy in, out;
+    std::vector<TensorLayout> in_layouts, out_layouts;
+  };
+  AnnotationGuard(Placement placement, Sharding sharding, std::string name);
   ~AnnotationGuard();
   AnnotationGuard(const AnnotationGuard&) = delete;
   AnnotationGuard& operator=(const AnnotationGuard&) = delete;

@@ -23,6 +23,15 @@ class Primitive {
   // One entry per input, one split count (>= 1) per dimension of that input; checked against the
   // op's arity here and against the inputs' ranks at each call. Returns *this.
   Primitive& shard(Strategy in_strategy);
+  // With out_strategy: one entry per output, the splits it must have, on the device matrix of
+  // in_strategy (MindSpore's out_strategy). The rewrite inserts the communication from what the
+  // op computes: a partial sum whose out_strategy splits a dimension over the reduction's
+  // devices becomes a ReduceScatter. Checked against the outputs' ranks when traced.
+  Primitive& shard(Strategy in_strategy, Strategy out_strategy);
+  // Named layouts (NOTE [Named layouts] in cleave/ir/graph.h): one per input, and optionally
+  // one per output; all on one device matrix. Returns *this.
+  Primitive& shard(std::vector<TensorLayout> in_layouts,
+                   std::vector<TensorLayout> out_layouts = {});
   // Returns *this. rank_id must be >= 0.
   Primitive& place(const std::string& role, int64_t rank_id);
   // The instance name of the nodes it adds ("matmul2", as MindSpore names a primitive after the
@@ -43,6 +52,8 @@ class Primitive {
   const OpDef* op_;
   Attrs attrs_;
   Strategy strategy_;
+  Strategy out_strategy_;
+  std::vector<TensorLayout> in_layouts_, out_layouts_;
   Placement placement_;
   std::string name_;
 };

@@ -12,6 +12,11 @@
 //    (a) bytes of redistribution per rank on its edges to decided operators and fixed inputs;
 //    (b) computation per rank; (c) its own forward communication; (d) how many decided neighbours
 //    have another device matrix (ones dropped); (e) larger splits of earlier dimensions first.
+//    Besides its rule's strategies (each loop on its own default axis), an operator described
+//    by loops may take exactly the layout a decided neighbour gives a tensor they share, on that
+//    neighbour's device matrix and axes (a tensor split over a minor axis, or over two axes of
+//    one dimension): such a choice is written on the node as named layouts (Node::in_layouts;
+//    NOTE [Named layouts] in cleave/ir/graph.h), so the rewrite uses the same axes.
 // 3. Operators nothing configured reaches, and operators writing into their inputs, are left to
 //    the rewrite (data parallel; their parameter's layout). Where decided strategies disagree on
 //    an edge the rewrite inserts the redistribution, named in the report and the dump

@@ -11,10 +11,14 @@
 //   AlltoAll(axis, x -> y)      the last axis of dim x moved to the end of dim y
 //   Slice(axis, dim)            dim split one level finer over a replica axis (local, no message)
 // costed by the bytes each rank sends in a ring algorithm (docs/design/sharding.md, section 3),
-// ties broken by fewer steps. Without a common matrix ([2, 3] and [3, 2] on 6 devices) the plan
-// goes through the replicated tensor. Plans are cached by (from, to, shape, dtype). A step's
-// groups are the ranks that differ only on its axes (ranks_along), ascending, so a plan made once
-// serves every rank: emit() (step_parallel.h) instantiates it for one rank.
+// ties broken by fewer steps. A dimension may list its axes in any order (named layouts): steps
+// grow a dimension by the target's next axis and gather its last ones, so the order is kept; an
+// AllGather over axes out of ascending order runs as one gather per axis, minor first, each
+// concatenating in rank order (NOTE [Named layouts] in cleave/ir/graph.h). Without a common matrix
+// ([2, 3] and [3, 2] on 6 devices) the plan goes through the replicated tensor. Plans are cached by
+// (from, to, shape, dtype). A step's groups are the ranks that differ only on its axes
+// (ranks_along), ascending, so a plan made once serves every rank: emit() (step_parallel.h)
+// instantiates it for one rank.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +34,10 @@ namespace cleave::parallel {
 struct RedistributionStep {
   enum class Kind { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kSlice };
   Kind kind = Kind::kSlice;
-  DeviceMatrix dev;       // the device matrix the axes refer to
-  std::vector<int> axes;  // the group's axes (ascending); Slice: the one new axis
+  DeviceMatrix dev;  // the device matrix the axes refer to
+  // The group's axes (ascending, but an AllGather's in its dimension's order); Slice: the one
+  // new axis.
+  std::vector<int> axes;
   // ReduceScatter, AllGather, Slice: the dimension split or gathered; AlltoAll: the dimension
   // that gains the split (split_dim).
   int64_t dim = -1;

@@ -70,6 +70,18 @@ struct OpSharding {
   // sent to complete the partial outputs (an AllReduce of each; 0 when none is partial).
   double compute_flops = 0;
   double forward_comm_bytes = 0;
+  // The device axes of each loop, major first, when they are not the default (loop l split over
+  // axis l): a sharding from named layouts (infer_node). Empty: the default.
+  std::vector<std::vector<int>> loop_axes;
+  // The layouts the outputs must have once computed (the op's out_strategy, output_targets()),
+  // one per output; empty: each output as computed, its pending reduction completed.
+  std::vector<Layout> out_targets;
+  // The device axes loop `loop` is split over (none when it is not split).
+  std::vector<int> axes_of(int loop) const;
+  // What output k holds once the op is done: its target, else its completed layout.
+  Layout final_output(size_t k) const {
+    return out_targets.empty() ? outputs[k].completed() : out_targets[k];
+  }
   // The split of the loop named `loop` (1 when the rule has no such loop).
   int64_t split(int loop) const {
     return loop >= 0 && loop < static_cast<int>(loop_splits.size())
@@ -121,6 +133,29 @@ class ShardingRule {
   enum class ComputeClass { kMemory, kMatMul, kConvolution };
   virtual ComputeClass compute_class() const { return ComputeClass::kMemory; }
 };
+
+// The Layout a named layout describes (NOTE [Named layouts] in cleave/ir/graph.h): its device
+// matrix, each dimension over the axes it names, in its order.
+Layout layout_of(const ir::TensorLayout& named);
+
+// The named layout of `layout` (axes named "a0", "a1", ...): what propagation writes on a node
+// whose chosen layouts are not its strategy's default axes.
+ir::TensorLayout named_of(const Layout& layout);
+
+// The rule's sharding under the splits of `named` (one layout per input), moved onto the axes
+// they name (the rule's own layouts when those put every slice on the same ranks). Throws as
+// infer_node does.
+OpSharding infer_with_layouts(const ShardingRule& rule, const RuleContext& ctx,
+                              const std::vector<ir::TensorLayout>& named);
+
+// The sharding of node `n` (its op's rule as `rule`, described by `ctx`) under `strategy`: the
+// rule's inference, then, when the node has named layouts (Node::in_layouts), the device matrix
+// and axes they name, and the output targets of its out_strategy or out_layouts. Throws Error
+// naming the op for layouts the rule cannot take (two inputs naming different axes for one loop,
+// another axis order on an op whose rule is not described by loops), a layout on another device
+// count, and an out_strategy that does not fit its outputs.
+OpSharding infer_node(const ShardingRule& rule, const RuleContext& ctx, const ir::Node& n,
+                      const ir::Strategy& strategy);
 
 // The rule of `op`, or null when it has none (tests/parallel/rule_coverage_test.cc requires one
 // for every registered primitive).

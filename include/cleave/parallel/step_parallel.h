@@ -77,6 +77,10 @@ LocalStep materialize(const ir::Graph& global, const ParallelPlan& plan, int64_t
 // Error when an input does not fit it.
 std::vector<Layout> dataset_layouts(const ir::Graph& g, const StepParallelOptions& options);
 
+// The layout a strategy entry gives a tensor on `device_num` devices: the device matrix is the
+// splits, then the remaining devices as one replica axis; dimension d split over axis d.
+Layout layout_of_splits(const std::vector<int64_t>& splits, int64_t device_num);
+
 // ---- pieces the runtime also uses while tracing a rank's graph ----
 
 // The ranks holding the same slice of `layout` as `rank` (differing only on its replica axes),

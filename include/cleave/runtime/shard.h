@@ -12,8 +12,12 @@
 //     absent entry: no Cast, the input is laid out as its first consumer needs), each planned
 //     parameter through a Cast carrying its parameter_plan strategy, and propagation spreads
 //     those strategies to every other operator of the block (with a `level`, the dynamic
-//     programming chooses theirs under that objective instead). The block's graph outputs are
-//     replicated (NOTE [Step-parallel rewrite]), so every rank gets the whole output.
+//     programming chooses theirs under that objective instead). An entry may be a named layout
+//     (NOTE [Named layouts] in cleave/ir/graph.h). With an out_strategy, the op producing each
+//     output gets it as its own out_strategy (NOTE [Output targets] in
+//     src/parallel/named_layouts.cc): the output is laid out so where it is computed (a split
+//     reduction ends in a ReduceScatter). The block's graph outputs are then replicated (NOTE
+//     [Step-parallel rewrite]), so every rank gets the whole output.
 //   - Holders. The compiled graph does not bind the block's inputs and parameters themselves:
 //     the step-parallel load slices bound tensors in place (NOTE [Sharded parameters]), and the
 //     eager code (the optimizer, the layers outside the block, the user) must keep seeing whole
@@ -41,7 +45,10 @@
 //     dataset_strategy = "full_batch" explicitly, as the tutorial's function example does. With
 //     "data_parallel", a parameter inside the block gets the gradient of every rank's part of
 //     the global batch (as a DATA_PARALLEL step's all-reduced gradient), while eager code outside
-//     it gets only its own rank's. Per-input dataset strategies are not supported by a block yet.
+//     it gets only its own rank's. A dataset_strategy of one strategy per input: every rank
+//     passes its slice of each input as that strategy lays it out on the job's devices (the
+//     device matrix of its splits, then the replicas), gets the whole outputs, and gets its
+//     slice of each input's gradient.
 // Requires PYNATIVE_MODE, parallel_mode AUTO_PARALLEL and search_mode "sharding_propagation"
 // (checked when the block is made and at each call). A block never runs inside another block's
 // trace (nested shard is an Error) nor inside a GRAPH_MODE trace. Every rank of the job must call
@@ -62,20 +69,32 @@
 
 namespace cleave::runtime {
 
-// One entry per input of a block: how many slices each dimension is split into, or std::nullopt
-// for "derive it" (the seed's None).
-using InStrategy = std::vector<std::optional<std::vector<int64_t>>>;
+// How one tensor of a block is laid out: how many slices each dimension is split into ({1, 8}),
+// or a named layout (layout("dp", "mp"), NOTE [Named layouts] in cleave/ir/graph.h).
+struct LayoutEntry {
+  std::vector<int64_t> splits;  // a named layout's splits too
+  std::optional<ir::TensorLayout> named;
+
+  LayoutEntry(std::vector<int64_t> s) : splits(std::move(s)) {}  // NOLINT: {1, 8} reads as one
+  LayoutEntry(std::initializer_list<int64_t> s) : splits(s) {}
+  LayoutEntry(ir::TensorLayout l) : splits(l.splits()), named(std::move(l)) {}  // NOLINT
+  // "(1, 8)", or the named layout's text.
+  std::string to_string() const;
+};
+
+// One entry per input of a block: its layout, or std::nullopt for "derive it" (the seed's None).
+using InStrategy = std::vector<std::optional<LayoutEntry>>;
 
 struct ShardOptions {
-  // The layout the block's outputs must have. Not built yet: setting it is an Error that says so
-  // (TODO(#26)).
-  std::optional<ir::Strategy> out_strategy;
-  // Parameter name -> strategy of that parameter. Names are the block's own dotted paths
+  // The layout each output of the block must have inside the block's graph (NOTE [Sharded blocks
+  // in PyNative], out_strategy), one entry per output; std::nullopt: no request. Empty: none.
+  std::vector<std::optional<LayoutEntry>> out_strategy;
+  // Parameter name -> layout of that parameter. Names are the block's own dotted paths
   // ("dense2.weight") or the path from the cell that registered the block ("block1.dense2.weight");
   // a leading "self." is accepted and stripped. A name that matches no parameter, or a parameter
   // that already has a layout (sharded already, or its first consumer has a shard() strategy), is
   // reported once on stderr and skipped, as in MindSpore.
-  std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_plan;
+  std::vector<std::pair<std::string, LayoutEntry>> parameter_plan;
   // Where the block runs: "CPU". "GPU" is an Error until the GPU backend runs sharded blocks.
   std::string device = "CPU";
   // The objective of the search for the operators inside the block: 0 maximise computation over
@@ -109,8 +128,8 @@ struct ShardedBlockSpec {
 class ShardedBlock {
  public:
   // Throws Error for a context that cannot run it (not PYNATIVE_MODE, not AUTO_PARALLEL with
-  // "sharding_propagation"), a device other than "CPU", a level other than 0, 1 or 2, an
-  // out_strategy (not built yet), an empty in_strategy or a null fn.
+  // "sharding_propagation"), a device other than "CPU", a level other than 0, 1 or 2, an empty
+  // in_strategy or a null fn.
   explicit ShardedBlock(ShardedBlockSpec spec);
   ~ShardedBlock();
   ShardedBlock(const ShardedBlock&) = delete;
@@ -143,6 +162,7 @@ class ShardedBlock {
 namespace cleave {
 
 using runtime::InStrategy;
+using runtime::LayoutEntry;
 using runtime::ShardOptions;
 
 // What shard() returns: the block, called with tensors. Copies share the block (and its cache).

@@ -29,6 +29,14 @@ std::string annotations(const Node& n) {
     out += " {in_strategy: " + strategy_to_string(n.strategy) +
            (n.strategy_derived ? ", derived: true}" : "}");
   }
+  auto layouts = [](const std::vector<TensorLayout>& ls) {
+    std::string text = "(";
+    for (size_t i = 0; i < ls.size(); ++i) text += (i > 0 ? ", " : "") + ls[i].to_string();
+    return text + ")";
+  };
+  if (!n.in_layouts.empty()) out += " {in_layouts: " + layouts(n.in_layouts) + "}";
+  if (!n.out_strategy.empty()) out += " {out_strategy: " + strategy_to_string(n.out_strategy) + "}";
+  if (!n.out_layouts.empty()) out += " {out_layouts: " + layouts(n.out_layouts) + "}";
   if (!n.placement.empty()) {
     out += fmt::format(" {{placement: (role: {}, rank: {})}}",
                        n.placement.role.empty() ? "-" : n.placement.role, n.placement.rank);

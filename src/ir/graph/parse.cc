@@ -24,6 +24,7 @@ using text::Cursor;
 using text::is_number;
 using text::parse_attrs;
 using text::parse_int_tuple;
+using text::parse_layouts_at;
 using text::parse_meta;
 using text::parse_metas;
 using text::parse_strategy_at;
@@ -271,6 +272,15 @@ class Parser {
           e.node.strategy_derived = true;
         }
         in.expect("}");
+      } else if (in.accept("in_layouts:")) {
+        e.node.in_layouts = parse_layouts_at(in);
+        in.expect("}");
+      } else if (in.accept("out_strategy:")) {
+        e.node.out_strategy = parse_strategy_at(in);
+        in.expect("}");
+      } else if (in.accept("out_layouts:")) {
+        e.node.out_layouts = parse_layouts_at(in);
+        in.expect("}");
       } else if (in.accept("placement: (role:")) {
         const std::string role = in.until(",");
         e.node.placement.role = role == "-" ? "" : role;
@@ -278,11 +288,15 @@ class Parser {
         e.node.placement.rank = in.integer();
         in.expect(")}");
       } else {
-        in.fail("side_effect, in_strategy or placement");
+        in.fail("side_effect, in_strategy, in_layouts, out_strategy, out_layouts or placement");
       }
     }
     in.expect_end();
     (void)side_effect;  // printed from the primitive: nothing to keep
+    if (!e.node.in_layouts.empty() && e.node.strategy.empty()) {
+      // Named layouts alone: their splits are the strategy, as Primitive::shard sets it.
+      for (const TensorLayout& l : e.node.in_layouts) e.node.strategy.push_back(l.splits());
+    }
     ++line_;
     {
       Cursor types = cursor();

@@ -25,6 +25,50 @@ Primitive& Primitive::shard(Strategy in_strategy) {
     }
   }
   strategy_ = std::move(in_strategy);
+  out_strategy_.clear();
+  in_layouts_.clear();
+  out_layouts_.clear();
+  return *this;
+}
+
+Primitive& Primitive::shard(Strategy in_strategy, Strategy out_strategy) {
+  shard(std::move(in_strategy));
+  CLEAVE_CHECK_ARG(!out_strategy.empty(),
+                   "{}: out_strategy is empty; give one entry per output of the op, or use "
+                   "shard(in_strategy) alone",
+                   op_->name);
+  for (size_t i = 0; i < out_strategy.size(); ++i) {
+    for (int64_t v : out_strategy[i]) {
+      CLEAVE_CHECK_ARG(v >= 1, "{}: out_strategy {} splits output {} into {} slices; expected >= 1",
+                       op_->name, strategy_to_string(out_strategy), i, v);
+    }
+  }
+  out_strategy_ = std::move(out_strategy);
+  return *this;
+}
+
+Primitive& Primitive::shard(std::vector<TensorLayout> in_layouts,
+                            std::vector<TensorLayout> out_layouts) {
+  CLEAVE_CHECK_ARG(!in_layouts.empty(), "{}: shard got no layout; give one per input", op_->name);
+  Strategy splits;
+  for (const TensorLayout& l : in_layouts) {
+    CLEAVE_CHECK_ARG(
+        l.device_matrix == in_layouts[0].device_matrix && l.alias == in_layouts[0].alias,
+        "{}: the layouts of one shard() are on different device matrices ({} and "
+        "{}); expected every input and output laid out on one Layout",
+        op_->name, in_layouts[0].to_string(), l.to_string());
+    splits.push_back(l.splits());
+  }
+  for (const TensorLayout& l : out_layouts) {
+    CLEAVE_CHECK_ARG(
+        l.device_matrix == in_layouts[0].device_matrix && l.alias == in_layouts[0].alias,
+        "{}: the out layout {} is on another device matrix than the inputs' ({}); "
+        "expected every input and output laid out on one Layout",
+        op_->name, l.to_string(), in_layouts[0].to_string());
+  }
+  shard(std::move(splits));
+  in_layouts_ = std::move(in_layouts);
+  out_layouts_ = std::move(out_layouts);
   return *this;
 }
 
@@ -41,6 +85,7 @@ Primitive& Primitive::place(const std::string& role, int64_t rank_id) {
 
 std::vector<Tensor> Primitive::operator()(std::vector<Tensor> inputs) const {
   if (!tracing() || (strategy_.empty() && placement_.empty() && name_.empty())) {
+    // Eagerly (and in a standalone process) a strategy has no effect.
     return call(*op_, std::move(inputs), attrs_);
   }
   if (!strategy_.empty()) {
@@ -59,8 +104,26 @@ std::vector<Tensor> Primitive::operator()(std::vector<Tensor> inputs) const {
                        inputs[i].rank());
     }
   }
-  AnnotationGuard annotate(placement_, strategy_, name_);
-  return call(*op_, std::move(inputs), attrs_);
+  AnnotationGuard annotate(placement_, {strategy_, out_strategy_, in_layouts_, out_layouts_},
+                           name_);
+  std::vector<Tensor> out = call(*op_, std::move(inputs), attrs_);
+  const size_t n_out = !out_layouts_.empty() ? out_layouts_.size() : out_strategy_.size();
+  if (n_out > 0) {
+    CLEAVE_CHECK_ARG(n_out == out.size(),
+                     "{}: out_strategy has {} entr{} but the op has {} output{}; expected one "
+                     "entry per output",
+                     op_->name, n_out, n_out == 1 ? "y" : "ies", out.size(),
+                     out.size() == 1 ? "" : "s");
+    for (size_t i = 0; i < out.size(); ++i) {
+      const size_t dims =
+          !out_layouts_.empty() ? out_layouts_[i].map.size() : out_strategy_[i].size();
+      CLEAVE_CHECK_ARG(static_cast<int64_t>(dims) == out[i].rank(),
+                       "{}: out_strategy gives output {} {} dimension{} but the output has "
+                       "shape {}; expected one split per dimension",
+                       op_->name, i, dims, dims == 1 ? "" : "s", out[i].shape().to_string());
+    }
+  }
+  return out;
 }
 
 Primitive& Primitive::set_name(std::string name) {

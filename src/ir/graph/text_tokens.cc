@@ -118,6 +118,67 @@ Strategy parse_strategy_at(Cursor& in) {
   return s;
 }
 
+namespace {
+
+std::vector<std::string> parse_names(Cursor& in) {
+  std::vector<std::string> out;
+  in.expect("(");
+  if (in.accept(")")) return out;
+  do {
+    in.skip_space();
+    std::string name = in.until(",)");
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    if (name.empty()) in.fail("a name");
+    out.push_back(std::move(name));
+  } while (in.accept(","));
+  in.expect(")");
+  return out;
+}
+
+}  // namespace
+
+TensorLayout parse_layout_at(Cursor& in) {
+  in.expect("layout(dev=");
+  std::vector<int64_t> dev = parse_int_tuple(in);
+  in.expect(", alias=");
+  std::vector<std::string> alias = parse_names(in);
+  in.expect(", map=(");
+  std::vector<std::vector<std::string>> map;
+  if (!in.accept(")")) {
+    do {
+      if (in.peek('(')) {
+        map.push_back(parse_names(in));
+      } else {
+        in.skip_space();
+        std::string name = in.until(",)");
+        while (!name.empty() && name.back() == ' ') name.pop_back();
+        if (name.empty()) in.fail("an axis name, a tuple of them, or None");
+        map.push_back({std::move(name)});
+      }
+    } while (in.accept(","));
+    in.expect(")");
+  }
+  in.expect(")");
+  const size_t at = in.position();
+  try {
+    return TensorLayout(std::move(dev), std::move(alias), std::move(map));
+  } catch (const Error& e) {
+    in.rewind(at);
+    in.fail_here(e.what());
+  }
+}
+
+std::vector<TensorLayout> parse_layouts_at(Cursor& in) {
+  std::vector<TensorLayout> out;
+  in.expect("(");
+  if (in.accept(")")) return out;
+  do {
+    out.push_back(parse_layout_at(in));
+  } while (in.accept(","));
+  in.expect(")");
+  return out;
+}
+
 Tensor constant_tensor(const TensorMeta& m, const std::vector<double>& values, Cursor& in) {
   Tensor t = Tensor::zeros(m.shape, m.dtype);
   if (values.empty()) return t;

@@ -102,6 +102,9 @@ TensorMeta parse_meta(Cursor& in);                 // <Tensor[Float32], (2, 4)>
 std::vector<TensorMeta> parse_metas(Cursor& in);   // (<...>, <...>) or ()
 Attrs parse_attrs(Cursor& in);                     // {key: value, ...}
 Strategy parse_strategy_at(Cursor& in);            // ((2, 4), (4, 1))
+// layout(dev=(2, 2), alias=(dp, mp), map=(dp, None)) (TensorLayout::to_string)
+TensorLayout parse_layout_at(Cursor& in);
+std::vector<TensorLayout> parse_layouts_at(Cursor& in);  // (layout(...), ...) or ()
 // Whether `s` is a whole number; *is_double says whether it has a point or an exponent.
 bool is_number(const std::string& s, bool* is_double);
 // A tensor of `meta` holding `values` (one for every element, or one for all; none: zeros);

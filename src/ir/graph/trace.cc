@@ -16,7 +16,7 @@ struct ScopeFrame {
 };
 struct Annotation {
   Placement placement;
-  Strategy strategy;
+  AnnotationGuard::Sharding sharding;
   std::string name;  // the instance name stem; empty: the op's
 };
 thread_local std::vector<ScopeFrame> t_scopes;
@@ -38,11 +38,11 @@ Placement current_placement() {
   return {};
 }
 
-Strategy current_strategy() {
+const AnnotationGuard::Sharding* current_sharding() {
   for (auto it = t_annotations.rbegin(); it != t_annotations.rend(); ++it) {
-    if (!it->strategy.empty()) return it->strategy;
+    if (!it->sharding.in.empty()) return &it->sharding;
   }
-  return {};
+  return nullptr;
 }
 
 }  // namespace
@@ -179,7 +179,12 @@ std::vector<Tensor> Tracer::record(const OpDef& op, const std::vector<Tensor>& i
     n.name = stem + "_" + std::to_string(it->second++);
   }
   n.placement = current_placement();
-  n.strategy = current_strategy();
+  if (const AnnotationGuard::Sharding* sharding = current_sharding()) {
+    n.strategy = sharding->in;
+    n.out_strategy = sharding->out;
+    n.in_layouts = sharding->in_layouts;
+    n.out_layouts = sharding->out_layouts;
+  }
   graph_.nodes.push_back(std::move(n));
   const int id = static_cast<int>(graph_.nodes.size()) - 1;
   std::vector<Tensor> out;
@@ -212,7 +217,10 @@ ScopeGuard::ScopeGuard(std::string name, std::string cls_name, Placement placeme
 ScopeGuard::~ScopeGuard() { t_scopes.pop_back(); }
 
 AnnotationGuard::AnnotationGuard(Placement placement, Strategy strategy, std::string name) {
-  t_annotations.push_back({std::move(placement), std::move(strategy), std::move(name)});
+  t_annotations.push_back({std::move(placement), {.in = std::move(strategy)}, std::move(name)});
+}
+AnnotationGuard::AnnotationGuard(Placement placement, Sharding sharding, std::string name) {
+  t_annotations.push_back({std::move(placement), std::move(sharding), std::move(name)});
 }
 AnnotationGuard::~AnnotationGuard() { t_annotations.pop_back(); }
 

@@ -1,6 +1,8 @@
 // BatchNorm and LayerNorm and their backward primitives.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cleave/ops/elementwise.h"
 #include "cleave/ops/reduce.h"
 #include "cleave/ops/shape.h"
@@ -50,10 +52,12 @@ class BatchNormRule : public ShardingRule {
   std::vector<Tensor> lower(const LowerContext& ctx) const override {
     const bool training = ctx.rule.attrs.get_or("is_training", true);
     const int64_t rank = ctx.rule.inputs[0].shape.rank();
-    std::vector<int> split_axes;  // the batch and spatial loops split (loop l is device axis l)
+    std::vector<int> split_axes;  // the device axes of the batch and spatial loops split
     for (int l = 0; l < static_cast<int>(rank); ++l) {
-      if (l != 1 && ctx.sharding.split(l) > 1) split_axes.push_back(l);
+      if (l == 1) continue;
+      for (int a : ctx.sharding.axes_of(l)) split_axes.push_back(a);
     }
+    std::sort(split_axes.begin(), split_axes.end());
     if (!training || split_axes.empty()) return ShardingRule::lower(ctx);
 
     const Shape& global = ctx.rule.inputs[0].shape;
