@@ -10,6 +10,19 @@
 // the join of two decisions; an entry's decision, followed to its leaves, gives the candidate of
 // every original node its cost counts. Combining fronts first computes the pairs' costs as
 // *parts* (the decisions they would join), prunes, and makes decisions for the survivors only.
+//
+// NOTE [Single-entry fronts]
+// With no memory limit every front holds one entry at most (prune keeps the cheapest), and the
+// operator elimination, which for each pair (a, b) of its ends' candidates takes the least over
+// the middle node's candidates c of edge(u, v)[a, c] + v[c] + edge(v, w)[c, b], is a (min, +)
+// matrix product: at 1024 devices seed 001's ResNet-50 has products of 400 x 400 x 400, and
+// building a Part per term and a vector per front made that most of the solve. So without a
+// memory limit it runs on plain arrays of costs and memories (+inf for an empty front): each
+// term is summed in the same order as sums() sums it, the winner is the first least term by
+// (cost, memory) as prune() picks it, and its decision is joined as make() joins it, so the
+// tables, the decisions and the plan replayed are those of the general code, bit for bit.
+// Eliminated edges free their tables at once, and the eliminations read edges in place
+// instead of copying their tables.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -145,9 +158,11 @@ class Engine {
 
   int other(const WorkEdge& e, int n) const { return e.from == n ? e.to : e.from; }
 
+  // Removes edge e from the working graph and frees its table (nothing reads a dead edge).
   void unlink(int e) {
     WorkEdge& edge = edges_[static_cast<size_t>(e)];
     edge.alive = false;
+    std::vector<Front>().swap(edge.table);
     for (int n : {edge.from, edge.to}) {
       std::vector<int>& list = nodes_[static_cast<size_t>(n)].edges;
       list.erase(std::find(list.begin(), list.end(), e));
@@ -216,7 +231,7 @@ class Engine {
   void eliminate_leaf(int v) {
     WorkNode& leaf = nodes_[static_cast<size_t>(v)];
     const int e = leaf.edges[0];
-    const WorkEdge edge = edges_[static_cast<size_t>(e)];
+    const WorkEdge& edge = edges_[static_cast<size_t>(e)];  // edges_ does not grow here
     const int u = other(edge, v);
     WorkNode& keep = nodes_[static_cast<size_t>(u)];
     std::vector<Part> folded, parts;
@@ -231,7 +246,7 @@ class Engine {
       keep.table[static_cast<size_t>(a)] = make(parts);
     }
     ++(edge.from == v ? counts_.merge : counts_.contract);
-    unlink(e);
+    unlink(e);  // last use of `edge`
     leaf.alive = false;
     push(u);
   }
@@ -239,8 +254,9 @@ class Engine {
   // Operator (or triangle): v with edges to u and w becomes an edge u-w.
   void eliminate_operator(int v) {
     WorkNode& mid = nodes_[static_cast<size_t>(v)];
-    const WorkEdge left = edges_[static_cast<size_t>(mid.edges[0])];
-    const WorkEdge right = edges_[static_cast<size_t>(mid.edges[1])];
+    // References: edges_ grows only in add_edge, after the last use of these.
+    const WorkEdge& left = edges_[static_cast<size_t>(mid.edges[0])];
+    const WorkEdge& right = edges_[static_cast<size_t>(mid.edges[1])];
     const int u = other(left, v), w = other(right, v);
     const int64_t nu = nodes_[static_cast<size_t>(u)].candidates;
     const int64_t nw = nodes_[static_cast<size_t>(w)].candidates;
@@ -250,6 +266,25 @@ class Engine {
     }
     WorkEdge edge{true, u, w, {}};
     edge.table.reserve(static_cast<size_t>(nu * nw));
+    if (!use_memory_) {
+      single_operator(left, mid, right, u, w, edge);
+    } else {
+      eliminate_operator_fronts(left, mid, right, u, w, edge);
+    }
+    ++(joined ? counts_.triangle : counts_.op);
+    unlink(mid.edges[1]);
+    unlink(mid.edges[0]);
+    mid.alive = false;
+    add_edge(std::move(edge));
+    push(u);
+    push(w);
+  }
+
+  // The operator elimination's fronts, in general (a memory limit: whole fronts).
+  void eliminate_operator_fronts(const WorkEdge& left, const WorkNode& mid, const WorkEdge& right,
+                                 int u, int w, WorkEdge& edge) {
+    const int64_t nu = nodes_[static_cast<size_t>(u)].candidates;
+    const int64_t nw = nodes_[static_cast<size_t>(w)].candidates;
     std::vector<Part> parts;
     for (int64_t a = 0; a < nu; ++a) {
       for (int64_t b = 0; b < nw; ++b) {
@@ -261,13 +296,71 @@ class Engine {
         edge.table.push_back(make(parts));
       }
     }
-    ++(joined ? counts_.triangle : counts_.op);
-    unlink(mid.edges[1]);
-    unlink(mid.edges[0]);
-    mid.alive = false;
-    add_edge(std::move(edge));
-    push(u);
-    push(w);
+  }
+
+  // The operator elimination with no memory limit, where every front holds one entry at most
+  // (NOTE [Single-entry fronts]): for each (a, b) the least over c of
+  // edge(u, v)[a, c] + v[c] + edge(v, w)[c, b], a (min, +) product of two matrices through v's
+  // costs, computed on plain arrays in the order the general code sums and picks.
+  void single_operator(const WorkEdge& left, const WorkNode& mid, const WorkEdge& right, int u,
+                       int w, WorkEdge& edge) {
+    const int64_t nu = nodes_[static_cast<size_t>(u)].candidates;
+    const int64_t nw = nodes_[static_cast<size_t>(w)].candidates;
+    const int64_t nv = mid.candidates;
+    // lm[a][c] = edge(u, v)[a, c] + v[c] (cost and memory), r[b][c] = edge(v, w)[c, b]; +inf
+    // where a front is empty. Decisions are looked up for the winner only.
+    std::vector<double> lm_cost(static_cast<size_t>(nu * nv)), lm_mem(lm_cost.size());
+    std::vector<double> r_cost(static_cast<size_t>(nw * nv)), r_mem(r_cost.size());
+    for (int64_t a = 0; a < nu; ++a) {
+      for (int64_t c = 0; c < nv; ++c) {
+        const Front& l = cell(left, u, a, c);
+        const Front& m = mid.table[static_cast<size_t>(c)];
+        const size_t at = static_cast<size_t>(a * nv + c);
+        if (l.empty() || m.empty()) {
+          lm_cost[at] = kInf;
+          lm_mem[at] = 0;
+        } else {
+          lm_cost[at] = l[0].cost + m[0].cost;
+          lm_mem[at] = l[0].mem + m[0].mem;
+        }
+      }
+    }
+    for (int64_t b = 0; b < nw; ++b) {
+      for (int64_t c = 0; c < nv; ++c) {
+        const Front& r = cell(right, w, b, c);
+        const size_t at = static_cast<size_t>(b * nv + c);
+        r_cost[at] = r.empty() ? kInf : r[0].cost;
+        r_mem[at] = r.empty() ? 0 : r[0].mem;
+      }
+    }
+    for (int64_t a = 0; a < nu; ++a) {
+      const double* lc = &lm_cost[static_cast<size_t>(a * nv)];
+      const double* lmem = &lm_mem[static_cast<size_t>(a * nv)];
+      for (int64_t b = 0; b < nw; ++b) {
+        const double* rc = &r_cost[static_cast<size_t>(b * nv)];
+        const double* rmem = &r_mem[static_cast<size_t>(b * nv)];
+        int64_t best = -1;
+        double best_cost = kInf, best_mem = kInf;
+        for (int64_t c = 0; c < nv; ++c) {
+          const double cost = lc[c] + rc[c];
+          if (cost > best_cost || std::isinf(cost)) continue;
+          const double mem = lmem[c] + rmem[c];
+          if (cost < best_cost || mem < best_mem) {
+            best = c;
+            best_cost = cost;
+            best_mem = mem;
+          }
+        }
+        if (best < 0) {
+          edge.table.emplace_back();
+          continue;
+        }
+        const int32_t d = join(join(cell(left, u, a, best)[0].decision,
+                                    mid.table[static_cast<size_t>(best)][0].decision),
+                               cell(right, w, b, best)[0].decision);
+        edge.table.push_back(Front{{best_cost, best_mem, d}});
+      }
+    }
   }
 
   // Star: v (three edges or more) and its neighbour u become one node of their candidate pairs.
