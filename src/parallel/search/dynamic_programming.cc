@@ -31,6 +31,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <memory>
 
 #include "cleave/core/error.h"
 #include "cleave/parallel/search.h"
@@ -46,7 +47,56 @@ struct Entry {
   double cost = 0, mem = 0;
   int32_t decision = -1;
 };
-using Front = std::vector<Entry>;
+
+// A front: its entries, sorted by cost with memory strictly falling. One entry is held in place
+// and more in a vector on the heap: without a memory limit no front holds more than one (NOTE
+// [Single-entry fronts]), and a table of a million cells then allocates nothing per cell.
+class Front {
+ public:
+  Front() = default;
+  Front(std::initializer_list<Entry> entries) {
+    for (const Entry& e : entries) push_back(e);
+  }
+  Front(const Front& o)
+      : one_(o.one_), many_(o.many_ ? std::make_unique<std::vector<Entry>>(*o.many_) : nullptr) {}
+  Front(Front&&) noexcept = default;
+  Front& operator=(const Front& o) {
+    if (this != &o) *this = Front(o);
+    return *this;
+  }
+  Front& operator=(Front&&) noexcept = default;
+
+  bool empty() const { return size() == 0; }
+  size_t size() const {
+    if (many_) return many_->size();
+    return one_.decision == kNoEntry ? 0 : 1;
+  }
+  const Entry* begin() const { return many_ ? many_->data() : &one_; }
+  const Entry* end() const { return begin() + size(); }
+  const Entry& operator[](size_t i) const { return begin()[i]; }
+  const Entry& front() const { return *begin(); }
+  const Entry& back() const { return begin()[size() - 1]; }
+  void reserve(size_t) {}
+  void clear() {
+    many_.reset();
+    one_.decision = kNoEntry;
+  }
+  void push_back(const Entry& e) {
+    if (many_) {
+      many_->push_back(e);
+    } else if (empty()) {
+      one_ = e;
+    } else {
+      many_ = std::make_unique<std::vector<Entry>>(std::vector<Entry>{one_, e});
+    }
+  }
+
+ private:
+  // one_'s decision when the front is empty (a real decision is -1 or an index).
+  static constexpr int32_t kNoEntry = std::numeric_limits<int32_t>::min();
+  Entry one_{0, 0, kNoEntry};                 // the entry of a front of one
+  std::unique_ptr<std::vector<Entry>> many_;  // every entry of a front of two or more
+};
 
 struct Decision {
   int32_t node = -1, candidate = -1;  // node >= 0: original node `node` takes `candidate`
