@@ -282,19 +282,21 @@ struct Search {
         return std::tie(bytes, steps, id) > std::tie(o.bytes, o.steps, o.id);
       }
     };
+    // A layout reached: by `step` (its `after` is the layout; the start's step is a placeholder
+    // holding only the start) from visit `parent`.
     struct Visit {
-      Layout layout;
       double bytes;
       size_t steps;
       int parent;
       RedistributionStep step;
+      const Layout& layout() const { return step.after; }
     };
     // Per layout met (by key): its best visit so far, and whether it left the queue.
     struct Seen {
       size_t best;
       bool done;
     };
-    std::vector<Visit> visits{{start, 0, 0, -1, {}}};
+    std::vector<Visit> visits{{0, 0, -1, {.after = start}}};
     std::unordered_map<std::string, Seen> seen;
     seen.emplace(key_of(start), Seen{0, false});
     std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
@@ -302,10 +304,10 @@ struct Search {
     while (!queue.empty()) {
       const Entry e = queue.top();
       queue.pop();
-      Seen& mine = seen.at(key_of(visits[e.id].layout));
+      Seen& mine = seen.at(key_of(visits[e.id].layout()));
       if (mine.done) continue;
       mine.done = true;
-      if (visits[e.id].layout == target) {
+      if (visits[e.id].layout() == target) {
         RedistributionPlan plan;
         plan.bytes = visits[e.id].bytes;
         for (int v = static_cast<int>(e.id); visits[static_cast<size_t>(v)].parent >= 0;
@@ -315,7 +317,7 @@ struct Search {
         std::reverse(plan.steps.begin(), plan.steps.end());
         return plan;
       }
-      for (RedistributionStep& s : moves(visits[e.id].layout)) {
+      for (RedistributionStep& s : moves(visits[e.id].layout())) {
         const double bytes = visits[e.id].bytes + s.bytes;
         const size_t steps = visits[e.id].steps + 1;
         auto [it, fresh] = seen.try_emplace(key_of(s.after), Seen{visits.size(), false});
@@ -324,7 +326,7 @@ struct Search {
           if (std::tie(best.bytes, best.steps) <= std::tie(bytes, steps)) continue;
           it->second.best = visits.size();
         }
-        visits.push_back({s.after, bytes, steps, static_cast<int>(e.id), std::move(s)});
+        visits.push_back({bytes, steps, static_cast<int>(e.id), std::move(s)});
         queue.push({bytes, steps, visits.size() - 1});
       }
     }
