@@ -26,15 +26,19 @@ namespace {
 // ResNet-50 has 1.7 million such cells, of which some 300 thousand differ (the blocks of a
 // stage repeat their edges); each different one is a shortest-path search in
 // plan_redistribution, which dominated the search (30 s of its 32 s). So the builder:
-//   1. interns the layouts and tensor types the cells name (equal Layout values, compared
-//      exactly, not by distribution, get one id), so that a cell is three small integers;
+//   1. interns the layouts the cells name by their normalized forms (Layout::normalized: axes
+//      of size 1 dropped) and the tensor types, so that a cell is three small integers: two
+//      layouts that distribute a tensor alike get one id, and plan_redistribution plans from
+//      and to the normalized forms, as it does inside for any layouts (its plan is a function
+//      of the normalized forms, and its checks accept a layout's normalized form whenever they
+//      accept the layout);
 //   2. makes one *job* per different cell (first met first), and computes the jobs' plans on
 //      several threads (plan_redistribution is thread-safe and a pure function of its
 //      arguments), then their costs in job order on this thread (a CostModel need not be
 //      thread-safe);
 //   3. fills every matrix from its cells' jobs.
-// Each cell gets exactly the value the plain loop computed, from the same layouts by the same
-// expression: the cost graph, and so every plan searched on it, is unchanged bit for bit. An
+// Each cell gets exactly the value the plain loop computed, by the same expression from the same
+// plan: the cost graph, and so every plan searched on it, is unchanged bit for bit. An
 // Error a plan raises is rethrown for the first job (in cell order) that raised one, as the
 // loop would have raised it.
 
@@ -271,7 +275,7 @@ class Builder {
     key.append(reinterpret_cast<const char*>(&v), sizeof v);
   }
 
-  int layout_id(const Layout& l) {
+  static std::string key_of(const Layout& l) {
     std::string key;
     put(key, static_cast<int64_t>(l.device_matrix().size()));
     for (int64_t d : l.device_matrix()) put(key, d);
@@ -283,7 +287,17 @@ class Builder {
     put(key, static_cast<int64_t>(l.partial().size()));
     for (int a : l.partial()) put(key, a);
     put(key, static_cast<int64_t>(l.partial_op()));
-    return layouts_.id(key, l);
+    return key;
+  }
+
+  // The id of l's normalized form (NOTE [Edge costs]); normalized() runs once per distinct l.
+  int layout_id(const Layout& l) {
+    const int raw = raw_layouts_.id(key_of(l), l);
+    if (static_cast<size_t>(raw) == normal_of_.size()) {
+      const Layout n = l.normalized();
+      normal_of_.push_back(layouts_.id(key_of(n), n));
+    }
+    return normal_of_[static_cast<size_t>(raw)];
   }
 
   int meta_id(const ir::TensorMeta& meta) {
@@ -417,8 +431,10 @@ class Builder {
   std::vector<std::vector<ir::TensorMeta>> metas_;
   std::vector<std::optional<Layout>> fixed_;                // graph inputs and constants
   std::map<std::pair<size_t, size_t>, Layout> layouts_of_;  // (parameter, candidate) -> layout
-  Interned<Layout> layouts_;                      // NOTE [Edge costs]: the layouts cells name
-  Interned<ir::TensorMeta> tensor_types_;         // and their tensors' types
+  Interned<Layout> raw_layouts_;           // NOTE [Edge costs]: the layouts cells name, as met
+  std::vector<int> normal_of_;             // per raw layout: its normalized form's id in layouts_
+  Interned<Layout> layouts_;               // the normalized forms
+  Interned<ir::TensorMeta> tensor_types_;  // and their tensors' types
   std::unordered_map<uint64_t, int32_t> job_of_;  // (from, to, meta) -> job
   std::vector<Job> jobs_;
   std::vector<PendingEdge> pending_;
