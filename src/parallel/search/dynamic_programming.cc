@@ -21,8 +21,12 @@
 // term is summed in the same order as sums() sums it, the winner is the first least term by
 // (cost, memory) as prune() picks it, and its decision is joined as make() joins it, so the
 // tables, the decisions and the plan replayed are those of the general code, bit for bit.
-// Eliminated edges free their tables at once, and the eliminations read edges in place
-// instead of copying their tables.
+// The merge and contract (a leaf folded into its neighbour) take the same shortcut. An original
+// edge is not made into fronts at all unless an elimination needs them (an edge elimination, a
+// star, the exact solver, or a memory limit): its costs are read in place, which spares a front
+// per cell (11 million at 1024 devices, most of them a parameter's forbidden pairs). Eliminated
+// edges free their tables at once, and the eliminations read edges in place instead of copying
+// their tables.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -121,6 +125,9 @@ struct WorkEdge {
   bool alive = true;
   int from = 0, to = 0;      // working nodes; `from` produces (for merge vs contract)
   std::vector<Front> table;  // [candidate of from][candidate of to]
+  // Without a memory limit, an original edge's costs, read in place until an elimination needs
+  // its fronts (then `table` is made and this is null; NOTE [Single-entry fronts]).
+  const std::vector<double>* raw = nullptr;
 };
 
 class Engine {
@@ -200,10 +207,39 @@ class Engine {
   // ---- the working graph ----
 
   // The front of edge e for candidate `a` of node `na` and `b` of its other end.
+  // Requires the edge's fronts made (make_fronts).
   const Front& cell(const WorkEdge& e, int na, int64_t a, int64_t b) const {
+    CLEAVE_ASSERT(e.raw == nullptr, "dynamic programming: an edge's fronts read before made");
+    return e.table[at(e, na, a, b)];
+  }
+
+  size_t at(const WorkEdge& e, int na, int64_t a, int64_t b) const {
     const int64_t to_count = nodes_[static_cast<size_t>(e.to)].candidates;
-    return e.from == na ? e.table[static_cast<size_t>(a * to_count + b)]
-                        : e.table[static_cast<size_t>(b * to_count + a)];
+    return static_cast<size_t>(e.from == na ? a * to_count + b : b * to_count + a);
+  }
+
+  // Without a memory limit: the one entry of that front of edge e into `out`, or false for an
+  // empty front; an original edge's cost is read in place.
+  bool single(const WorkEdge& e, int na, int64_t a, int64_t b, Entry& out) const {
+    const size_t i = at(e, na, a, b);
+    if (e.raw != nullptr) {
+      const double c = (*e.raw)[i];
+      if (std::isinf(c)) return false;
+      out = {c, 0, -1};
+      return true;
+    }
+    const Front& f = e.table[i];
+    if (f.empty()) return false;
+    out = f[0];
+    return true;
+  }
+
+  // An original edge's fronts, made from its costs as init made every edge's before.
+  static void make_fronts(WorkEdge& e) {
+    if (e.raw == nullptr) return;
+    e.table.reserve(e.raw->size());
+    for (double c : *e.raw) e.table.push_back(std::isinf(c) ? Front{} : Front{{c, 0, -1}});
+    e.raw = nullptr;
   }
 
   int other(const WorkEdge& e, int n) const { return e.from == n ? e.to : e.from; }
@@ -213,6 +249,7 @@ class Engine {
     WorkEdge& edge = edges_[static_cast<size_t>(e)];
     edge.alive = false;
     std::vector<Front>().swap(edge.table);
+    edge.raw = nullptr;
     for (int n : {edge.from, edge.to}) {
       std::vector<int>& list = nodes_[static_cast<size_t>(n)].edges;
       list.erase(std::find(list.begin(), list.end(), e));
@@ -224,6 +261,8 @@ class Engine {
     for (int e : nodes_[static_cast<size_t>(edge.from)].edges) {
       WorkEdge& old = edges_[static_cast<size_t>(e)];
       if (other(old, edge.from) != edge.to) continue;
+      make_fronts(old);
+      make_fronts(edge);
       const int64_t nf = nodes_[static_cast<size_t>(old.from)].candidates;
       const int64_t nt = nodes_[static_cast<size_t>(old.to)].candidates;
       std::vector<Part> parts;
@@ -258,9 +297,8 @@ class Engine {
       nodes_.push_back(std::move(w));
     }
     for (const CostEdge& e : g_.edges) {
-      WorkEdge w{true, e.from, e.to, {}};
-      w.table.reserve(e.cost.size());
-      for (double c : e.cost) w.table.push_back(std::isinf(c) ? Front{} : Front{{c, 0, -1}});
+      WorkEdge w{true, e.from, e.to, {}, &e.cost};
+      if (use_memory_) make_fronts(w);
       add_edge(std::move(w));
     }
   }
@@ -284,6 +322,21 @@ class Engine {
     const WorkEdge& edge = edges_[static_cast<size_t>(e)];  // edges_ does not grow here
     const int u = other(edge, v);
     WorkNode& keep = nodes_[static_cast<size_t>(u)];
+    if (!use_memory_) {
+      single_leaf(edge, leaf, u, keep);
+    } else {
+      leaf_fronts(edges_[static_cast<size_t>(e)], leaf, u, keep);
+    }
+    ++(edge.from == v ? counts_.merge : counts_.contract);
+    unlink(e);  // last use of `edge`
+    leaf.alive = false;
+    push(u);
+  }
+
+  // The merge or contract in general: u's front for a gains the union over b of
+  // edge(u, v)[a, b] + v[b].
+  void leaf_fronts(WorkEdge& edge, const WorkNode& leaf, int u, WorkNode& keep) {
+    make_fronts(edge);
     std::vector<Part> folded, parts;
     for (int64_t a = 0; a < keep.candidates; ++a) {
       folded.clear();
@@ -295,10 +348,38 @@ class Engine {
       sums(keep.table[static_cast<size_t>(a)], side, nullptr, parts);
       keep.table[static_cast<size_t>(a)] = make(parts);
     }
-    ++(edge.from == v ? counts_.merge : counts_.contract);
-    unlink(e);  // last use of `edge`
-    leaf.alive = false;
-    push(u);
+  }
+
+  // The same with no memory limit (NOTE [Single-entry fronts]): the first least
+  // edge(u, v)[a, b] + v[b] over b, then added to u's entry, decisions joined as make() joins
+  // them (the side's even where u's front is empty).
+  void single_leaf(const WorkEdge& edge, const WorkNode& leaf, int u, WorkNode& keep) {
+    for (int64_t a = 0; a < keep.candidates; ++a) {
+      bool found = false;
+      Entry side, e, l;
+      int32_t de = -1, dl = -1;
+      for (int64_t b = 0; b < leaf.candidates; ++b) {
+        const Front& mine = leaf.table[static_cast<size_t>(b)];
+        if (mine.empty() || !single(edge, u, a, b, e)) continue;
+        l = mine[0];
+        const double cost = e.cost + l.cost, mem = e.mem + l.mem;
+        if (!found || cost < side.cost || (cost == side.cost && mem < side.mem)) {
+          found = true;
+          side = {cost, mem, -1};
+          de = e.decision;
+          dl = l.decision;
+        }
+      }
+      Front& own = keep.table[static_cast<size_t>(a)];
+      if (!found) {
+        own.clear();
+        continue;
+      }
+      side.decision = join(de, dl);
+      if (own.empty()) continue;
+      const Entry k = own[0];
+      own = Front{{k.cost + side.cost, k.mem + side.mem, join(k.decision, side.decision)}};
+    }
   }
 
   // Operator (or triangle): v with edges to u and w becomes an edge u-w.
@@ -363,24 +444,25 @@ class Engine {
     std::vector<double> r_cost(static_cast<size_t>(nw * nv)), r_mem(r_cost.size());
     for (int64_t a = 0; a < nu; ++a) {
       for (int64_t c = 0; c < nv; ++c) {
-        const Front& l = cell(left, u, a, c);
+        Entry l;
         const Front& m = mid.table[static_cast<size_t>(c)];
-        const size_t at = static_cast<size_t>(a * nv + c);
-        if (l.empty() || m.empty()) {
-          lm_cost[at] = kInf;
-          lm_mem[at] = 0;
+        const size_t i = static_cast<size_t>(a * nv + c);
+        if (m.empty() || !single(left, u, a, c, l)) {
+          lm_cost[i] = kInf;
+          lm_mem[i] = 0;
         } else {
-          lm_cost[at] = l[0].cost + m[0].cost;
-          lm_mem[at] = l[0].mem + m[0].mem;
+          lm_cost[i] = l.cost + m[0].cost;
+          lm_mem[i] = l.mem + m[0].mem;
         }
       }
     }
     for (int64_t b = 0; b < nw; ++b) {
       for (int64_t c = 0; c < nv; ++c) {
-        const Front& r = cell(right, w, b, c);
-        const size_t at = static_cast<size_t>(b * nv + c);
-        r_cost[at] = r.empty() ? kInf : r[0].cost;
-        r_mem[at] = r.empty() ? 0 : r[0].mem;
+        Entry r;
+        const size_t i = static_cast<size_t>(b * nv + c);
+        const bool some = single(right, w, b, c, r);
+        r_cost[i] = some ? r.cost : kInf;
+        r_mem[i] = some ? r.mem : 0;
       }
     }
     for (int64_t a = 0; a < nu; ++a) {
@@ -405,9 +487,11 @@ class Engine {
           edge.table.emplace_back();
           continue;
         }
-        const int32_t d = join(join(cell(left, u, a, best)[0].decision,
-                                    mid.table[static_cast<size_t>(best)][0].decision),
-                               cell(right, w, b, best)[0].decision);
+        Entry l, r;
+        single(left, u, a, best, l);
+        single(right, w, b, best, r);
+        const int32_t d =
+            join(join(l.decision, mid.table[static_cast<size_t>(best)][0].decision), r.decision);
         edge.table.push_back(Front{{best_cost, best_mem, d}});
       }
     }
@@ -454,6 +538,7 @@ class Engine {
       if (other(edges_[static_cast<size_t>(e)], v) == u) between = e;
     }
     CLEAVE_ASSERT(between >= 0, "star elimination of nodes {} and {} that share no edge", v, u);
+    make_fronts(edges_[static_cast<size_t>(between)]);
     const WorkEdge link = edges_[static_cast<size_t>(between)];
     unlink(between);
     const int p = static_cast<int>(nodes_.size());
@@ -478,6 +563,7 @@ class Engine {
     for (int side : {v, u}) {
       const std::vector<int> incident = nodes_[static_cast<size_t>(side)].edges;
       for (int e : incident) {
+        make_fronts(edges_[static_cast<size_t>(e)]);
         const WorkEdge old = edges_[static_cast<size_t>(e)];
         const int x = other(old, side);
         const int64_t nx = nodes_[static_cast<size_t>(x)].candidates;
@@ -569,6 +655,9 @@ class Engine {
   }
 
   SearchResult finish() {
+    for (WorkEdge& e : edges_) {
+      if (e.alive) make_fronts(e);
+    }
     std::vector<int> left;
     double combinations = 1;
     for (size_t v = 0; v < nodes_.size(); ++v) {
