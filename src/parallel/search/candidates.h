@@ -67,6 +67,14 @@ double mirror_cost(const CostModel& model, const SearchOptions& o, const ir::Ten
 // trainable tensors: NOTE [IR text]).
 bool trainable(const ir::Node& n);
 
+// The dynamic programming's plan of `graph` (which must pass CostGraph::check) without candidate
+// `candidate` of node `node` (which has another): what solve_dynamic_programming returns for the
+// graph with that candidate removed (its edges' rows or columns with it), but without copying
+// the graph, and with the plan's choices indexing `graph`'s candidates. Throws Error as
+// solve_dynamic_programming does (no feasible plan, too many combinations left).
+SearchResult solve_without_candidate(const CostGraph& graph, int node, int candidate,
+                                     const SearchOptions& options);
+
 // Runs body(0), ..., body(count - 1), on up to `threads` threads (this one among them; at most
 // std::thread::hardware_concurrency()), each index once, in chunks of `chunk` indices taken in
 // order. Blocks until all are done. When some throw, rethrows the exception of the lowest index

@@ -39,6 +39,7 @@
 
 #include "cleave/core/error.h"
 #include "cleave/parallel/search.h"
+#include "parallel/search/candidates.h"
 
 namespace cleave::parallel {
 namespace {
@@ -132,11 +133,18 @@ struct WorkEdge {
 
 class Engine {
  public:
-  Engine(const CostGraph& g, const SearchOptions& o)
-      : g_(g), o_(o), use_memory_(g.memory_capacity_bytes > 0) {}
+  // The search on `g` (checked by the caller), or with drop_node >= 0 on `g` without candidate
+  // `drop` of node `drop_node`: the graph without_candidate() copied before (its edges' rows or
+  // columns removed), here read in place but for that node's edges; the plan returned still
+  // indexes g's candidates.
+  Engine(const CostGraph& g, const SearchOptions& o, int drop_node = -1, int drop = -1)
+      : g_(g),
+        o_(o),
+        use_memory_(g.memory_capacity_bytes > 0),
+        drop_node_(drop_node),
+        drop_(drop) {}
 
   SearchResult run() {
-    g_.check();
     init();
     reduce();
     return finish();
@@ -286,10 +294,13 @@ class Engine {
   void init() {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const CostNode& n = g_.nodes[i];
+      const bool dropping = static_cast<int>(i) == drop_node_;
       WorkNode w;
-      w.candidates = n.num_candidates();
+      w.candidates = n.num_candidates() - (dropping ? 1 : 0);
       w.members = {static_cast<int>(i)};
-      for (int64_t c = 0; c < w.candidates; ++c) {
+      for (int64_t c = 0; c < n.num_candidates(); ++c) {
+        if (dropping && c == drop_) continue;
+        // The decision names g's candidate: the replayed plan indexes g.
         decisions_.push_back({static_cast<int32_t>(i), static_cast<int32_t>(c), -1, -1});
         w.table.push_back({{n.cost[static_cast<size_t>(c)], n.memory_bytes[static_cast<size_t>(c)],
                             static_cast<int32_t>(decisions_.size() - 1)}});
@@ -297,7 +308,19 @@ class Engine {
       nodes_.push_back(std::move(w));
     }
     for (const CostEdge& e : g_.edges) {
-      WorkEdge w{true, e.from, e.to, {}, &e.cost};
+      const std::vector<double>* costs = &e.cost;
+      if (drop_node_ >= 0 && (e.from == drop_node_ || e.to == drop_node_)) {
+        const int64_t cols = g_.nodes[static_cast<size_t>(e.to)].num_candidates();
+        std::vector<double>& kept = reduced_.emplace_back();
+        kept.reserve(e.cost.size());
+        for (size_t k = 0; k < e.cost.size(); ++k) {
+          const auto r = static_cast<int64_t>(k) / cols, c = static_cast<int64_t>(k) % cols;
+          if ((e.from == drop_node_ && r == drop_) || (e.to == drop_node_ && c == drop_)) continue;
+          kept.push_back(e.cost[k]);
+        }
+        costs = &kept;
+      }
+      WorkEdge w{true, e.from, e.to, {}, costs};
       if (use_memory_) make_fronts(w);
       add_edge(std::move(w));
     }
@@ -778,6 +801,8 @@ class Engine {
   const CostGraph& g_;
   const SearchOptions& o_;
   const bool use_memory_;
+  const int drop_node_, drop_;               // a candidate left out (runner-ups), or -1
+  std::deque<std::vector<double>> reduced_;  // the dropped node's edges without it
   std::vector<WorkNode> nodes_;
   std::vector<WorkEdge> edges_;
   std::vector<Decision> decisions_;
@@ -790,7 +815,23 @@ class Engine {
 }  // namespace
 
 SearchResult solve_dynamic_programming(const CostGraph& graph, const SearchOptions& options) {
+  graph.check();
   return Engine(graph, options).run();
 }
+
+namespace search_detail {
+
+SearchResult solve_without_candidate(const CostGraph& graph, int node, int candidate,
+                                     const SearchOptions& options) {
+  CLEAVE_CHECK_ARG(node >= 0 && static_cast<size_t>(node) < graph.nodes.size() && candidate >= 0 &&
+                       candidate < graph.nodes[static_cast<size_t>(node)].num_candidates() &&
+                       graph.nodes[static_cast<size_t>(node)].num_candidates() > 1,
+                   "solve_without_candidate: node {} candidate {} of a graph of {} nodes; "
+                   "expected a candidate of a node that has another",
+                   node, candidate, graph.nodes.size());
+  return Engine(graph, options, node, candidate).run();
+}
+
+}  // namespace search_detail
 
 }  // namespace cleave::parallel

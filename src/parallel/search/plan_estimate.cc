@@ -182,52 +182,6 @@ void apply_choice(Graph& global, const CostGraph& graph, std::span<const int> ch
   }
 }
 
-namespace {
-
-// `graph` without candidate `drop` of node `v` (its edges' rows or columns removed), for the
-// solver: the nodes' labels and strategies, which it does not read, are left out (copying them
-// cost as much as a solve at 1024 devices).
-CostGraph without_candidate(const CostGraph& graph, int v, int drop) {
-  CostGraph out;
-  out.memory_capacity_bytes = graph.memory_capacity_bytes;
-  out.nodes.reserve(graph.nodes.size());
-  for (const CostNode& n : graph.nodes) {
-    out.nodes.push_back({.kind = n.kind,
-                         .graph_node = n.graph_node,
-                         .name = n.name,
-                         .cost = n.cost,
-                         .memory_bytes = n.memory_bytes});
-  }
-  CostNode& n = out.nodes[static_cast<size_t>(v)];
-  const auto erase_at = [drop](auto& vec) {
-    if (static_cast<int>(vec.size()) > drop) vec.erase(vec.begin() + drop);
-  };
-  erase_at(n.cost);
-  erase_at(n.memory_bytes);
-  out.edges.reserve(graph.edges.size());
-  for (const CostEdge& e : graph.edges) {
-    if (e.from != v && e.to != v) {
-      out.edges.push_back(e);
-      continue;
-    }
-    const int64_t rows = graph.nodes[static_cast<size_t>(e.from)].num_candidates();
-    const int64_t cols = graph.nodes[static_cast<size_t>(e.to)].num_candidates();
-    CostEdge kept{e.from, e.to, {}};
-    kept.cost.reserve(e.cost.size());
-    for (int64_t r = 0; r < rows; ++r) {
-      if (e.from == v && r == drop) continue;
-      for (int64_t c = 0; c < cols; ++c) {
-        if (e.to == v && c == drop) continue;
-        kept.cost.push_back(e.cost[static_cast<size_t>(r * cols + c)]);
-      }
-    }
-    out.edges.push_back(std::move(kept));
-  }
-  return out;
-}
-
-}  // namespace
-
 std::vector<RunnerUp> runner_up_plans(const CostGraph& graph, const SearchResult& best,
                                       const SearchOptions& options, int count, int tries) {
   CLEAVE_CHECK_ARG(best.choice.size() == graph.nodes.size(),
@@ -255,11 +209,17 @@ std::vector<RunnerUp> runner_up_plans(const CostGraph& graph, const SearchResult
   std::vector<std::optional<SearchResult>> solved(order.size());
   int64_t cells = 0;
   for (const CostEdge& e : graph.edges) cells += static_cast<int64_t>(e.cost.size());
+  // A graph that fails its checks has no runner-up (as each re-solve failed them before).
+  try {
+    graph.check();
+  } catch (const Error&) {
+    return {};
+  }
   search_detail::parallel_for(order.size(), cells < (int64_t{1} << 20) ? 1 : 8, 1, [&](size_t k) {
     const int v = order[k];
     try {
-      solved[k] = solve_dynamic_programming(
-          without_candidate(graph, v, best.choice[static_cast<size_t>(v)]), options);
+      solved[k] = search_detail::solve_without_candidate(
+          graph, v, best.choice[static_cast<size_t>(v)], options);
     } catch (const Error&) {
       // Nothing feasible without that candidate (a parameter forced elsewhere).
     }
@@ -269,11 +229,7 @@ std::vector<RunnerUp> runner_up_plans(const CostGraph& graph, const SearchResult
     if (!solved[k]) continue;
     const int v = order[k];
     const int drop = best.choice[static_cast<size_t>(v)];
-    SearchResult r = std::move(*solved[k]);
-    // Back to the indices of `graph`.
-    if (r.choice[static_cast<size_t>(v)] >= drop) ++r.choice[static_cast<size_t>(v)];
-    r.cost = graph.cost(r.choice);
-    r.memory_bytes = graph.memory(r.choice);
+    SearchResult r = std::move(*solved[k]);  // its choices index `graph`'s candidates
     if (!std::isfinite(r.cost)) continue;
     const bool seen = std::any_of(found.begin(), found.end(),
                                   [&](const RunnerUp& u) { return u.result.choice == r.choice; });
