@@ -134,9 +134,8 @@ struct WorkEdge {
 class Engine {
  public:
   // The search on `g` (checked by the caller), or with drop_node >= 0 on `g` without candidate
-  // `drop` of node `drop_node`: the graph without_candidate() copied before (its edges' rows or
-  // columns removed), here read in place but for that node's edges; the plan returned still
-  // indexes g's candidates.
+  // `drop` of node `drop_node` (its edges' rows or columns removed, as a copy of the graph would
+  // have them; the rest is read in place); the plan returned indexes g's candidates.
   Engine(const CostGraph& g, const SearchOptions& o, int drop_node = -1, int drop = -1)
       : g_(g),
         o_(o),
