@@ -251,6 +251,27 @@ struct Search {
     return out;
   }
 
+  // A layout of this search as a short byte string: each dimension's axes, then the partial
+  // axes and their reduction. Every layout of one search is on the same device matrix, so two
+  // layouts have equal keys exactly when their texts (Layout::to_string) are equal; the key
+  // replaces that text, whose formatting cost more than the rest of the search (the strategy
+  // search plans hundreds of thousands of redistributions at 1024 devices).
+  static std::string key_of(const Layout& l) {
+    std::string key;
+    const auto put = [&key](int64_t v) {
+      CLEAVE_ASSERT(v >= 0 && v < 128, "redistribution search: {} does not fit a key byte", v);
+      key.push_back(static_cast<char>(v));
+    };
+    for (const DimAxes& axes : l.tensor_map()) {
+      put(static_cast<int64_t>(axes.size()));
+      for (int a : axes) put(a);
+    }
+    put(static_cast<int64_t>(l.partial().size()));
+    for (int a : l.partial()) put(a);
+    if (l.is_partial()) put(static_cast<int64_t>(l.partial_op()));
+    return key;
+  }
+
   // Dijkstra over layouts from `start` to the target (same matrix).
   RedistributionPlan run(const Layout& start) const {
     struct Entry {
@@ -261,25 +282,32 @@ struct Search {
         return std::tie(bytes, steps, id) > std::tie(o.bytes, o.steps, o.id);
       }
     };
+    // A layout reached: by `step` (its `after` is the layout; the start's step is a placeholder
+    // holding only the start) from visit `parent`.
     struct Visit {
-      Layout layout;
       double bytes;
       size_t steps;
       int parent;
       RedistributionStep step;
+      const Layout& layout() const { return step.after; }
     };
-    std::vector<Visit> visits{{start, 0, 0, -1, {}}};
-    std::map<std::string, size_t> best;  // layout text -> visit
-    best[start.to_string()] = 0;
+    // Per layout met (by key): its best visit so far, and whether it left the queue.
+    struct Seen {
+      size_t best;
+      bool done;
+    };
+    std::vector<Visit> visits{{0, 0, -1, {.after = start}}};
+    std::unordered_map<std::string, Seen> seen;
+    seen.emplace(key_of(start), Seen{0, false});
     std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
     queue.push({0, 0, 0});
-    std::set<std::string> done;
     while (!queue.empty()) {
       const Entry e = queue.top();
       queue.pop();
-      const std::string key = visits[e.id].layout.to_string();
-      if (!done.insert(key).second) continue;
-      if (visits[e.id].layout == target) {
+      Seen& mine = seen.at(key_of(visits[e.id].layout()));
+      if (mine.done) continue;
+      mine.done = true;
+      if (visits[e.id].layout() == target) {
         RedistributionPlan plan;
         plan.bytes = visits[e.id].bytes;
         for (int v = static_cast<int>(e.id); visits[static_cast<size_t>(v)].parent >= 0;
@@ -289,17 +317,16 @@ struct Search {
         std::reverse(plan.steps.begin(), plan.steps.end());
         return plan;
       }
-      for (RedistributionStep& s : moves(visits[e.id].layout)) {
+      for (RedistributionStep& s : moves(visits[e.id].layout())) {
         const double bytes = visits[e.id].bytes + s.bytes;
         const size_t steps = visits[e.id].steps + 1;
-        const std::string next = s.after.to_string();
-        auto it = best.find(next);
-        if (it != best.end() && std::tie(visits[it->second].bytes, visits[it->second].steps) <=
-                                    std::tie(bytes, steps)) {
-          continue;
+        auto [it, fresh] = seen.try_emplace(key_of(s.after), Seen{visits.size(), false});
+        if (!fresh) {
+          const Visit& best = visits[it->second.best];
+          if (std::tie(best.bytes, best.steps) <= std::tie(bytes, steps)) continue;
+          it->second.best = visits.size();
         }
-        visits.push_back({s.after, bytes, steps, static_cast<int>(e.id), std::move(s)});
-        best[next] = visits.size() - 1;
+        visits.push_back({bytes, steps, static_cast<int>(e.id), std::move(s)});
         queue.push({bytes, steps, visits.size() - 1});
       }
     }
@@ -379,8 +406,10 @@ const RedistributionPlan& plan_redistribution(const Layout& from, const Layout& 
   // propagation's whole choice), built in a buffer of this thread: the strategy search asks
   // for millions of plans, almost all cached, so a hit allocates nothing and checks nothing (the
   // same key passed the checks when it was planned).
+  // The cache is never destroyed: freeing its hundreds of thousands of plans at exit took
+  // seconds after a strategy search on 1024 devices, and the process is ending anyway.
   static std::mutex mutex;
-  static std::unordered_map<std::vector<int64_t>, RedistributionPlan, KeyHash> cache;
+  static auto& cache = *new std::unordered_map<std::vector<int64_t>, RedistributionPlan, KeyHash>;
   thread_local std::vector<int64_t> key;
   key.clear();
   key.push_back(static_cast<int64_t>(dtype));

@@ -11,11 +11,14 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "cleave/cleave.h"
 #include "cleave/ir/parse.h"
 #include "cleave/parallel/plan_estimate.h"
+#include "cleave/parallel/redistribution.h"
+#include "cleave/parallel/sharding_rule.h"
 #include "testing/gradcheck.h"
 
 namespace cleave::parallel {
@@ -184,6 +187,99 @@ TEST(Search, RandomNetworksCostWhatExhaustiveEnumerationsBestCosts) {
     EXPECT_GT(binding, 10);  // some cost more than the unconstrained best
     EXPECT_GT(shared, 5);    // networks with a parameter read by several ops
   }
+}
+
+// Every op-to-op cell of `g` (built from `net` with `o`) against the plain loop the builder
+// replaced (NOTE [Edge costs] in cost_graph.cc): beta * m times the redistribution from the
+// producer candidate's completed output to the consumer candidate's input, 0 where they
+// distribute alike, bit for bit. Returns the cells checked.
+int64_t expect_plain_edge_costs(const ir::Graph& net, const CostGraph& g, const SearchOptions& o) {
+  const CostModel& model = o.cost_model != nullptr ? *o.cost_model : default_cost_model();
+  const double m = o.training ? 2.0 : 1.0;
+  // The shardings of an op's candidates, from its strategies.
+  const auto shardings = [&](const CostNode& c) {
+    const ir::Node& n = net.nodes[static_cast<size_t>(c.graph_node)];
+    std::vector<ir::TensorMeta> metas;
+    for (const ir::ValueRef& v : n.inputs) metas.push_back(net.meta(v));
+    const RuleContext ctx{
+        *n.op, n.attrs, metas, n.outputs, n.name, n.scope, o.step_parallel.device_num};
+    std::vector<OpSharding> out;
+    for (const ir::Strategy& s : c.strategies) out.push_back(find_rule(*n.op)->infer(ctx, s));
+    return out;
+  };
+  // The edges of each (producer, consumer) pair, in the order the builder adds them: by the
+  // consumer's inputs.
+  std::map<std::pair<int, int>, int> seen;
+  int64_t cells = 0;
+  for (const CostEdge& e : g.edges) {
+    const CostNode& from = g.nodes[static_cast<size_t>(e.from)];
+    const CostNode& to = g.nodes[static_cast<size_t>(e.to)];
+    if (from.kind != CostNode::Kind::kOperator) continue;
+    const ir::Node& consumer = net.nodes[static_cast<size_t>(to.graph_node)];
+    int skip = seen[{e.from, e.to}]++;
+    size_t k = 0;
+    for (; k < consumer.inputs.size(); ++k) {
+      if (consumer.inputs[k].node == from.graph_node && skip-- == 0) break;
+    }
+    EXPECT_LT(k, consumer.inputs.size());
+    if (k == consumer.inputs.size()) return cells;
+    const ir::ValueRef v = consumer.inputs[k];
+    const ir::TensorMeta meta = net.meta(v);
+    const DType dtype = meta.dtype == DType::kBool ? DType::kInt32 : meta.dtype;
+    const std::vector<OpSharding> rows = shardings(from), cols = shardings(to);
+    for (size_t a = 0; a < rows.size(); ++a) {
+      const Layout produced = rows[a].outputs[static_cast<size_t>(v.output)].completed();
+      for (size_t b = 0; b < cols.size(); ++b) {
+        const Layout& read = cols[b].inputs[k];
+        const double s =
+            produced.same_distribution(read)
+                ? 0
+                : model.redistribution_s(plan_redistribution(produced, read, meta.shape, dtype));
+        if (e.cost[a * cols.size() + b] != o.beta * m * s) {
+          ADD_FAILURE() << from.name << " -> " << to.name << ", candidates " << a << " and " << b
+                        << ": " << e.cost[a * cols.size() + b] << ", expected " << o.beta * m * s;
+          return cells;
+        }
+        ++cells;
+      }
+    }
+  }
+  return cells;
+}
+
+TEST(Search, EveryEdgeCellIsTheRedistributionBetweenItsCandidatesLayouts) {
+  std::mt19937 rng(2025);
+  int64_t cells = 0;
+  for (int64_t devices : {4, 6, 8}) {
+    for (int round = 0; round < 30; ++round) {
+      SearchOptions o;
+      o.step_parallel.device_num = devices;
+      o.training = round % 2 == 0;
+      o.beta = round % 4 < 2 ? 1.0 : 0.25;
+      const ir::Graph net = random_network(rng, static_cast<Family>(round % 3), devices * 2);
+      cells += expect_plain_edge_costs(net, build_cost_graph(net, o), o);
+    }
+  }
+  // Large enough that the builder plans on several threads (4096 different cells or more):
+  // MatMul and ReLU layers of changing widths on 1024 devices.
+  const ir::Graph wide = trace({{1024, 256}}, [](const std::vector<Tensor>& in) {
+    Tensor x = in[0];
+    int64_t width = 256;
+    for (int64_t next : {512, 128, 1024, 256, 2048, 64, 512, 2048, 128, 1024, 64, 256}) {
+      const Tensor w = parameter({width, next}, fmt::format("w{}_{}", width, next));
+      x = call("ReLU", {call("MatMul", {x, w})});
+      width = next;
+    }
+    return std::vector<Tensor>{x};
+  });
+  const SearchOptions o{.step_parallel = {.device_num = 1024}};
+  const CostGraph g = build_cost_graph(wide, o);
+  const int64_t wide_cells = expect_plain_edge_costs(wide, g, o);
+  EXPECT_GT(wide_cells, 12000);
+  EXPECT_GT(cells + wide_cells, 0);
+  // The dynamic programming on it still equals the plain replay of its choice.
+  const SearchResult r = solve_dynamic_programming(g, o);
+  EXPECT_EQ(r.cost, g.cost(r.choice));
 }
 
 // Seed 003's Net on 8 devices: x (16, 32) · w (32, 16), ReLU, · w2 (16, 16), MSELoss.

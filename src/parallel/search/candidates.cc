@@ -2,8 +2,11 @@
 #include "parallel/search/candidates.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <numeric>
+#include <thread>
 
 #include "cleave/core/error.h"
 
@@ -118,6 +121,36 @@ double mirror_cost(const CostModel& model, const SearchOptions& o, const ir::Ten
   const double n = static_cast<double>(l.replicas());
   return Factors(o).beta *
          model.collective_s(Collective::kAllReduce, 2 * slice * (n - 1) / n, l.replicas());
+}
+
+void parallel_for(size_t count, size_t threads, size_t chunk,
+                  const std::function<void(size_t)>& body) {
+  chunk = std::max<size_t>(chunk, 1);
+  const size_t cores = std::max<size_t>(std::thread::hardware_concurrency(), 1);
+  threads = std::clamp<size_t>(std::min(threads, cores), 1,
+                               std::max<size_t>((count + chunk - 1) / chunk, 1));
+  std::vector<std::exception_ptr> errors(count);
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (;;) {
+      const size_t begin = next.fetch_add(chunk);
+      if (begin >= count) return;
+      for (size_t i = begin; i < std::min(count, begin + chunk); ++i) {
+        try {
+          body(i);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
 }
 
 }  // namespace cleave::parallel::search_detail

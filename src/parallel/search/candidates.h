@@ -2,7 +2,9 @@
 // parameters (NOTE [Algorithm parameters]) and the cost factors of NOTE [Cost graph].
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "cleave/parallel/cost_model.h"
@@ -64,5 +66,21 @@ double mirror_cost(const CostModel& model, const SearchOptions& o, const ir::Ten
 // Whether parameter node `n` has a gradient: its bound tensor requires one (a parsed graph binds
 // trainable tensors: NOTE [IR text]).
 bool trainable(const ir::Node& n);
+
+// The dynamic programming's plan of `graph` (which must pass CostGraph::check) without candidate
+// `candidate` of node `node` (which has another): what solve_dynamic_programming returns for the
+// graph with that candidate removed (its edges' rows or columns with it), but without copying
+// the graph, and with the plan's choices indexing `graph`'s candidates. Throws Error as
+// solve_dynamic_programming does (no feasible plan, too many combinations left).
+SearchResult solve_without_candidate(const CostGraph& graph, int node, int candidate,
+                                     const SearchOptions& options);
+
+// Runs body(0), ..., body(count - 1), on up to `threads` threads (this one among them; at most
+// std::thread::hardware_concurrency()), each index once, in chunks of `chunk` indices taken in
+// order. Blocks until all are done. When some throw, rethrows the exception of the lowest index
+// that threw, as a plain loop would have (the others ran or not: `body` must have no effect that
+// matters then). `body` must be safe to call from several threads at once for different indices.
+void parallel_for(size_t count, size_t threads, size_t chunk,
+                  const std::function<void(size_t)>& body);
 
 }  // namespace cleave::parallel::search_detail

@@ -8,6 +8,8 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
+#include <unordered_map>
 
 #include "cleave/core/error.h"
 #include "cleave/parallel/redistribution.h"
@@ -16,6 +18,29 @@
 
 namespace cleave::parallel {
 namespace {
+
+// NOTE [Edge costs]
+// An op-to-op edge holds, for every pair (producer candidate, consumer candidate), beta * m times
+// the redistribution from the producer's completed output layout to the layout the consumer's
+// candidate reads. At 1024 devices a convolution has hundreds of candidates and seed 001's
+// ResNet-50 has 1.7 million such cells, of which some 300 thousand differ (the blocks of a
+// stage repeat their edges); each different one is a shortest-path search in
+// plan_redistribution, which dominated the search (30 s of its 32 s). So the builder:
+//   1. interns the layouts the cells name by their normalized forms (Layout::normalized: axes
+//      of size 1 dropped) and the tensor types, so that a cell is three small integers: two
+//      layouts that distribute a tensor alike get one id, and plan_redistribution plans from
+//      and to the normalized forms, as it does inside for any layouts (its plan is a function
+//      of the normalized forms, and its checks accept a layout's normalized form whenever they
+//      accept the layout);
+//   2. makes one *job* per different cell (first met first), and computes the jobs' plans on
+//      several threads (plan_redistribution is thread-safe and a pure function of its
+//      arguments), then their costs in job order on this thread (a CostModel need not be
+//      thread-safe);
+//   3. fills every matrix from its cells' jobs.
+// Each cell gets exactly the value the plain loop computed, by the same expression from the same
+// plan: the cost graph, and so every plan searched on it, is unchanged bit for bit. An
+// Error a plan raises is rethrown for the first job (in cell order) that raised one, as the
+// loop would have raised it.
 
 using ir::Graph;
 using ir::Node;
@@ -78,6 +103,7 @@ class Builder {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (g_.nodes[i].is_op()) add_edges(i);
     }
+    cost_edges();
     out_.memory_capacity_bytes = o_.memory_capacity_bytes;
     return std::move(out_);
   }
@@ -216,7 +242,7 @@ class Builder {
         node.cost.push_back(search_detail::mirror_cost(model_, o_, meta, l, trainable) + held);
         node.memory_bytes.push_back(0);
         node.labels.push_back(l.to_string());
-        layouts_.emplace(std::make_pair(p, node.cost.size() - 1), l);
+        layouts_of_.emplace(std::make_pair(p, node.cost.size() - 1), l);
       }
     }
     if (node.cost.empty()) return;  // read by no op
@@ -233,6 +259,73 @@ class Builder {
     return SIZE_MAX;
   }
 
+  // Interned values (NOTE [Edge costs]): an id per distinct value, by exact equality.
+  template <typename T>
+  struct Interned {
+    std::unordered_map<std::string, int> ids;
+    std::vector<T> values;
+    int id(const std::string& key, const T& value) {
+      auto [it, fresh] = ids.try_emplace(key, static_cast<int>(values.size()));
+      if (fresh) values.push_back(value);
+      return it->second;
+    }
+  };
+
+  static void put(std::string& key, int64_t v) {
+    key.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+
+  static std::string key_of(const Layout& l) {
+    std::string key;
+    put(key, static_cast<int64_t>(l.device_matrix().size()));
+    for (int64_t d : l.device_matrix()) put(key, d);
+    put(key, l.tensor_rank());
+    for (const Layout::DimAxes& axes : l.tensor_map()) {
+      put(key, static_cast<int64_t>(axes.size()));
+      for (int a : axes) put(key, a);
+    }
+    put(key, static_cast<int64_t>(l.partial().size()));
+    for (int a : l.partial()) put(key, a);
+    put(key, static_cast<int64_t>(l.partial_op()));
+    return key;
+  }
+
+  // The id of l's normalized form (NOTE [Edge costs]); normalized() runs once per distinct l.
+  int layout_id(const Layout& l) {
+    const int raw = raw_layouts_.id(key_of(l), l);
+    if (static_cast<size_t>(raw) == normal_of_.size()) {
+      const Layout n = l.normalized();
+      normal_of_.push_back(layouts_.id(key_of(n), n));
+    }
+    return normal_of_[static_cast<size_t>(raw)];
+  }
+
+  int meta_id(const ir::TensorMeta& meta) {
+    std::string key;
+    put(key, static_cast<int64_t>(planned_dtype(meta.dtype)));
+    put(key, meta.shape.rank());
+    for (int64_t d : meta.shape.dims()) put(key, d);
+    return tensor_types_.id(key, meta);
+  }
+
+  // The job of the cell from layout `from` to layout `to` of a tensor `meta` (all ids).
+  int32_t job(int from, int to, int meta) {
+    // Ids below 2^21 each: the key is one number (asserted where made).
+    const uint64_t key = (static_cast<uint64_t>(from) << 42) | (static_cast<uint64_t>(to) << 21) |
+                         static_cast<uint64_t>(meta);
+    auto [it, fresh] = job_of_.try_emplace(key, static_cast<int32_t>(jobs_.size()));
+    if (fresh) jobs_.push_back({from, to, meta});
+    return it->second;
+  }
+
+  // An op-to-op edge waiting for its costs: its cells' jobs, row-major.
+  struct PendingEdge {
+    size_t edge = 0;  // index in out_.edges
+    std::vector<int32_t> cells;
+    std::vector<int> rows, cols;  // layout ids of the producer's rows, the consumer's columns
+    bool follow = false;          // elementwise_op_strategy_follow applies
+  };
+
   void add_edges(size_t i) {
     const Node& n = g_.nodes[i];
     const int to = index_[i];
@@ -243,33 +336,34 @@ class Builder {
       const Node& from_node = g_.nodes[src];
       if (from_node.is_op()) {
         const std::vector<OpSharding>& theirs = shardings_[src];
-        CostEdge e{index_[src], to, {}};
-        e.cost.reserve(theirs.size() * mine.size());
+        PendingEdge p;
+        p.edge = out_.edges.size();
         // elementwise_op_strategy_follow: an elementwise op reads its first producer's output as
         // produced, where one of its candidates can (NOTE [Algorithm parameters]).
-        const bool follow = o_.elementwise_op_strategy_follow && n.strategy.empty() &&
-                            k == first_op_input(i) && search_detail::is_elementwise(*n.op);
+        p.follow = o_.elementwise_op_strategy_follow && n.strategy.empty() &&
+                   k == first_op_input(i) && search_detail::is_elementwise(*n.op);
+        const int meta = meta_id(metas_[i][k]);
         for (const OpSharding& a : theirs) {
-          const Layout from = a.outputs[static_cast<size_t>(v.output)].completed();
-          const size_t row = e.cost.size();
-          bool matched = false;
-          for (const OpSharding& b : mine) {
-            e.cost.push_back(f_.beta * f_.comm * redistribution_s(from, b.inputs[k], metas_[i][k]));
-            matched = matched || from.same_distribution(b.inputs[k]);
-          }
-          if (!follow || !matched) continue;
-          for (size_t c = 0; c < mine.size(); ++c) {
-            if (!from.same_distribution(mine[c].inputs[k])) e.cost[row + c] = kForbidden;
-          }
+          p.rows.push_back(layout_id(a.outputs[static_cast<size_t>(v.output)].completed()));
         }
-        out_.edges.push_back(std::move(e));
+        for (const OpSharding& b : mine) p.cols.push_back(layout_id(b.inputs[k]));
+        CLEAVE_ASSERT(layouts_.values.size() < (size_t{1} << 21) &&
+                          tensor_types_.values.size() < (size_t{1} << 21),
+                      "cost graph: {} layouts and {} tensor types exceed the cell keys",
+                      layouts_.values.size(), tensor_types_.values.size());
+        p.cells.reserve(p.rows.size() * p.cols.size());
+        for (int r : p.rows) {
+          for (int c : p.cols) p.cells.push_back(job(r, c, meta));
+        }
+        out_.edges.push_back(CostEdge{index_[src], to, {}});
+        pending_.push_back(std::move(p));
       } else if (from_node.kind == NodeKind::kParameter) {
         const int from = index_[src];
         const int64_t count = out_.nodes[static_cast<size_t>(from)].num_candidates();
         CostEdge e{from, to, {}};
         e.cost.reserve(static_cast<size_t>(count) * mine.size());
         for (int64_t c = 0; c < count; ++c) {
-          const Layout& l = layouts_.at({src, static_cast<size_t>(c)});
+          const Layout& l = layouts_of_.at({src, static_cast<size_t>(c)});
           for (const OpSharding& b : mine) {
             e.cost.push_back(l.same_distribution(b.inputs[k]) ? 0.0 : kForbidden);
           }
@@ -279,6 +373,54 @@ class Builder {
     }
   }
 
+  // The costs of the jobs (NOTE [Edge costs]), then the matrices of the pending edges.
+  void cost_edges() {
+    const size_t count = jobs_.size();
+    std::vector<char> same(count);
+    std::vector<const RedistributionPlan*> plans(count, nullptr);
+    // Threads pay off only for many plans; a small graph stays on this thread.
+    search_detail::parallel_for(count, count < 4096 ? 1 : 8, 64, [&](size_t j) {
+      const Job& job = jobs_[j];
+      const Layout& from = layouts_.values[static_cast<size_t>(job.from)];
+      const Layout& to = layouts_.values[static_cast<size_t>(job.to)];
+      same[j] = from.same_distribution(to);
+      if (same[j]) return;
+      const ir::TensorMeta& meta = tensor_types_.values[static_cast<size_t>(job.meta)];
+      plans[j] = &plan_redistribution(from, to, meta.shape, planned_dtype(meta.dtype));
+    });
+    std::vector<double> cost(count, 0.0);
+    for (size_t j = 0; j < count; ++j) {
+      if (!same[j]) cost[j] = f_.beta * f_.comm * model_.redistribution_s(*plans[j]);
+    }
+    for (PendingEdge& p : pending_) {
+      CostEdge& e = out_.edges[p.edge];
+      e.cost.resize(p.cells.size());
+      for (size_t c = 0; c < p.cells.size(); ++c) {
+        e.cost[c] = cost[static_cast<size_t>(p.cells[c])];
+      }
+      if (!p.follow) continue;
+      // A row whose output some candidate reads as produced forbids its other pairs.
+      const size_t width = p.cols.size();
+      for (size_t r = 0; r < p.rows.size(); ++r) {
+        bool matched = false;
+        for (size_t c = 0; c < width; ++c) {
+          matched = matched || same[static_cast<size_t>(p.cells[r * width + c])];
+        }
+        if (!matched) continue;
+        for (size_t c = 0; c < width; ++c) {
+          if (!same[static_cast<size_t>(p.cells[r * width + c])]) {
+            e.cost[r * width + c] = kForbidden;
+          }
+        }
+      }
+    }
+    pending_.clear();
+  }
+
+  struct Job {
+    int from, to, meta;
+  };
+
   const Graph& g_;
   const SearchOptions& o_;
   const CostModel& model_;
@@ -287,8 +429,15 @@ class Builder {
   std::vector<std::vector<OpSharding>> shardings_;
   std::vector<std::vector<OpSharding>> unfiltered_;  // fully_use_devices: before it filtered
   std::vector<std::vector<ir::TensorMeta>> metas_;
-  std::vector<std::optional<Layout>> fixed_;                   // graph inputs and constants
-  std::map<std::pair<size_t, size_t>, Layout> layouts_;        // (parameter, candidate) -> layout
+  std::vector<std::optional<Layout>> fixed_;                // graph inputs and constants
+  std::map<std::pair<size_t, size_t>, Layout> layouts_of_;  // (parameter, candidate) -> layout
+  Interned<Layout> raw_layouts_;           // NOTE [Edge costs]: the layouts cells name, as met
+  std::vector<int> normal_of_;             // per raw layout: its normalized form's id in layouts_
+  Interned<Layout> layouts_;               // the normalized forms
+  Interned<ir::TensorMeta> tensor_types_;  // and their tensors' types
+  std::unordered_map<uint64_t, int32_t> job_of_;  // (from, to, meta) -> job
+  std::vector<Job> jobs_;
+  std::vector<PendingEdge> pending_;
   std::vector<std::vector<std::pair<size_t, size_t>>> users_;  // per node: (op, input index)
   CostGraph out_;
 };

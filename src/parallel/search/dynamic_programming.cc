@@ -10,6 +10,23 @@
 // the join of two decisions; an entry's decision, followed to its leaves, gives the candidate of
 // every original node its cost counts. Combining fronts first computes the pairs' costs as
 // *parts* (the decisions they would join), prunes, and makes decisions for the survivors only.
+//
+// NOTE [Single-entry fronts]
+// With no memory limit every front holds one entry at most (prune keeps the cheapest), and the
+// operator elimination, which for each pair (a, b) of its ends' candidates takes the least over
+// the middle node's candidates c of edge(u, v)[a, c] + v[c] + edge(v, w)[c, b], is a (min, +)
+// matrix product: at 1024 devices seed 001's ResNet-50 has products of 400 x 400 x 400, and
+// building a Part per term and a vector per front made that most of the solve. So without a
+// memory limit it runs on plain arrays of costs and memories (+inf for an empty front): each
+// term is summed in the same order as sums() sums it, the winner is the first least term by
+// (cost, memory) as prune() picks it, and its decision is joined as make() joins it, so the
+// tables, the decisions and the plan replayed are those of the general code, bit for bit.
+// The merge and contract (a leaf folded into its neighbour) take the same shortcut. An original
+// edge is not made into fronts at all unless an elimination needs them (an edge elimination, a
+// star, the exact solver, or a memory limit): its costs are read in place, which spares a front
+// per cell (11 million at 1024 devices, most of them a parameter's forbidden pairs). Eliminated
+// edges free their tables at once, and the eliminations read edges in place instead of copying
+// their tables.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -18,9 +35,11 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <memory>
 
 #include "cleave/core/error.h"
 #include "cleave/parallel/search.h"
+#include "parallel/search/candidates.h"
 
 namespace cleave::parallel {
 namespace {
@@ -33,7 +52,56 @@ struct Entry {
   double cost = 0, mem = 0;
   int32_t decision = -1;
 };
-using Front = std::vector<Entry>;
+
+// A front: its entries, sorted by cost with memory strictly falling. One entry is held in place
+// and more in a vector on the heap: without a memory limit no front holds more than one (NOTE
+// [Single-entry fronts]), and a table of a million cells then allocates nothing per cell.
+class Front {
+ public:
+  Front() = default;
+  Front(std::initializer_list<Entry> entries) {
+    for (const Entry& e : entries) push_back(e);
+  }
+  Front(const Front& o)
+      : one_(o.one_), many_(o.many_ ? std::make_unique<std::vector<Entry>>(*o.many_) : nullptr) {}
+  Front(Front&&) noexcept = default;
+  Front& operator=(const Front& o) {
+    if (this != &o) *this = Front(o);
+    return *this;
+  }
+  Front& operator=(Front&&) noexcept = default;
+
+  bool empty() const { return size() == 0; }
+  size_t size() const {
+    if (many_) return many_->size();
+    return one_.decision == kNoEntry ? 0 : 1;
+  }
+  const Entry* begin() const { return many_ ? many_->data() : &one_; }
+  const Entry* end() const { return begin() + size(); }
+  const Entry& operator[](size_t i) const { return begin()[i]; }
+  const Entry& front() const { return *begin(); }
+  const Entry& back() const { return begin()[size() - 1]; }
+  void reserve(size_t) {}
+  void clear() {
+    many_.reset();
+    one_.decision = kNoEntry;
+  }
+  void push_back(const Entry& e) {
+    if (many_) {
+      many_->push_back(e);
+    } else if (empty()) {
+      one_ = e;
+    } else {
+      many_ = std::make_unique<std::vector<Entry>>(std::vector<Entry>{one_, e});
+    }
+  }
+
+ private:
+  // one_'s decision when the front is empty (a real decision is -1 or an index).
+  static constexpr int32_t kNoEntry = std::numeric_limits<int32_t>::min();
+  Entry one_{0, 0, kNoEntry};                 // the entry of a front of one
+  std::unique_ptr<std::vector<Entry>> many_;  // every entry of a front of two or more
+};
 
 struct Decision {
   int32_t node = -1, candidate = -1;  // node >= 0: original node `node` takes `candidate`
@@ -58,15 +126,24 @@ struct WorkEdge {
   bool alive = true;
   int from = 0, to = 0;      // working nodes; `from` produces (for merge vs contract)
   std::vector<Front> table;  // [candidate of from][candidate of to]
+  // Without a memory limit, an original edge's costs, read in place until an elimination needs
+  // its fronts (then `table` is made and this is null; NOTE [Single-entry fronts]).
+  const std::vector<double>* raw = nullptr;
 };
 
 class Engine {
  public:
-  Engine(const CostGraph& g, const SearchOptions& o)
-      : g_(g), o_(o), use_memory_(g.memory_capacity_bytes > 0) {}
+  // The search on `g` (checked by the caller), or with drop_node >= 0 on `g` without candidate
+  // `drop` of node `drop_node` (its edges' rows or columns removed, as a copy of the graph would
+  // have them; the rest is read in place); the plan returned indexes g's candidates.
+  Engine(const CostGraph& g, const SearchOptions& o, int drop_node = -1, int drop = -1)
+      : g_(g),
+        o_(o),
+        use_memory_(g.memory_capacity_bytes > 0),
+        drop_node_(drop_node),
+        drop_(drop) {}
 
   SearchResult run() {
-    g_.check();
     init();
     reduce();
     return finish();
@@ -137,17 +214,49 @@ class Engine {
   // ---- the working graph ----
 
   // The front of edge e for candidate `a` of node `na` and `b` of its other end.
+  // Requires the edge's fronts made (make_fronts).
   const Front& cell(const WorkEdge& e, int na, int64_t a, int64_t b) const {
+    CLEAVE_ASSERT(e.raw == nullptr, "dynamic programming: an edge's fronts read before made");
+    return e.table[at(e, na, a, b)];
+  }
+
+  size_t at(const WorkEdge& e, int na, int64_t a, int64_t b) const {
     const int64_t to_count = nodes_[static_cast<size_t>(e.to)].candidates;
-    return e.from == na ? e.table[static_cast<size_t>(a * to_count + b)]
-                        : e.table[static_cast<size_t>(b * to_count + a)];
+    return static_cast<size_t>(e.from == na ? a * to_count + b : b * to_count + a);
+  }
+
+  // Without a memory limit: the one entry of that front of edge e into `out`, or false for an
+  // empty front; an original edge's cost is read in place.
+  bool single(const WorkEdge& e, int na, int64_t a, int64_t b, Entry& out) const {
+    const size_t i = at(e, na, a, b);
+    if (e.raw != nullptr) {
+      const double c = (*e.raw)[i];
+      if (std::isinf(c)) return false;
+      out = {c, 0, -1};
+      return true;
+    }
+    const Front& f = e.table[i];
+    if (f.empty()) return false;
+    out = f[0];
+    return true;
+  }
+
+  // An original edge's fronts, made from its costs as init made every edge's before.
+  static void make_fronts(WorkEdge& e) {
+    if (e.raw == nullptr) return;
+    e.table.reserve(e.raw->size());
+    for (double c : *e.raw) e.table.push_back(std::isinf(c) ? Front{} : Front{{c, 0, -1}});
+    e.raw = nullptr;
   }
 
   int other(const WorkEdge& e, int n) const { return e.from == n ? e.to : e.from; }
 
+  // Removes edge e from the working graph and frees its table (nothing reads a dead edge).
   void unlink(int e) {
     WorkEdge& edge = edges_[static_cast<size_t>(e)];
     edge.alive = false;
+    std::vector<Front>().swap(edge.table);
+    edge.raw = nullptr;
     for (int n : {edge.from, edge.to}) {
       std::vector<int>& list = nodes_[static_cast<size_t>(n)].edges;
       list.erase(std::find(list.begin(), list.end(), e));
@@ -159,6 +268,8 @@ class Engine {
     for (int e : nodes_[static_cast<size_t>(edge.from)].edges) {
       WorkEdge& old = edges_[static_cast<size_t>(e)];
       if (other(old, edge.from) != edge.to) continue;
+      make_fronts(old);
+      make_fronts(edge);
       const int64_t nf = nodes_[static_cast<size_t>(old.from)].candidates;
       const int64_t nt = nodes_[static_cast<size_t>(old.to)].candidates;
       std::vector<Part> parts;
@@ -182,10 +293,13 @@ class Engine {
   void init() {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const CostNode& n = g_.nodes[i];
+      const bool dropping = static_cast<int>(i) == drop_node_;
       WorkNode w;
-      w.candidates = n.num_candidates();
+      w.candidates = n.num_candidates() - (dropping ? 1 : 0);
       w.members = {static_cast<int>(i)};
-      for (int64_t c = 0; c < w.candidates; ++c) {
+      for (int64_t c = 0; c < n.num_candidates(); ++c) {
+        if (dropping && c == drop_) continue;
+        // The decision names g's candidate: the replayed plan indexes g.
         decisions_.push_back({static_cast<int32_t>(i), static_cast<int32_t>(c), -1, -1});
         w.table.push_back({{n.cost[static_cast<size_t>(c)], n.memory_bytes[static_cast<size_t>(c)],
                             static_cast<int32_t>(decisions_.size() - 1)}});
@@ -193,9 +307,20 @@ class Engine {
       nodes_.push_back(std::move(w));
     }
     for (const CostEdge& e : g_.edges) {
-      WorkEdge w{true, e.from, e.to, {}};
-      w.table.reserve(e.cost.size());
-      for (double c : e.cost) w.table.push_back(std::isinf(c) ? Front{} : Front{{c, 0, -1}});
+      const std::vector<double>* costs = &e.cost;
+      if (drop_node_ >= 0 && (e.from == drop_node_ || e.to == drop_node_)) {
+        const int64_t cols = g_.nodes[static_cast<size_t>(e.to)].num_candidates();
+        std::vector<double>& kept = reduced_.emplace_back();
+        kept.reserve(e.cost.size());
+        for (size_t k = 0; k < e.cost.size(); ++k) {
+          const auto r = static_cast<int64_t>(k) / cols, c = static_cast<int64_t>(k) % cols;
+          if ((e.from == drop_node_ && r == drop_) || (e.to == drop_node_ && c == drop_)) continue;
+          kept.push_back(e.cost[k]);
+        }
+        costs = &kept;
+      }
+      WorkEdge w{true, e.from, e.to, {}, costs};
+      if (use_memory_) make_fronts(w);
       add_edge(std::move(w));
     }
   }
@@ -216,9 +341,24 @@ class Engine {
   void eliminate_leaf(int v) {
     WorkNode& leaf = nodes_[static_cast<size_t>(v)];
     const int e = leaf.edges[0];
-    const WorkEdge edge = edges_[static_cast<size_t>(e)];
+    const WorkEdge& edge = edges_[static_cast<size_t>(e)];  // edges_ does not grow here
     const int u = other(edge, v);
     WorkNode& keep = nodes_[static_cast<size_t>(u)];
+    if (!use_memory_) {
+      single_leaf(edge, leaf, u, keep);
+    } else {
+      leaf_fronts(edges_[static_cast<size_t>(e)], leaf, u, keep);
+    }
+    ++(edge.from == v ? counts_.merge : counts_.contract);
+    unlink(e);  // last use of `edge`
+    leaf.alive = false;
+    push(u);
+  }
+
+  // The merge or contract in general: u's front for a gains the union over b of
+  // edge(u, v)[a, b] + v[b].
+  void leaf_fronts(WorkEdge& edge, const WorkNode& leaf, int u, WorkNode& keep) {
+    make_fronts(edge);
     std::vector<Part> folded, parts;
     for (int64_t a = 0; a < keep.candidates; ++a) {
       folded.clear();
@@ -230,17 +370,46 @@ class Engine {
       sums(keep.table[static_cast<size_t>(a)], side, nullptr, parts);
       keep.table[static_cast<size_t>(a)] = make(parts);
     }
-    ++(edge.from == v ? counts_.merge : counts_.contract);
-    unlink(e);
-    leaf.alive = false;
-    push(u);
+  }
+
+  // The same with no memory limit (NOTE [Single-entry fronts]): the first least
+  // edge(u, v)[a, b] + v[b] over b, then added to u's entry, decisions joined as make() joins
+  // them (the side's even where u's front is empty).
+  void single_leaf(const WorkEdge& edge, const WorkNode& leaf, int u, WorkNode& keep) {
+    for (int64_t a = 0; a < keep.candidates; ++a) {
+      bool found = false;
+      Entry side, e, l;
+      int32_t de = -1, dl = -1;
+      for (int64_t b = 0; b < leaf.candidates; ++b) {
+        const Front& mine = leaf.table[static_cast<size_t>(b)];
+        if (mine.empty() || !single(edge, u, a, b, e)) continue;
+        l = mine[0];
+        const double cost = e.cost + l.cost, mem = e.mem + l.mem;
+        if (!found || cost < side.cost || (cost == side.cost && mem < side.mem)) {
+          found = true;
+          side = {cost, mem, -1};
+          de = e.decision;
+          dl = l.decision;
+        }
+      }
+      Front& own = keep.table[static_cast<size_t>(a)];
+      if (!found) {
+        own.clear();
+        continue;
+      }
+      side.decision = join(de, dl);
+      if (own.empty()) continue;
+      const Entry k = own[0];
+      own = Front{{k.cost + side.cost, k.mem + side.mem, join(k.decision, side.decision)}};
+    }
   }
 
   // Operator (or triangle): v with edges to u and w becomes an edge u-w.
   void eliminate_operator(int v) {
     WorkNode& mid = nodes_[static_cast<size_t>(v)];
-    const WorkEdge left = edges_[static_cast<size_t>(mid.edges[0])];
-    const WorkEdge right = edges_[static_cast<size_t>(mid.edges[1])];
+    // References: edges_ grows only in add_edge, after the last use of these.
+    const WorkEdge& left = edges_[static_cast<size_t>(mid.edges[0])];
+    const WorkEdge& right = edges_[static_cast<size_t>(mid.edges[1])];
     const int u = other(left, v), w = other(right, v);
     const int64_t nu = nodes_[static_cast<size_t>(u)].candidates;
     const int64_t nw = nodes_[static_cast<size_t>(w)].candidates;
@@ -250,6 +419,25 @@ class Engine {
     }
     WorkEdge edge{true, u, w, {}};
     edge.table.reserve(static_cast<size_t>(nu * nw));
+    if (!use_memory_) {
+      single_operator(left, mid, right, u, w, edge);
+    } else {
+      eliminate_operator_fronts(left, mid, right, u, w, edge);
+    }
+    ++(joined ? counts_.triangle : counts_.op);
+    unlink(mid.edges[1]);
+    unlink(mid.edges[0]);
+    mid.alive = false;
+    add_edge(std::move(edge));
+    push(u);
+    push(w);
+  }
+
+  // The operator elimination's fronts, in general (a memory limit: whole fronts).
+  void eliminate_operator_fronts(const WorkEdge& left, const WorkNode& mid, const WorkEdge& right,
+                                 int u, int w, WorkEdge& edge) {
+    const int64_t nu = nodes_[static_cast<size_t>(u)].candidates;
+    const int64_t nw = nodes_[static_cast<size_t>(w)].candidates;
     std::vector<Part> parts;
     for (int64_t a = 0; a < nu; ++a) {
       for (int64_t b = 0; b < nw; ++b) {
@@ -261,13 +449,74 @@ class Engine {
         edge.table.push_back(make(parts));
       }
     }
-    ++(joined ? counts_.triangle : counts_.op);
-    unlink(mid.edges[1]);
-    unlink(mid.edges[0]);
-    mid.alive = false;
-    add_edge(std::move(edge));
-    push(u);
-    push(w);
+  }
+
+  // The operator elimination with no memory limit, where every front holds one entry at most
+  // (NOTE [Single-entry fronts]): for each (a, b) the least over c of
+  // edge(u, v)[a, c] + v[c] + edge(v, w)[c, b], a (min, +) product of two matrices through v's
+  // costs, computed on plain arrays in the order the general code sums and picks.
+  void single_operator(const WorkEdge& left, const WorkNode& mid, const WorkEdge& right, int u,
+                       int w, WorkEdge& edge) {
+    const int64_t nu = nodes_[static_cast<size_t>(u)].candidates;
+    const int64_t nw = nodes_[static_cast<size_t>(w)].candidates;
+    const int64_t nv = mid.candidates;
+    // lm[a][c] = edge(u, v)[a, c] + v[c] (cost and memory), r[b][c] = edge(v, w)[c, b]; +inf
+    // where a front is empty. Decisions are looked up for the winner only.
+    std::vector<double> lm_cost(static_cast<size_t>(nu * nv)), lm_mem(lm_cost.size());
+    std::vector<double> r_cost(static_cast<size_t>(nw * nv)), r_mem(r_cost.size());
+    for (int64_t a = 0; a < nu; ++a) {
+      for (int64_t c = 0; c < nv; ++c) {
+        Entry l;
+        const Front& m = mid.table[static_cast<size_t>(c)];
+        const size_t i = static_cast<size_t>(a * nv + c);
+        if (m.empty() || !single(left, u, a, c, l)) {
+          lm_cost[i] = kInf;
+          lm_mem[i] = 0;
+        } else {
+          lm_cost[i] = l.cost + m[0].cost;
+          lm_mem[i] = l.mem + m[0].mem;
+        }
+      }
+    }
+    for (int64_t b = 0; b < nw; ++b) {
+      for (int64_t c = 0; c < nv; ++c) {
+        Entry r;
+        const size_t i = static_cast<size_t>(b * nv + c);
+        const bool some = single(right, w, b, c, r);
+        r_cost[i] = some ? r.cost : kInf;
+        r_mem[i] = some ? r.mem : 0;
+      }
+    }
+    for (int64_t a = 0; a < nu; ++a) {
+      const double* lc = &lm_cost[static_cast<size_t>(a * nv)];
+      const double* lmem = &lm_mem[static_cast<size_t>(a * nv)];
+      for (int64_t b = 0; b < nw; ++b) {
+        const double* rc = &r_cost[static_cast<size_t>(b * nv)];
+        const double* rmem = &r_mem[static_cast<size_t>(b * nv)];
+        int64_t best = -1;
+        double best_cost = kInf, best_mem = kInf;
+        for (int64_t c = 0; c < nv; ++c) {
+          const double cost = lc[c] + rc[c];
+          if (cost > best_cost || std::isinf(cost)) continue;
+          const double mem = lmem[c] + rmem[c];
+          if (cost < best_cost || mem < best_mem) {
+            best = c;
+            best_cost = cost;
+            best_mem = mem;
+          }
+        }
+        if (best < 0) {
+          edge.table.emplace_back();
+          continue;
+        }
+        Entry l, r;
+        single(left, u, a, best, l);
+        single(right, w, b, best, r);
+        const int32_t d =
+            join(join(l.decision, mid.table[static_cast<size_t>(best)][0].decision), r.decision);
+        edge.table.push_back(Front{{best_cost, best_mem, d}});
+      }
+    }
   }
 
   // Star: v (three edges or more) and its neighbour u become one node of their candidate pairs.
@@ -311,6 +560,7 @@ class Engine {
       if (other(edges_[static_cast<size_t>(e)], v) == u) between = e;
     }
     CLEAVE_ASSERT(between >= 0, "star elimination of nodes {} and {} that share no edge", v, u);
+    make_fronts(edges_[static_cast<size_t>(between)]);
     const WorkEdge link = edges_[static_cast<size_t>(between)];
     unlink(between);
     const int p = static_cast<int>(nodes_.size());
@@ -335,6 +585,7 @@ class Engine {
     for (int side : {v, u}) {
       const std::vector<int> incident = nodes_[static_cast<size_t>(side)].edges;
       for (int e : incident) {
+        make_fronts(edges_[static_cast<size_t>(e)]);
         const WorkEdge old = edges_[static_cast<size_t>(e)];
         const int x = other(old, side);
         const int64_t nx = nodes_[static_cast<size_t>(x)].candidates;
@@ -426,6 +677,9 @@ class Engine {
   }
 
   SearchResult finish() {
+    for (WorkEdge& e : edges_) {
+      if (e.alive) make_fronts(e);
+    }
     std::vector<int> left;
     double combinations = 1;
     for (size_t v = 0; v < nodes_.size(); ++v) {
@@ -546,6 +800,8 @@ class Engine {
   const CostGraph& g_;
   const SearchOptions& o_;
   const bool use_memory_;
+  const int drop_node_, drop_;               // a candidate left out (runner-ups), or -1
+  std::deque<std::vector<double>> reduced_;  // the dropped node's edges without it
   std::vector<WorkNode> nodes_;
   std::vector<WorkEdge> edges_;
   std::vector<Decision> decisions_;
@@ -558,7 +814,23 @@ class Engine {
 }  // namespace
 
 SearchResult solve_dynamic_programming(const CostGraph& graph, const SearchOptions& options) {
+  graph.check();
   return Engine(graph, options).run();
 }
+
+namespace search_detail {
+
+SearchResult solve_without_candidate(const CostGraph& graph, int node, int candidate,
+                                     const SearchOptions& options) {
+  CLEAVE_CHECK_ARG(node >= 0 && static_cast<size_t>(node) < graph.nodes.size() && candidate >= 0 &&
+                       candidate < graph.nodes[static_cast<size_t>(node)].num_candidates() &&
+                       graph.nodes[static_cast<size_t>(node)].num_candidates() > 1,
+                   "solve_without_candidate: node {} candidate {} of a graph of {} nodes; "
+                   "expected a candidate of a node that has another",
+                   node, candidate, graph.nodes.size());
+  return Engine(graph, options, node, candidate).run();
+}
+
+}  // namespace search_detail
 
 }  // namespace cleave::parallel

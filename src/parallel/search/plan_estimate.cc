@@ -7,10 +7,12 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "cleave/core/error.h"
 #include "cleave/parallel/redistribution.h"
 #include "cleave/parallel/step_parallel.h"
+#include "parallel/search/candidates.h"
 
 namespace cleave::parallel {
 namespace {
@@ -180,39 +182,6 @@ void apply_choice(Graph& global, const CostGraph& graph, std::span<const int> ch
   }
 }
 
-namespace {
-
-// `graph` without candidate `drop` of node `v` (its edges' rows or columns removed).
-CostGraph without_candidate(const CostGraph& graph, int v, int drop) {
-  CostGraph out = graph;
-  CostNode& n = out.nodes[static_cast<size_t>(v)];
-  const auto erase_at = [drop](auto& vec) {
-    if (static_cast<int>(vec.size()) > drop) vec.erase(vec.begin() + drop);
-  };
-  erase_at(n.cost);
-  erase_at(n.memory_bytes);
-  erase_at(n.labels);
-  erase_at(n.strategies);
-  for (CostEdge& e : out.edges) {
-    if (e.from != v && e.to != v) continue;
-    const int64_t rows = graph.nodes[static_cast<size_t>(e.from)].num_candidates();
-    const int64_t cols = graph.nodes[static_cast<size_t>(e.to)].num_candidates();
-    std::vector<double> kept;
-    kept.reserve(e.cost.size());
-    for (int64_t r = 0; r < rows; ++r) {
-      if (e.from == v && r == drop) continue;
-      for (int64_t c = 0; c < cols; ++c) {
-        if (e.to == v && c == drop) continue;
-        kept.push_back(e.cost[static_cast<size_t>(r * cols + c)]);
-      }
-    }
-    e.cost = std::move(kept);
-  }
-  return out;
-}
-
-}  // namespace
-
 std::vector<RunnerUp> runner_up_plans(const CostGraph& graph, const SearchResult& best,
                                       const SearchOptions& options, int count, int tries) {
   CLEAVE_CHECK_ARG(best.choice.size() == graph.nodes.size(),
@@ -235,20 +204,32 @@ std::vector<RunnerUp> runner_up_plans(const CostGraph& graph, const SearchResult
                    [&](int a, int b) { return chosen_cost(a) > chosen_cost(b); });
   if (static_cast<int>(order.size()) > tries) order.resize(static_cast<size_t>(tries));
 
-  std::vector<RunnerUp> found;
-  for (int v : order) {
-    const int drop = best.choice[static_cast<size_t>(v)];
-    const CostGraph g = without_candidate(graph, v, drop);
-    SearchResult r;
+  // The re-solves are independent: on a large graph they run on several threads, and are then
+  // read in order, as one loop would have made them.
+  std::vector<std::optional<SearchResult>> solved(order.size());
+  int64_t cells = 0;
+  for (const CostEdge& e : graph.edges) cells += static_cast<int64_t>(e.cost.size());
+  // A graph that fails its checks has no runner-up (as each re-solve failed them before).
+  try {
+    graph.check();
+  } catch (const Error&) {
+    return {};
+  }
+  search_detail::parallel_for(order.size(), cells < (int64_t{1} << 20) ? 1 : 8, 1, [&](size_t k) {
+    const int v = order[k];
     try {
-      r = solve_dynamic_programming(g, options);
+      solved[k] = search_detail::solve_without_candidate(
+          graph, v, best.choice[static_cast<size_t>(v)], options);
     } catch (const Error&) {
-      continue;  // nothing feasible without that candidate (a parameter forced elsewhere)
+      // Nothing feasible without that candidate (a parameter forced elsewhere).
     }
-    // Back to the indices of `graph`.
-    if (r.choice[static_cast<size_t>(v)] >= drop) ++r.choice[static_cast<size_t>(v)];
-    r.cost = graph.cost(r.choice);
-    r.memory_bytes = graph.memory(r.choice);
+  });
+  std::vector<RunnerUp> found;
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (!solved[k]) continue;
+    const int v = order[k];
+    const int drop = best.choice[static_cast<size_t>(v)];
+    SearchResult r = std::move(*solved[k]);  // its choices index `graph`'s candidates
     if (!std::isfinite(r.cost)) continue;
     const bool seen = std::any_of(found.begin(), found.end(),
                                   [&](const RunnerUp& u) { return u.result.choice == r.choice; });
