@@ -601,7 +601,7 @@ void bind_tensor(py::module_& m) {
   // .place() and the attribute name it is assigned to), as Primitive calls carry theirs.
   f.def("_annotated", [](const std::string& role, int64_t rank_id, const std::string& name,
                          const py::function& fn, const py::args& args) {
-    ir::AnnotationGuard guard(ir::Placement{.role = role, .rank = rank_id}, {}, name);
+    ir::AnnotationGuard guard(ir::Placement{.role = role, .rank = rank_id}, ir::Strategy{}, name);
     return fn(*args);
   });
   f.def(

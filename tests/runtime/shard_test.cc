@@ -121,7 +121,8 @@ Training train_single(int64_t width, const Tensor& x, const Tensor& y, int steps
   return t;
 }
 
-void seed_net1_trains_as_one_process(int n, int64_t width) {
+void seed_net1_trains_as_one_process(int n, int64_t width,
+                                     const std::function<void(ShardNet&)>& shard_it = nullptr) {
   const int steps = 20, batch = 32;
   set_seed(11);
   const Tensor x = Tensor::uniform({batch, width});
@@ -133,7 +134,11 @@ void seed_net1_trains_as_one_process(int n, int64_t width) {
   std::vector<size_t> compiled(static_cast<size_t>(n));
   testing::run_thread_job(n, [&](int rank) {
     std::shared_ptr<ShardNet> net = make_net(width);
-    examples::shard_net1(*net, n);
+    if (shard_it) {
+      shard_it(*net);
+    } else {
+      examples::shard_net1(*net, n);
+    }
     runs[static_cast<size_t>(rank)] = train(net, x, y, steps);
     compiled[static_cast<size_t>(rank)] = net->block1->sharded_block()->num_compiled();
   });
@@ -155,6 +160,16 @@ TEST(ShardPyNative, SeedNet1OnThreeRanksTrainsAsOneProcess) {
 }
 TEST(ShardPyNative, SeedNet1OnFourRanksTrainsAsOneProcess) {
   seed_net1_trains_as_one_process(4, 32);
+}
+TEST(ShardPyNative, SeedNet1WithNamedLayoutsOutOfDeviceOrderTrainsAsOneProcess) {
+  // MindSpore 2.x's form of Net1 on (2, 2) named (dp, mp): the input's columns and dense2's
+  // weight rows over (mp, dp), the minor axis major.
+  const ir::Layout layout({2, 2}, {"dp", "mp"});
+  seed_net1_trains_as_one_process(4, 32, [&](ShardNet& net) {
+    net.block1->shard(
+        {layout("None", {"mp", "dp"})},
+        {.parameter_plan = {{"self.block1.dense2.weight", layout({"mp", "dp"}, "None")}}});
+  });
 }
 TEST(ShardPyNative, SeedNet1OnEightRanksTrainsAsOneProcess) {
   seed_net1_trains_as_one_process(8, 32);
