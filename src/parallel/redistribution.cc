@@ -112,10 +112,13 @@ Layout on_common(const Layout& layout, const UnifiedMatrix& u,
   return Layout(u.dev, std::move(map), std::move(partial), layout.partial_op());
 }
 
+thread_local bool t_alltoall = true;  // AllToAllScope
+
 struct Search {
   const Layout& target;
   const Shape& global;
   double element_bytes;
+  bool alltoall = t_alltoall;
 
   int64_t axis_size(int a) const { return target.device_matrix()[static_cast<size_t>(a)]; }
   double group_size(const std::vector<int>& axes) const {
@@ -230,7 +233,7 @@ struct Search {
                        .bytes = m * (n - 1)});
       }
       // AlltoAll moving the last axis of another dim x to d.
-      if (!grows) continue;
+      if (!grows || !alltoall) continue;
       for (int64_t x = 0; x < l.tensor_rank(); ++x) {
         const DimAxes& from = l.tensor_map()[static_cast<size_t>(x)];
         if (x == d || from.empty() || from.back() != next) continue;
@@ -412,6 +415,7 @@ const RedistributionPlan& plan_redistribution(const Layout& from, const Layout& 
   static auto& cache = *new std::unordered_map<std::vector<int64_t>, RedistributionPlan, KeyHash>;
   thread_local std::vector<int64_t> key;
   key.clear();
+  key.push_back(t_alltoall ? 1 : 0);
   key.push_back(static_cast<int64_t>(dtype));
   key.push_back(global.rank());
   auto add = [](const Layout& l) {
@@ -438,5 +442,8 @@ const RedistributionPlan& plan_redistribution(const Layout& from, const Layout& 
   std::lock_guard<std::mutex> lock(mutex);
   return cache.emplace(key, std::move(plan)).first->second;
 }
+
+AllToAllScope::AllToAllScope(bool enabled) : previous_(t_alltoall) { t_alltoall = enabled; }
+AllToAllScope::~AllToAllScope() { t_alltoall = previous_; }
 
 }  // namespace cleave::parallel

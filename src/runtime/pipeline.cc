@@ -19,6 +19,7 @@
 #include "cleave/parallel/data_parallel.h"
 #include "cleave/parallel/partition.h"
 #include "cleave/parallel/propagation.h"
+#include "cleave/parallel/redistribution.h"
 #include "cleave/parallel/search.h"
 #include "cleave/parallel/step_parallel.h"
 #include "cleave/parallel/strategy_file.h"
@@ -511,6 +512,7 @@ void run_pass(const std::string& name, CompileState& state) {
     if (passes[k].name != name) continue;
     state.pass_number = static_cast<int>(k) + 1;
     state.dump_notes.clear();
+    const parallel::AllToAllScope alltoall(state.options.enable_alltoall);
     passes[k].run(state);
     if (passes[k].dump == Pass::Dump::kGraph) {
       state.dump(state.graph, passes[k].name, "", state.dump_notes);

@@ -11,6 +11,7 @@
 #include "cleave/ir/dump.h"
 #include "cleave/ir/parse.h"
 #include "cleave/parallel/propagation.h"
+#include "cleave/parallel/redistribution.h"
 #include "cleave/parallel/step_parallel.h"
 #include "cleave/runtime/sharded_parameters.h"
 #include "testing/gradcheck.h"
@@ -88,6 +89,19 @@ AllGather (2, 16) -> (16, 16) over (0, 1, 2, 3, 4, 5, 6, 7)
       rank_ops(forward(" {in_strategy: ((8, 1), (1, 1))} {out_strategy: ((2, 1))}"), 0);
   EXPECT_NE(gathered.find("AllGather (2, 16) -> (8, 16) over (0, 1, 2, 3)"), std::string::npos)
       << gathered;
+}
+
+TEST(NamedLayouts, EnableAlltoallOffGathersAndSlices) {
+  // The data-parallel batch moving to ((2, 4), ...)'s blocks: one AlltoAll; with
+  // enable_alltoall off (MindSpore's default), an AllGather of the rows and a local Slice.
+  const std::string text = forward(" {in_strategy: ((2, 4), (4, 1))}");
+  EXPECT_EQ(rank_ops(text, 0).substr(0, 45), "AlltoAll (2, 32) -> (8, 8) over (0, 1, 2, 3)\n");
+  const parallel::AllToAllScope off(false);
+  const std::string ops = rank_ops(text, 0);
+  EXPECT_EQ(ops.find("AlltoAll"), std::string::npos) << ops;
+  EXPECT_EQ(ops.substr(0, ops.find("MatMul")), R"(AllGather (2, 32) -> (8, 32) over (0, 1, 2, 3)
+Slice (8, 32) -> (8, 8)
+)");
 }
 
 TEST(OutStrategy, MistakesNameTheOpAndWhatWasExpected) {

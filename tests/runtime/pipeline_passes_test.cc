@@ -294,6 +294,25 @@ TEST(PipelinePasses, PropagationAndStepParallelBeginGiveTheSeedsStrategies) {
             read_text(seed / "train_step/04_step_parallel_begin.ir"));
 }
 
+TEST(PipelinePasses, EnableAlltoallReachesTheRewrite) {
+  // Seed 003's data-parallel batch moves to the MatMul's blocks with an AlltoAll; with the
+  // context's enable_alltoall off, with an AllGather and a Slice instead.
+  const fs::path seed = kSeeds / "003_sharding_propagation";
+  for (const bool on : {true, false}) {
+    CompileOptions options = seed003_options(0);
+    options.enable_alltoall = on;
+    auto c = from_file(seed / "train_step/01_trace.ir", options);
+    for (const char* pass : {"search_strategies", "step_parallel_begin", "step_parallel_end"}) {
+      run_pass(pass, c->state);
+    }
+    int alltoalls = 0;
+    for (const ir::Node& n : c->state.graph.nodes) {
+      alltoalls += n.is_op() && n.op->name == "AlltoAll" ? 1 : 0;
+    }
+    EXPECT_EQ(alltoalls > 0, on) << ir::dump_text(c->state.graph);
+  }
+}
+
 TEST(PipelinePasses, StrategyFilesWrittenAndReadBackGiveTheSameStrategies) {
   const fs::path seed = kSeeds / "003_sharding_propagation";
   const fs::path file = fs::temp_directory_path() / "cleave_pipeline_passes_strategy.json";

@@ -64,6 +64,22 @@ struct RedistributionPlan {
 const RedistributionPlan& plan_redistribution(const Layout& from, const Layout& to,
                                               const Shape& global, DType dtype);
 
+// Whether plans may use AlltoAll (the context's enable_alltoall). While a scope is alive, plans
+// made on its thread follow `enabled`; without one they may. Without AlltoAll a split moving from
+// one dimension to another is gathered and sliced (MindSpore's AllGather, Split and Concat with
+// enable_alltoall off), which sends n - 1 times the local block where AlltoAll sends (n - 1) / n
+// of it. The compile pipeline opens one per pass with the job's setting.
+class AllToAllScope {
+ public:
+  explicit AllToAllScope(bool enabled);
+  ~AllToAllScope();
+  AllToAllScope(const AllToAllScope&) = delete;
+  AllToAllScope& operator=(const AllToAllScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // The common device matrix of two device matrices with the same device count, and for each
 // axis of `a` and of `b` the axes of the common matrix it becomes (consecutive, ascending).
 // Returns false when there is none.

@@ -101,11 +101,12 @@ struct AutoParallelContext {
   // gradients and the loss are averaged over the micro-batches, which equals the unpipelined step
   // when the loss is a mean over the batch. 1 (the default): no micro-batching.
   int pipeline_micro_batches = 1;
-  // MindSpore's switch for AlltoAll in redistribution (default off there). Accepted and checked,
-  // but it has no effect yet: cleave's redistribution planner (cleave/parallel/redistribution.h)
-  // always considers AlltoAll where it moves a split from one dimension to another, whatever
-  // this says. TODO(#25): AllGather + Split in its place when off.
-  bool enable_alltoall = false;
+  // MindSpore's switch for AlltoAll in redistribution (parallel::AllToAllScope). On, the
+  // planner moves a split from one dimension to another with one AlltoAll; off, with an
+  // AllGather and a local slice, as MindSpore does by default. cleave's default is on: the
+  // AlltoAll sends 1/n of the bytes, and every backend here has one (docs/design/search.md,
+  // section 7).
+  bool enable_alltoall = true;
   // MindSpore's parallel optimizer (NOTE [Parallel optimizer] in
   // cleave/parallel/parallel_optimizer.h): in DATA_PARALLEL, SEMI_AUTO_PARALLEL and
   // AUTO_PARALLEL training on several devices, each trainable parameter's weight, gradient and

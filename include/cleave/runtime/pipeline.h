@@ -77,7 +77,7 @@ struct CompileOptions {
   int search_level = 2;
   AlgoParameters algo;           // the search's (set_algo_parameters)
   CostModelContext cost_model;   // the search's memory capacity and beta
-  bool enable_alltoall = false;  // (no effect yet: AutoParallelContext::enable_alltoall)
+  bool enable_alltoall = true;  // AutoParallelContext::enable_alltoall
   int64_t device_num = 1;        // the devices a parallel step is planned for
   int micro_batches = 1;         // of a training step (an evaluation runs its batch at once)
   parallel::StepParallelOptions step_parallel;

@@ -139,7 +139,7 @@ class Builder {
                      n.op->no_sharding_rule.empty() ? "" : " (" + n.op->no_sharding_rule + ")");
     std::vector<OpSharding>& shardings = shardings_[i];
     if (!n.strategy.empty()) {
-      shardings.push_back(rule->infer(ctx, n.strategy));  // the rewrite's check and error
+      shardings.push_back(infer_node(*rule, ctx, n, n.strategy));  // the rewrite's check and error
     } else {
       // NOTE [Algorithm parameters]: the rule's strategies, filtered.
       std::vector<OpSharding> all = rule->shardings(ctx);
@@ -344,7 +344,7 @@ class Builder {
                    k == first_op_input(i) && search_detail::is_elementwise(*n.op);
         const int meta = meta_id(metas_[i][k]);
         for (const OpSharding& a : theirs) {
-          p.rows.push_back(layout_id(a.outputs[static_cast<size_t>(v.output)].completed()));
+          p.rows.push_back(layout_id(a.final_output(static_cast<size_t>(v.output))));
         }
         for (const OpSharding& b : mine) p.cols.push_back(layout_id(b.inputs[k]));
         CLEAVE_ASSERT(layouts_.values.size() < (size_t{1} << 21) &&

@@ -216,7 +216,8 @@ class Recursive {
       if (!n.strategy.empty()) {
         op.configured = true;
         op.f = std::make_shared<Family>();
-        op.f->cands.push_back(rule->infer(ctx, n.strategy));  // the rewrite's check and error
+        op.f->cands.push_back(
+            infer_node(*rule, ctx, n, n.strategy));  // the rewrite's check and error
       } else {
         std::string signature = n.op->name + n.attrs.to_string();
         for (const ir::TensorMeta& m : op.metas) {
@@ -248,7 +249,7 @@ class Recursive {
       for (const OpSharding& s : op.f->cands) op.f->used.push_back(search_detail::devices_used(s));
       for (const OpSharding& c : op.f->cands) {
         std::vector<Layout>& outs = op.f->completed.emplace_back();
-        for (const Layout& l : c.outputs) outs.push_back(l.completed());
+        for (size_t k = 0; k < c.outputs.size(); ++k) outs.push_back(c.final_output(k));
       }
       op.f->own.assign(op.f->cands.size(), std::nan(""));
       op.f->memory.assign(op.f->cands.size(), std::nan(""));
