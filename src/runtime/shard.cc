@@ -247,19 +247,12 @@ struct ShardedBlock::State {
                        spec.name, i, producer.op->name, producer.name);
       const size_t n_out = producer.outputs.size();
       if (entry.named) {
-        // Named layouts come one per output: the other outputs keep what the op computes,
-        // written as the layout the named one's device matrix gives a replicated tensor.
-        producer.out_layouts.resize(n_out);
-        for (size_t k = 0; k < n_out; ++k) {
-          if (static_cast<int>(k) == ref.output) {
-            producer.out_layouts[k] = *entry.named;
-          } else {
-            CLEAVE_CHECK_ARG(n_out == 1,
-                             "shard '{}': output {} comes from {} '{}', which has {} outputs; a "
-                             "named out layout needs an op of one output there (use splits)",
-                             spec.name, i, producer.op->name, producer.name, n_out);
-          }
-        }
+        // A named layout is one output's whole target: the op must have no other output.
+        CLEAVE_CHECK_ARG(n_out == 1,
+                         "shard '{}': output {} comes from {} '{}', which has {} outputs; a named "
+                         "out layout needs an op of one output there (give splits instead)",
+                         spec.name, i, producer.op->name, producer.name, n_out);
+        producer.out_layouts = {*entry.named};
       } else {
         producer.out_strategy.resize(n_out);
         producer.out_strategy[static_cast<size_t>(ref.output)] = entry.splits;
