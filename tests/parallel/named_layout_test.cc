@@ -14,6 +14,7 @@
 #include "cleave/parallel/redistribution.h"
 #include "cleave/parallel/step_parallel.h"
 #include "cleave/runtime/sharded_parameters.h"
+#include "parallel/seed_net.h"
 #include "testing/gradcheck.h"
 #include "testing/ranks.h"
 
@@ -39,22 +40,7 @@ subgraph @net(%para1_x, %para2_w) {{
                      matmul, relu);
 }
 
-// One line per op of `g`: its primitive, local shapes and group.
-std::string ops_text(const ir::Graph& g) {
-  std::string out;
-  for (const ir::Node& n : g.nodes) {
-    if (!n.is_op()) continue;
-    std::vector<std::string> in;
-    for (const ir::ValueRef& v : n.inputs) in.push_back(g.meta(v).shape.to_string());
-    out += fmt::format("{} {} -> {}", n.op->name, fmt::join(in, " x "),
-                       n.outputs[0].shape.to_string());
-    if (n.attrs.has("rank_list")) {
-      out += " over " + ir::attr_to_string(n.attrs.get<std::vector<int64_t>>("rank_list"));
-    }
-    out += "\n";
-  }
-  return out;
-}
+using testing::ops_text;
 
 std::string rank_ops(const std::string& text, int64_t rank, int64_t devices = 8,
                      bool propagate = false) {
@@ -244,44 +230,12 @@ AllGather (8, 16) -> (16, 16) over (1, 5)
 
 // ---- training on thread ranks equals one device ----
 
-class Net : public nn::Cell {
- public:
-  Net() : Cell("Net") {
-    w = register_parameter("w", nn::Normal(0.5)(Shape{32, 16}));
-    w2 = register_parameter("w2", nn::Normal(0.5)(Shape{16, 16}));
-  }
-  Tensor construct(const Tensor& x) override {
-    return matmul2.call1({relu.call1({matmul.call1({x, w})}), w2});
-  }
-  Tensor w, w2;
-  ir::Primitive matmul{"MatMul"}, relu{"ReLU"}, matmul2{"MatMul"};
-};
-
-struct TrainResult {
-  std::vector<double> losses;
-  std::vector<Tensor> params;  // gathered
-};
-
-std::mutex g_init_mutex;
+using Net = testing::SeedNet;
+using testing::TrainResult;
 
 TrainResult train(const std::function<void(Net&)>& configure, const Tensor& x, const Tensor& y,
                   int steps) {
-  std::shared_ptr<Net> net;
-  {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
-    set_seed(7);
-    net = std::make_shared<Net>();
-  }
-  configure(*net);
-  auto loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
-  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.2, 0.1);
-  optim::TrainOneStep step(loss, opt);
-  TrainResult run;
-  for (int s = 0; s < steps; ++s) run.losses.push_back(step(x, y).item());
-  for (const Tensor& p : net->trainable_params()) {
-    run.params.push_back(runtime::gather_parameter(p));
-  }
-  return run;
+  return testing::train_seed_net(configure, x, y, steps);
 }
 
 void expect_one_device(int world, const std::function<void(Net&)>& configure) {

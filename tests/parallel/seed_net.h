@@ -1,0 +1,78 @@
+// Seed 003's network with Primitives that can be sharded, its training, and the one-line-per-op
+// text of a rank's graph: shared by the step-parallel and named-layout tests.
+#pragma once
+
+#include <fmt/ranges.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cleave/cleave.h"
+#include "cleave/runtime/sharded_parameters.h"
+
+namespace cleave::testing {
+
+// x @ w, ReLU, @ w2, each op a Primitive a test can shard.
+class SeedNet : public nn::Cell {
+ public:
+  SeedNet(int64_t in, int64_t hidden, int64_t out) : Cell("Net") {
+    w = register_parameter("w", nn::Normal(0.5)(Shape{in, hidden}));
+    w2 = register_parameter("w2", nn::Normal(0.5)(Shape{hidden, out}));
+  }
+  Tensor construct(const Tensor& x) override {
+    return matmul2.call1({relu.call1({matmul.call1({x, w})}), w2});
+  }
+  Tensor w, w2;
+  ir::Primitive matmul{"MatMul"}, relu{"ReLU"}, matmul2{"MatMul"};
+};
+
+struct TrainResult {
+  std::vector<double> losses;
+  std::vector<Tensor> params;  // gathered
+};
+
+// The global generator is not thread-safe: thread ranks make their networks one at a time.
+inline std::mutex g_seed_net_mutex;
+
+// SeedNet(32, 16, 16) (seed 7), configured, trained `steps` Momentum steps with MSE on (x, y).
+inline TrainResult train_seed_net(const std::function<void(SeedNet&)>& configure, const Tensor& x,
+                                  const Tensor& y, int steps) {
+  std::shared_ptr<SeedNet> net;
+  {
+    std::lock_guard<std::mutex> lock(g_seed_net_mutex);
+    set_seed(7);
+    net = std::make_shared<SeedNet>(32, 16, 16);
+  }
+  configure(*net);
+  auto loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.2, 0.1);
+  optim::TrainOneStep step(loss, opt);
+  TrainResult run;
+  for (int s = 0; s < steps; ++s) run.losses.push_back(step(x, y).item());
+  for (const Tensor& p : net->trainable_params()) {
+    run.params.push_back(runtime::gather_parameter(p));
+  }
+  return run;
+}
+
+// One line per op of `g`: its primitive, local shapes and group ("over" its rank_list).
+inline std::string ops_text(const ir::Graph& g) {
+  std::string out;
+  for (const ir::Node& n : g.nodes) {
+    if (!n.is_op()) continue;
+    std::vector<std::string> in;
+    for (const ir::ValueRef& v : n.inputs) in.push_back(g.meta(v).shape.to_string());
+    out += fmt::format("{} {} -> {}", n.op->name, fmt::join(in, " x "),
+                       n.outputs[0].shape.to_string());
+    if (n.attrs.has("rank_list")) {
+      out += " over " + ir::attr_to_string(n.attrs.get<std::vector<int64_t>>("rank_list"));
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace cleave::testing
