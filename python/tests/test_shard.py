@@ -39,6 +39,24 @@ class ShardTest(unittest.TestCase):
             self.assertIn("TypeError: For 'Cell', the type of block1 should be cell, but got "
                           "function.", text)
 
+    def test_named_layouts_and_their_mistakes(self):
+        import cleave as ms
+        import cleave.ops as ops
+        layout = ms.Layout((2, 2, 2), ("dp", "sp", "mp"))
+        x = layout("dp", ("sp", "mp"))
+        self.assertEqual(repr(x), "layout(dev=(2, 2, 2), alias=(dp, sp, mp), map=(dp, (sp, mp)))")
+        self.assertEqual(x.splits, [2, 4])
+        matmul = ops.MatMul()
+        matmul.shard((x, layout(("sp", "mp"), "None")))
+        self.assertEqual(matmul.in_strategy, [[2, 4], [4, 1]])
+        matmul.shard(((2, 4), (4, 1)), ((8, 1),))
+        with self.assertRaisesRegex(ValueError, "has 2 axes but 1 names are given"):
+            ms.Layout((2, 2), ("dp",))
+        with self.assertRaisesRegex(ValueError, "'xx' is not an axis of the device matrix"):
+            layout("dp", "xx")
+        with self.assertRaisesRegex(TypeError, "mixes layouts and tuples"):
+            matmul.shard((layout("dp", "sp"), (1, 1)))
+
 
 if __name__ == "__main__":
     unittest.main()
