@@ -33,7 +33,7 @@ std::string axes_text(const std::vector<int>& axes, const ir::TensorLayout& name
   return fmt::format("({})", fmt::join(names, ", "));
 }
 
-// Whether `a` and `b` give every rank the same slice of a tensor of `global`'s shape.
+// Whether `a` and `b` give every rank the same slice of a tensor (their splits are equal).
 bool same_slices(const Layout& a, const Layout& b) {
   if (a.tensor_rank() != b.tensor_rank() || a.num_devices() != b.num_devices()) return false;
   if (a.same_distribution(b)) return true;
