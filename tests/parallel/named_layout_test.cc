@@ -166,6 +166,9 @@ TEST(NamedLayouts, TextFormReadsBackAndMistakesSaySo) {
   EXPECT_ERROR(layout("dp", "dp"), "axis 'dp' appears twice in one tensor's layout");
   EXPECT_ERROR(layout("dp", "xp"), "'xp' is not an axis of the device matrix");
   EXPECT_EQ(layout({"mp", "dp"}, "None").splits(), (std::vector<int64_t>{8, 1}));
+  ir::Primitive matmul("MatMul");
+  EXPECT_ERROR(matmul.shard({layout("dp", "mp"), ir::Layout({4, 2}, {"dp", "mp"})("mp", "None")}),
+               "MatMul: the layouts of one shard() are on different device matrices");
   EXPECT_EQ(layout({"mp", "dp"}, "None").to_string(),
             "layout(dev=(2, 4), alias=(dp, mp), map=((mp, dp), None))");
 
@@ -231,53 +234,23 @@ AllGather (8, 16) -> (16, 16) over (1, 5)
 // ---- training on thread ranks equals one device ----
 
 using Net = testing::SeedNet;
-using testing::TrainResult;
-
-TrainResult train(const std::function<void(Net&)>& configure, const Tensor& x, const Tensor& y,
-                  int steps) {
-  return testing::train_seed_net(configure, x, y, steps);
-}
-
-void expect_one_device(int world, const std::function<void(Net&)>& configure) {
-  const int steps = 5;
-  set_seed(1);
-  const Tensor x = Tensor::uniform({16, 32});
-  const Tensor y = Tensor::uniform({16, 16});
-  runtime::reset_auto_parallel_context();
-  const TrainResult single = train([](Net&) {}, x, y, steps);
-  runtime::set_auto_parallel_context({.parallel_mode = runtime::SEMI_AUTO_PARALLEL});
-  std::vector<TrainResult> runs(static_cast<size_t>(world));
-  testing::run_thread_job(world, [&](int rank) {
-    const int64_t rows = 16 / world;
-    runs[static_cast<size_t>(rank)] = train(configure, x.narrow_rows(rank * rows, rows).clone(),
-                                            y.narrow_rows(rank * rows, rows).clone(), steps);
-  });
-  runtime::reset_auto_parallel_context();
-  for (int r = 0; r < world; ++r) {
-    for (int s = 0; s < steps; ++s) {
-      EXPECT_NEAR(runs[r].losses[s], single.losses[s], 1e-5 * std::abs(single.losses[s]))
-          << "rank " << r << " step " << s;
-    }
-    for (size_t p = 0; p < single.params.size(); ++p) {
-      EXPECT_TRUE(testing::all_close(runs[r].params[p], single.params[p], 1e-5, 1e-6))
-          << "rank " << r << " parameter " << p;
-    }
-  }
-}
+using testing::expect_seed_net_trains_as_one_device;
 
 TEST(NamedLayouts, OutStrategyTrainingOnFourThreadRanksEqualsOneDevice) {
   // The reduction split 4 ways, scattered over the rows (ReduceScatter in the forward, its
   // AllGather in the backward).
-  expect_one_device(4, [](Net& net) { net.matmul.shard({{1, 4}, {4, 1}}, {{4, 1}}); });
+  expect_seed_net_trains_as_one_device(4, [](Net& net) {
+    net.matmul.shard({{1, 4}, {4, 1}}, {{4, 1}});
+  });
 }
 
 TEST(NamedLayouts, TwoAxesOnOneDimensionTrainOnEightThreadRanksAsOneDevice) {
   const ir::Layout layout({2, 2, 2}, {"dp", "sp", "mp"});
-  expect_one_device(8, [&](Net& net) {
+  expect_seed_net_trains_as_one_device(8, [&](Net& net) {
     net.matmul.shard({layout("dp", {"sp", "mp"}), layout({"sp", "mp"}, "None")});
   });
   // Out of device order, with the second MatMul's output laid out by a named layout too.
-  expect_one_device(8, [&](Net& net) {
+  expect_seed_net_trains_as_one_device(8, [&](Net& net) {
     net.matmul.shard({layout("dp", {"mp", "sp"}), layout({"mp", "sp"}, "None")});
     net.matmul2.shard({layout("dp", "mp"), layout("mp", "sp")}, {layout({"dp", "sp"}, "None")});
   });

@@ -20,47 +20,13 @@
 namespace cleave {
 namespace {
 
-using testing::SeedNet;
-using testing::TrainResult;
-
-TrainResult train(const std::function<void(SeedNet&)>& configure, const Tensor& x, const Tensor& y,
-                  int steps) {
-  return testing::train_seed_net(configure, x, y, steps);
-}
-
 TEST(SemiAutoParallel, SeedNetOnEightThreadRanksEqualsOneDevice) {
-  const int world = 8, steps = 5;
-  set_seed(1);
-  const Tensor x = Tensor::uniform({16, 32});
-  const Tensor y = Tensor::uniform({16, 16});
-  runtime::reset_auto_parallel_context();
-  const TrainResult single = train([](SeedNet&) {}, x, y, steps);
-
-  runtime::set_auto_parallel_context({.parallel_mode = runtime::SEMI_AUTO_PARALLEL});
-  std::vector<TrainResult> runs(world);
-  testing::run_thread_job(
-      world,
-      [&](int rank) {
-        const int64_t rows = 16 / world;
-        runs[rank] = train(
-            [&](SeedNet& net) {
-              net.matmul.shard({{2, 4}, {4, 1}});
-            },
-            x.narrow_rows(rank * rows, rows).clone(), y.narrow_rows(rank * rows, rows).clone(),
-            steps);
+  testing::expect_seed_net_trains_as_one_device(
+      8,
+      [](testing::SeedNet& net) {
+        net.matmul.shard({{2, 4}, {4, 1}});
       },
       "gloo");
-  runtime::reset_auto_parallel_context();
-  for (int r = 0; r < world; ++r) {
-    for (int s = 0; s < steps; ++s) {
-      EXPECT_NEAR(runs[r].losses[s], single.losses[s], 1e-5 * std::abs(single.losses[s]))
-          << "rank " << r << " step " << s;
-    }
-    for (size_t p = 0; p < single.params.size(); ++p) {
-      EXPECT_TRUE(testing::all_close(runs[r].params[p], single.params[p], 1e-5, 1e-6))
-          << "rank " << r << " parameter " << p;
-    }
-  }
 }
 
 // ---- the plan and each rank's graph, text in and text out, without any process ----

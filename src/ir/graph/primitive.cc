@@ -50,22 +50,17 @@ Primitive& Primitive::shard(Strategy in_strategy, Strategy out_strategy) {
 Primitive& Primitive::shard(std::vector<TensorLayout> in_layouts,
                             std::vector<TensorLayout> out_layouts) {
   CLEAVE_CHECK_ARG(!in_layouts.empty(), "{}: shard got no layout; give one per input", op_->name);
+  for (const std::vector<TensorLayout>* layouts : {&in_layouts, &out_layouts}) {
+    for (const TensorLayout& l : *layouts) {
+      CLEAVE_CHECK_ARG(
+          l.device_matrix == in_layouts[0].device_matrix && l.alias == in_layouts[0].alias,
+          "{}: the layouts of one shard() are on different device matrices ({} and {}); "
+          "expected every input and output laid out on one Layout",
+          op_->name, in_layouts[0].to_string(), l.to_string());
+    }
+  }
   Strategy splits;
-  for (const TensorLayout& l : in_layouts) {
-    CLEAVE_CHECK_ARG(
-        l.device_matrix == in_layouts[0].device_matrix && l.alias == in_layouts[0].alias,
-        "{}: the layouts of one shard() are on different device matrices ({} and "
-        "{}); expected every input and output laid out on one Layout",
-        op_->name, in_layouts[0].to_string(), l.to_string());
-    splits.push_back(l.splits());
-  }
-  for (const TensorLayout& l : out_layouts) {
-    CLEAVE_CHECK_ARG(
-        l.device_matrix == in_layouts[0].device_matrix && l.alias == in_layouts[0].alias,
-        "{}: the out layout {} is on another device matrix than the inputs' ({}); "
-        "expected every input and output laid out on one Layout",
-        op_->name, l.to_string(), in_layouts[0].to_string());
-  }
+  for (const TensorLayout& l : in_layouts) splits.push_back(l.splits());
   shard(std::move(splits));
   in_layouts_ = std::move(in_layouts);
   out_layouts_ = std::move(out_layouts);
