@@ -9,8 +9,21 @@ std::mt19937_64& global_generator() {
   return generator;
 }
 
-void set_seed(uint64_t seed) { global_generator().seed(seed); }
+std::recursive_mutex& global_generator_lock() {
+  static std::recursive_mutex lock;
+  return lock;
+}
 
-uint64_t next_seed() { return global_generator()(); }
+void set_seed(uint64_t seed) {
+  std::lock_guard<std::recursive_mutex> lock(global_generator_lock());
+  global_generator().seed(seed);
+}
+
+uint64_t next_seed() {
+  std::lock_guard<std::recursive_mutex> lock(global_generator_lock());
+  return global_generator()();
+}
+
+SeededScope::SeededScope(uint64_t seed) : lock_(global_generator_lock()) { set_seed(seed); }
 
 }  // namespace cleave

@@ -32,6 +32,8 @@ Tensor random_tensor(const Shape& shape, DType dtype, const char* what, Draw dra
                    what, dtype_name(dtype));
   Tensor t = Tensor::empty(shape, dtype);
   const int64_t n = t.numel();
+  // NOTE [Global generator]: one tensor's draws are not interleaved with another thread's.
+  std::lock_guard<std::recursive_mutex> lock(global_generator_lock());
   CLEAVE_DISPATCH_FLOAT(dtype, [&] {
     T* p = t.data<T>();
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(draw());

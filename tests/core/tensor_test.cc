@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 
+#include "cleave/core/random.h"
 #include "testing/gradcheck.h"
 
 namespace cleave {
@@ -66,6 +69,32 @@ TEST(Tensor, SeededRandomIsReproducible) {
   for (float v : u.to_vector<float>()) EXPECT_TRUE(v >= -1 && v < 1);
   EXPECT_ERROR(Tensor::normal({2}, 0, -1), "std is -1");
   EXPECT_ERROR(Tensor::uniform({2}, 1, 1), "low 1 is not below high 1");
+}
+
+// NOTE [Global generator]: a thread that built its parameters under a SeededScope draws what one
+// thread alone would, while another thread takes seeds all the while (ranks as threads, each
+// building its network while another makes its dataset: the CI failure of stop 37).
+TEST(Tensor, ASeededScopeKeepsOtherThreadsDrawsOut) {
+  set_seed(3);
+  const Tensor a1 = Tensor::normal({64});
+  const Tensor a2 = Tensor::uniform({64});
+  std::atomic<bool> inside{false}, stop{false};
+  std::thread other([&] {
+    while (!inside) std::this_thread::yield();
+    while (!stop) next_seed();
+  });
+  Tensor b1, b2;
+  {
+    const SeededScope seeded(3);
+    inside = true;
+    b1 = Tensor::normal({64});
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the other thread draws now
+    b2 = Tensor::uniform({64});
+  }
+  stop = true;
+  other.join();
+  EXPECT_EQ(b1.to_vector<float>(), a1.to_vector<float>());
+  EXPECT_EQ(b2.to_vector<float>(), a2.to_vector<float>());
 }
 
 TEST(Tensor, PrintsShapeDtypeAndValues) {

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 
 #include "cleave/cleave.h"
+#include "cleave/core/random.h"
 #include "cleave/parallel/strategy_file.h"
 #include "cleave/runtime/sharded_parameters.h"
 #include "testing/gradcheck.h"
@@ -335,13 +335,10 @@ class SeedNet : public nn::Cell {
   ir::Primitive matmul{"MatMul"}, relu{"ReLU"}, matmul2{"MatMul"};
 };
 
-std::mutex g_init_mutex;  // the global generator is not thread-safe
-
 std::vector<double> train_seed(const Tensor& x, const Tensor& y, int steps) {
   std::shared_ptr<SeedNet> net;
   {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
-    set_seed(7);
+    const SeededScope seeded(7);  // NOTE [Global generator]
     net = std::make_shared<SeedNet>();
   }
   auto loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());

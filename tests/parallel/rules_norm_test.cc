@@ -5,9 +5,8 @@
 // Float64 path, so the inputs are Float64.
 #include <gtest/gtest.h>
 
-#include <mutex>
-
 #include "cleave/cleave.h"
+#include "cleave/core/random.h"
 #include "cleave/runtime/sharded_parameters.h"
 #include "testing/gradcheck.h"
 #include "testing/op_sharding.h"
@@ -135,13 +134,10 @@ struct TrainResult {
 };
 
 // The global generator is not thread-safe: thread ranks make their networks one at a time.
-std::mutex g_init_mutex;
-
 TrainResult train_conv_bn(const Tensor& x, const Tensor& y, int steps) {
   std::shared_ptr<ConvBnNet> net;
   {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
-    set_seed(3);
+    const SeededScope seeded(3);  // NOTE [Global generator]
     net = std::make_shared<ConvBnNet>();
   }
   net->set_train(true);  // BatchNorm2d uses and updates the batch statistics

@@ -5,9 +5,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <mutex>
-
 #include "cleave/cleave.h"
+#include "cleave/core/random.h"
 #include "cleave/runtime/sharded_parameters.h"
 #include "testing/gradcheck.h"
 #include "testing/ranks.h"
@@ -21,8 +20,6 @@ struct TrainResult {
 };
 
 // The global generator is not thread-safe: thread ranks make their networks one at a time.
-std::mutex g_init_mutex;
-
 // Seed 002's MLP with a strategy on every operator for 8 devices (examples/semi_auto_parallel's
 // NOTE [The model-parallel strategies]): column- and row-split MatMuls, data-parallel tail.
 class ShardedMlp : public nn::Cell {
@@ -114,8 +111,7 @@ TrainResult train_batches(const std::function<std::shared_ptr<nn::Cell>()>& make
                           int world) {
   std::shared_ptr<nn::Cell> net;
   {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
-    set_seed(11);
+    const SeededScope seeded(11);  // NOTE [Global generator]
     net = make();
   }
   auto loss = std::make_shared<nn::WithLossCell>(

@@ -6,16 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <mutex>
 
 #include "cleave/cleave.h"
+#include "cleave/core/random.h"
 #include "common/lenet.h"
 #include "testing/ranks.h"
 
 namespace cleave {
 namespace {
-
-std::mutex g_init_mutex;  // the global generator is not thread-safe
 
 class Mlp : public nn::Cell {
  public:
@@ -33,8 +31,7 @@ class Mlp : public nn::Cell {
 std::vector<double> train_mlp(const Tensor& x, const Tensor& y, int steps) {
   std::shared_ptr<Mlp> net;
   {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
-    set_seed(1);
+    const SeededScope seeded(1);  // NOTE [Global generator]
     net = std::make_shared<Mlp>();
   }
   auto with_loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
@@ -48,8 +45,7 @@ std::vector<double> train_mlp(const Tensor& x, const Tensor& y, int steps) {
 std::vector<double> train_lenet(const Tensor& x, const Tensor& y, int steps) {
   std::shared_ptr<examples::LeNet> net;
   {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
-    set_seed(1);
+    const SeededScope seeded(1);  // NOTE [Global generator]
     net = std::make_shared<examples::LeNet>(10, 1);
   }
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(/*sparse=*/true, "mean");

@@ -6,23 +6,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <mutex>
 
 #include "cleave/cleave.h"
+#include "cleave/core/random.h"
 #include "common/resnet.h"
 #include "testing/ranks.h"
 
 namespace cleave {
 namespace {
 
-std::mutex g_init_mutex;  // the global generator is not thread-safe
-
 // One step per batch of xs, ys.
 std::vector<double> train_resnet(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys) {
   std::shared_ptr<examples::ResNet> net;
   {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
-    set_seed(1);
+    const SeededScope seeded(1);  // NOTE [Global generator]
     net = examples::resnet_small(10);
   }
   auto loss = std::make_shared<examples::SoftmaxCrossEntropyExpand>(/*sparse=*/true);

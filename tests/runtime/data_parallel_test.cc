@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <mutex>
 
 #include "cleave/cleave.h"
+#include "cleave/core/random.h"
 #include "testing/gradcheck.h"
 #include "testing/ranks.h"
 
@@ -38,13 +38,10 @@ struct TrainRun {
   int updates_before_last_wait = 0;
 };
 
-std::mutex g_init_mutex;  // the global generator is not thread-safe
-
 TrainRun train(const Tensor& x, const Tensor& y, int steps, uint64_t seed) {
   std::shared_ptr<Mlp> net;
   {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
-    set_seed(seed);
+    const SeededScope seeded(seed);  // NOTE [Global generator]
     net = std::make_shared<Mlp>();
   }
   auto loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
@@ -220,8 +217,7 @@ struct BnRun {
 BnRun train_bn(const Tensor& x, const Tensor& y, int steps) {
   std::shared_ptr<ConvBn> net;
   {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
-    set_seed(9);
+    const SeededScope seeded(9);  // NOTE [Global generator]
     net = std::make_shared<ConvBn>();
   }
   auto loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
@@ -294,8 +290,7 @@ class SamplesSeen : public train::Metric {
 train::EvalResult evaluate(const dataset::DatasetPtr& data) {
   std::shared_ptr<Mlp> net;
   {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
-    set_seed(5);
+    const SeededScope seeded(5);  // NOTE [Global generator]
     net = std::make_shared<Mlp>();
   }
   train::Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true, "mean"),

@@ -5,9 +5,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <mutex>
-
 #include "cleave/cleave.h"
+#include "cleave/core/random.h"
 #include "cleave/runtime/sharded_parameters.h"
 #include "common/resnet.h"
 #include "testing/gradcheck.h"
@@ -48,8 +47,6 @@ struct Training {
   std::map<std::string, int> ops;  // communication ops of the compiled step
 };
 
-std::mutex g_init_mutex;  // set_seed is process-wide
-
 struct Options {
   std::string optimizer = "Momentum";
   int64_t out = 8;
@@ -61,8 +58,7 @@ struct Options {
 Training train(const Tensor& x, const Tensor& y, const Options& o) {
   std::shared_ptr<Mlp> net;
   {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
-    set_seed(5);
+    const SeededScope seeded(5);  // NOTE [Global generator]
     net = std::make_shared<Mlp>(o.out);
   }
   if (o.shard) o.shard(*net);
@@ -275,8 +271,7 @@ TEST(ParallelOptimizer, ResNetSmallTrainsAsTheReplicatedOptimizer) {
         testing::run_thread_job(world, [&](int rank) {
           std::shared_ptr<examples::ResNet> net;
           {
-            std::lock_guard<std::mutex> lock(g_init_mutex);
-            set_seed(7);
+            const SeededScope seeded(7);  // NOTE [Global generator]
             net = examples::resnet_small(10);
           }
           auto loss = std::make_shared<nn::WithLossCell>(

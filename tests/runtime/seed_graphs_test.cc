@@ -18,11 +18,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <mutex>
 #include <regex>
 #include <set>
 
 #include "cleave/cleave.h"
+#include "cleave/core/random.h"
 #include "cleave/ir/parse.h"
 #include "common/lenet.h"
 #include "common/manual_parallel.h"
@@ -37,8 +37,6 @@ namespace cleave {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::mutex g_init_mutex;  // the global generator is not thread-safe
 
 std::string normalise(const std::string& text) {
   static const std::regex counter("(train_step|forward)_[0-9]+");
@@ -160,8 +158,7 @@ Tensor zeros(Shape shape, DType dtype = DType::kFloat32) { return Tensor::full(s
 
 template <typename Net, typename... Args>
 std::shared_ptr<Net> make_net(uint64_t seed, Args&&... args) {
-  std::lock_guard<std::mutex> lock(g_init_mutex);
-  set_seed(seed);
+  const SeededScope seeded(seed);  // NOTE [Global generator]
   return std::make_shared<Net>(std::forward<Args>(args)...);
 }
 
@@ -189,8 +186,7 @@ const runtime::AutoParallelContext kSeed001{.parallel_mode = runtime::DATA_PARAL
 void resnet50_data_parallel(int rank, Use use) {
   std::shared_ptr<examples::ResNet> net;
   {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
-    set_seed(1);
+    const SeededScope seeded(1);  // NOTE [Global generator]
     net = examples::resnet50(2, 10);
   }
   auto loss = std::make_shared<examples::SoftmaxCrossEntropyExpand>(/*sparse=*/true);

@@ -11,9 +11,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 
 #include "cleave/cleave.h"
+#include "cleave/core/random.h"
 #include "common/shard_function.h"
 #include "testing/ranks.h"
 
@@ -21,8 +21,6 @@ namespace cleave {
 namespace {
 
 using examples::ShardNet;
-
-std::mutex g_init_mutex;  // the global generator is not thread-safe
 
 // Parameters and losses: |a - b| <= 1e-5 * max(|b|, 1e-3) element by element (the issue's
 // criterion).
@@ -68,8 +66,7 @@ class ShardContext {
 };
 
 std::shared_ptr<ShardNet> make_net(int64_t width) {
-  std::lock_guard<std::mutex> lock(g_init_mutex);
-  set_seed(7);
+  const SeededScope seeded(7);  // NOTE [Global generator]
   return std::make_shared<ShardNet>(width, "he_uniform");
 }
 
@@ -266,8 +263,7 @@ TEST(ShardPyNative, SeedNet2FunctionalShardOnACellTrainsAsOneProcess) {
   testing::run_thread_job(n, [&](int rank) {
     std::shared_ptr<examples::Net2> net;
     {
-      std::lock_guard<std::mutex> lock(g_init_mutex);
-      set_seed(7);
+      const SeededScope seeded(7);  // NOTE [Global generator]
       net = std::make_shared<examples::Net2>(width, n, "he_uniform");
     }
     runs[static_cast<size_t>(rank)] = train(net, x, y, steps);

@@ -7,10 +7,10 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "cleave/cleave.h"
+#include "cleave/core/random.h"
 
 namespace cleave::ckpt_testing {
 
@@ -54,14 +54,13 @@ inline void shard(Mlp& net, int ranks) {
   }
 }
 
-// The MLP initialised with seed 1 (set_seed is process-wide: thread ranks take turns), sharded
+// The MLP initialised with seed 1 (the generator is process-wide: thread ranks take turns), sharded
 // for a job of `ranks`.
 inline std::shared_ptr<Mlp> make_mlp(int ranks) {
-  static std::mutex seed_mutex;
   std::shared_ptr<Mlp> net;
   {
-    std::lock_guard<std::mutex> lock(seed_mutex);
-    set_seed(1);
+    // NOTE [Global generator]: other threads' draws (a rank's dataset taking its seed) wait.
+    const SeededScope seeded(1);
     net = std::make_shared<Mlp>();
   }
   shard(*net, ranks);
