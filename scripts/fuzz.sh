@@ -14,16 +14,23 @@
 #   scripts/fuzz.sh 0                        # build only (ctest -L fuzz replays the corpora)
 #
 # Environment: CLEAVE_JOBS  compile jobs (default: the number of CPUs); CLEAVE_SANITIZE_OPT as for
-# scripts/sanitize.sh.
+# scripts/sanitize.sh; CLEAVE_FUZZ_RUNS  stop a target after this many executions when that
+# comes before SECONDS (libFuzzer's -runs):
+#   CLEAVE_FUZZ_RUNS=1000000 scripts/fuzz.sh 7200     # a million inputs each, at most 2 h each
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 if [ $# -lt 1 ] || ! [[ $1 =~ ^[0-9]+$ ]]; then
-  sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 seconds=$1
 shift
+runs=${CLEAVE_FUZZ_RUNS:--1}
+if ! [[ $runs =~ ^-?[0-9]+$ ]]; then
+  echo "fuzz.sh: CLEAVE_FUZZ_RUNS is '$runs'; expected a number of executions" >&2
+  exit 2
+fi
 build_dir=build/asan
 jobs=${CLEAVE_JOBS:-$(nproc)}
 if ! command -v clang++-14 >/dev/null 2>&1; then
@@ -71,9 +78,10 @@ for t in "${targets[@]}"; do
   log=$build_dir/fuzz/$t.log
   echo "== $t: $seconds s (log: $log)"
   rc=0
+  start=$SECONDS
   # One process on one core: libFuzzer's default. (-jobs=1 would run the same in a child process
   # that logs to ./fuzz-0.log.)
-  "$build_dir/fuzz/${t}_fuzzer" -max_total_time="$seconds" -print_final_stats=1 \
+  "$build_dir/fuzz/${t}_fuzzer" -max_total_time="$seconds" -runs="$runs" -print_final_stats=1 \
     -rss_limit_mb=4096 -timeout=10 -artifact_prefix="$crashes/" "$corpus" "${seeds[@]}" \
     >"$log" 2>&1 || rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || true)
@@ -82,7 +90,7 @@ for t in "${targets[@]}"; do
     summary+=("$t: CRASHED after ${execs:-?} executions (exit $rc): $(ls "$crashes" | head -3 | tr '\n' ' ')")
     tail -40 "$log"
   else
-    summary+=("$t: ${execs:-?} executions in $seconds s, no crash")
+    summary+=("$t: ${execs:-?} executions in $((SECONDS - start)) s, no crash")
   fi
 done
 echo "== summary"
