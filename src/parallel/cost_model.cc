@@ -83,14 +83,16 @@ OpCost CostModel::op_cost(const RuleContext& ctx, const OpSharding& sharding) co
 }
 
 double CostModel::redistribution_s(const RedistributionPlan& plan) const {
+  return redistribution_s(cost_of(plan));
+}
+
+double CostModel::redistribution_s(const RedistributionCost& cost) const {
   double s = 0;
-  for (const RedistributionStep& step : plan.steps) {
-    int64_t group = 1;
-    for (int a : step.axes) group *= step.dev[static_cast<size_t>(a)];
+  for (const RedistributionCost::Step& step : cost.steps) {
     if (step.kind == RedistributionStep::Kind::kSlice) {
       s += compute_s(ShardingRule::ComputeClass::kMemory, 0, step.bytes);
     } else {
-      s += collective_s(collective_of(step.kind), step.bytes, group);
+      s += collective_s(collective_of(step.kind), step.bytes, step.group);
     }
   }
   return s;

@@ -194,6 +194,19 @@ void check_every_pair(int64_t rank, bool alltoall = true) {
       for (const Layout& to : targets) {
         const RedistributionPlan& plan =
             parallel::plan_redistribution(from, to, shape, DType::kFloat64);
+        // The cost form, planned and cached apart, has the plan's steps.
+        const parallel::RedistributionCost& cost =
+            parallel::redistribution_cost(from, to, shape, DType::kFloat64);
+        ASSERT_EQ(cost.steps.size(), plan.steps.size()) << plan.to_string();
+        EXPECT_EQ(cost.bytes, plan.bytes);
+        for (size_t i = 0; i < plan.steps.size(); ++i) {
+          const RedistributionStep& s = plan.steps[i];
+          EXPECT_EQ(cost.steps[i].kind, s.kind) << plan.to_string();
+          EXPECT_EQ(cost.steps[i].bytes, s.bytes) << plan.to_string();
+          EXPECT_EQ(cost.steps[i].group,
+                    static_cast<int64_t>(parallel::ranks_along(0, s.dev, s.axes).size()))
+              << plan.to_string();
+        }
         Locals now = start;
         for (const RedistributionStep& s : plan.steps) {
           ASSERT_TRUE(alltoall || s.kind != Kind::kAllToAll) << plan.to_string();
@@ -268,6 +281,24 @@ TEST(Redistribution, AxesOutOfOrderAreMovedLikeAnyOthers) {
 
 // The cheapest plans of NOTE [Redistribution], from layout text to plan text, for a (16, 32)
 // Float32 tensor unless a case names another shape.
+// The plan search holds a layout in a few bytes (NOTE [Packed search layouts]): 32 dimensions
+// and 32 device axes of size > 1 at most, and an Error beyond.
+TEST(Redistribution, TensorsOfMoreThan32DimensionsAreAnError) {
+  std::vector<int64_t> dims(33, 1);
+  dims[0] = 2;
+  std::vector<Layout::DimAxes> split(33);
+  split[0] = {0};
+  EXPECT_ERROR(parallel::plan_redistribution(Layout::replicated({2}, 33), Layout({2}, split),
+                                             Shape(dims), DType::kFloat32),
+               "33 dimensions", "expected at most 32");
+  dims.pop_back();
+  split.pop_back();
+  EXPECT_EQ(parallel::plan_redistribution(Layout::replicated({2}, 32), Layout({2}, split),
+                                          Shape(dims), DType::kFloat32)
+                .to_string(),
+            "Slice(dim 0 over axis 0)");
+}
+
 TEST(Redistribution, KnownCheapestPlans) {
   const struct {
     const char* from;

@@ -53,6 +53,7 @@ class CostModel {
   OpCost op_cost(const RuleContext& ctx, const OpSharding& sharding) const;
   // Seconds for every step of `plan` (a local slice costs its copy).
   double redistribution_s(const RedistributionPlan& plan) const;
+  double redistribution_s(const RedistributionCost& cost) const;
 };
 
 // A model of constant throughputs, latency and bandwidth (for tests and what-if planning). The

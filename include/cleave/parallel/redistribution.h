@@ -64,6 +64,25 @@ struct RedistributionPlan {
 const RedistributionPlan& plan_redistribution(const Layout& from, const Layout& to,
                                               const Shape& global, DType dtype);
 
+// What the cost model reads of a plan: each step's kind, the size of its groups and the bytes
+// each rank sends, without the layouts. The strategy searches cost hundreds of thousands of
+// redistributions (NOTE [Packed search layouts] in redistribution.cc); these are cached apart
+// from the plans, at a tenth of their size.
+struct RedistributionCost {
+  struct Step {
+    RedistributionStep::Kind kind = RedistributionStep::Kind::kSlice;
+    int64_t group = 1;  // ranks in each of the step's groups
+    double bytes = 0;   // sent per rank
+  };
+  std::vector<Step> steps;
+  double bytes = 0;  // sent per rank, all steps
+};
+// plan_redistribution(from, to, global, dtype) as a cost: the same steps, cached, thread-safe,
+// and the same Errors.
+const RedistributionCost& redistribution_cost(const Layout& from, const Layout& to,
+                                              const Shape& global, DType dtype);
+// A plan's cost.
+RedistributionCost cost_of(const RedistributionPlan& plan);
 // Whether plans may use AlltoAll (the context's enable_alltoall). While a scope is alive, plans
 // made on its thread follow `enabled`; without one they may. Without AlltoAll a split moving from
 // one dimension to another is gathered and sliced (MindSpore's AllGather, Split and Concat with

@@ -17,10 +17,11 @@
 //     AllReduce of the gradient over the ranks holding the same slice (the mirror operator),
 //     for a parameter with a gradient (not BatchNorm's moving statistics);
 //   - one *edge* per tensor between two operators, with the matrix of beta * m times the
-//     redistribution (CostModel::redistribution_s of plan_redistribution) from the producer's
-//     completed output layout to the consumer's input layout, for every pair of candidates; and
-//     one edge from a parameter node to each user, 0 where the user reads the parameter in the
-//     parameter node's layout and forbidden (+inf) elsewhere: one layout per parameter.
+//     redistribution (CostModel::redistribution_s of redistribution_cost, plan_redistribution's
+//     plan) from the producer's completed output layout to the consumer's input layout, for every
+//     pair of candidates; and one edge from a parameter node to each user, 0 where the user reads
+//     the parameter in the parameter node's layout and forbidden (+inf) elsewhere: one layout per
+//     parameter.
 // A training step (SearchOptions::training) has c = 3 and m = 2: the backward computes twice the
 // forward (an input's gradient and a weight's, for each product), and every forward collective
 // or redistribution has a backward one moving as many bytes (AllGather <-> ReduceScatter or a

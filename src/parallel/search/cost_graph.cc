@@ -33,9 +33,9 @@ namespace {
 //      of the normalized forms, and its checks accept a layout's normalized form whenever they
 //      accept the layout);
 //   2. makes one *job* per different cell (first met first), and computes the jobs' plans on
-//      several threads (plan_redistribution is thread-safe and a pure function of its
-//      arguments), then their costs in job order on this thread (a CostModel need not be
-//      thread-safe);
+//      several threads (redistribution_cost, the plans without their layouts, is thread-safe
+//      and a pure function of its arguments), then their costs in job order on this thread (a
+//      CostModel need not be thread-safe);
 //   3. fills every matrix from its cells' jobs.
 // Each cell gets exactly the value the plain loop computed, by the same expression from the same
 // plan: the cost graph, and so every plan searched on it, is unchanged bit for bit. An
@@ -118,7 +118,7 @@ class Builder {
   double redistribution_s(const Layout& from, const Layout& to, const ir::TensorMeta& meta) const {
     if (from.same_distribution(to)) return 0;
     return model_.redistribution_s(
-        plan_redistribution(from, to, meta.shape, planned_dtype(meta.dtype)));
+        redistribution_cost(from, to, meta.shape, planned_dtype(meta.dtype)));
   }
 
   // The candidates of op i (NOTE [Algorithm parameters]); those fully_use_devices dropped are
@@ -377,7 +377,7 @@ class Builder {
   void cost_edges() {
     const size_t count = jobs_.size();
     std::vector<char> same(count);
-    std::vector<const RedistributionPlan*> plans(count, nullptr);
+    std::vector<const RedistributionCost*> plans(count, nullptr);
     // Threads pay off only for many plans; a small graph stays on this thread.
     search_detail::parallel_for(count, count < 4096 ? 1 : 8, 64, [&](size_t j) {
       const Job& job = jobs_[j];
@@ -386,7 +386,7 @@ class Builder {
       same[j] = from.same_distribution(to);
       if (same[j]) return;
       const ir::TensorMeta& meta = tensor_types_.values[static_cast<size_t>(job.meta)];
-      plans[j] = &plan_redistribution(from, to, meta.shape, planned_dtype(meta.dtype));
+      plans[j] = &redistribution_cost(from, to, meta.shape, planned_dtype(meta.dtype));
     });
     std::vector<double> cost(count, 0.0);
     for (size_t j = 0; j < count; ++j) {

@@ -34,9 +34,9 @@ struct Redistribution {
 Redistribution redistribution(const CostModel& model, const Layout& from, const Layout& to,
                               const ir::TensorMeta& meta) {
   if (from.same_distribution(to)) return {};
-  const RedistributionPlan& plan =
-      plan_redistribution(from, to, meta.shape, planned_dtype(meta.dtype));
-  return {model.redistribution_s(plan), plan.bytes};
+  const RedistributionCost& cost =
+      redistribution_cost(from, to, meta.shape, planned_dtype(meta.dtype));
+  return {model.redistribution_s(cost), cost.bytes};
 }
 
 }  // namespace

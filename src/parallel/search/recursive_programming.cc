@@ -289,7 +289,7 @@ class Recursive {
     if (from.same_distribution(to)) return 0;
     const DType dtype = meta.dtype == DType::kBool ? DType::kInt32 : meta.dtype;
     return f_.beta * f_.comm *
-           model_.redistribution_s(plan_redistribution(from, to, meta.shape, dtype));
+           model_.redistribution_s(redistribution_cost(from, to, meta.shape, dtype));
   }
 
   const Layout& output_layout(size_t a, int output) const {
