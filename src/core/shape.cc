@@ -6,7 +6,12 @@ namespace cleave {
 
 int64_t Shape::numel() const {
   int64_t n = 1;
-  for (int64_t d : dims_) n *= d;
+  for (int64_t d : dims_) {
+    // A shape read from a file can hold any sizes: their product must not overflow.
+    CLEAVE_CHECK_ARG(!__builtin_mul_overflow(n, d, &n),
+                     "shape {} has more elements than an int64 holds; expected a smaller shape",
+                     to_string());
+  }
   return n;
 }
 

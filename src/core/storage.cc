@@ -1,7 +1,10 @@
 #include "cleave/core/storage.h"
 
+#include <sys/sysinfo.h>
+
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -15,6 +18,8 @@ namespace {
 
 constexpr size_t kAlignment = 64;
 DeviceAllocator g_cuda_allocator{nullptr, nullptr};
+std::atomic<size_t> g_cpu_live_bytes{0};
+std::atomic<size_t> g_cpu_peak_live_bytes{0};
 
 // NOTE [CPU allocation cache]
 // A training step allocates the same large buffers (activations, gradients) every step. glibc
@@ -34,6 +39,16 @@ DeviceAllocator g_cuda_allocator{nullptr, nullptr};
 constexpr size_t kCacheMinBytes = size_t{64} << 10;
 constexpr size_t kPage = 4096;
 constexpr size_t kSmallBlocksPerSize = 256;
+
+// Physical memory and swap: no allocation can be larger.
+size_t machine_memory_bytes() {
+  static const size_t bytes = [] {
+    struct sysinfo info {};
+    if (sysinfo(&info) != 0) return std::numeric_limits<size_t>::max();
+    return (static_cast<size_t>(info.totalram) + info.totalswap) * info.mem_unit;
+  }();
+  return bytes;
+}
 
 class CpuBlockCache {
  public:
@@ -59,8 +74,18 @@ class CpuBlockCache {
         return p;
       }
     }
+    // A tensor larger than the machine's memory and swap is a mistake (a shape read from a
+    // file, a wrong batch size), not an allocation to try: the kernel may grant it and kill the
+    // process later, and sanitizers abort on it (found by the ir_text fuzzer).
+    CLEAVE_CHECK_ARG(size <= machine_memory_bytes(),
+                     "cannot allocate {} bytes for a tensor: this machine has {} bytes of memory "
+                     "and swap; expected a smaller shape",
+                     nbytes, machine_memory_bytes());
     void* p = std::aligned_alloc(kAlignment, size);
-    if (p == nullptr) throw std::bad_alloc();
+    CLEAVE_CHECK_ARG(p != nullptr,
+                     "cannot allocate {} bytes for a tensor: out of memory ({} bytes are held by "
+                     "live tensors)",
+                     nbytes, g_cpu_live_bytes.load());
     return p;
   }
 
@@ -125,11 +150,6 @@ void set_device_allocator(DeviceType type, DeviceAllocator allocator) {
   CLEAVE_ASSERT(type == DeviceType::kCUDA, "only CUDA takes a device allocator");
   g_cuda_allocator = allocator;
 }
-
-namespace {
-std::atomic<size_t> g_cpu_live_bytes{0};
-std::atomic<size_t> g_cpu_peak_live_bytes{0};
-}  // namespace
 
 size_t cpu_live_bytes() { return g_cpu_live_bytes.load(); }
 size_t cpu_peak_live_bytes() { return g_cpu_peak_live_bytes.load(); }

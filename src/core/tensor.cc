@@ -81,9 +81,14 @@ const TensorImpl& Tensor::checked() const {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   check_dims(shape, "Tensor::empty");
+  size_t bytes = 0;
+  CLEAVE_CHECK_ARG(
+      !__builtin_mul_overflow(static_cast<size_t>(shape.numel()), dtype_size(dtype), &bytes),
+      "Tensor::empty: a {} tensor of shape {} has more bytes than memory can address; expected a "
+      "smaller shape",
+      dtype_name(dtype), shape.to_string());
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage =
-      std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * dtype_size(dtype), device);
+  impl->storage = std::make_shared<Storage>(bytes, device);
   impl->shape = shape;
   impl->dtype = dtype;
   return Tensor(std::move(impl));

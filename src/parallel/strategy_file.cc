@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,42 @@ namespace {
 
 using nlohmann::json;
 constexpr const char* kWhat = "strategy file";
+
+// `v`, field `field` of an entry, as integers: an Error unless it is an array of integers of
+// int64 range (nlohmann's get<int64_t> of a number with a fraction or beyond that range is
+// undefined behaviour: found by the strategy_file fuzzer).
+std::vector<int64_t> integers(const json& v, const char* field) {
+  const auto fail = [&] {
+    CLEAVE_FAIL("\"{}\" is {}; expected an array of integers", field, v.dump());
+  };
+  if (!v.is_array()) fail();
+  std::vector<int64_t> out;
+  for (const json& x : v) {
+    if (!x.is_number_integer() || (x.is_number_unsigned() && x.get<uint64_t>() > INT64_MAX)) {
+      fail();
+    }
+    out.push_back(x.get<int64_t>());
+  }
+  return out;
+}
+
+// "tensor_map": for each dimension an array of device axes (Layout checks them).
+std::vector<Layout::DimAxes> tensor_map_of(const json& v) {
+  CLEAVE_CHECK_ARG(v.is_array(), "\"tensor_map\" is {}; expected an array of arrays of axes",
+                   v.dump());
+  std::vector<Layout::DimAxes> map;
+  for (const json& dim : v) {
+    Layout::DimAxes axes;
+    for (int64_t a : integers(dim, "tensor_map")) {
+      CLEAVE_CHECK_ARG(a >= INT32_MIN && a <= INT32_MAX,
+                       "\"tensor_map\" names axis {}; expected a device axis", a);
+      axes.push_back(static_cast<int>(a));
+    }
+    map.push_back(std::move(axes));
+  }
+  return map;
+}
+
 constexpr const char* kFormat = "cleave-strategy";
 
 json layout_json(const Layout& l, const Shape& shape) {
@@ -125,9 +162,9 @@ ParameterLayouts load_parameter_layouts(const std::string& path) {
                    path);
   for (const auto& [name, item] : items.items()) {
     try {
-      const auto dev = item.at("dev_matrix").get<std::vector<int64_t>>();
-      const auto map = item.at("tensor_map").get<std::vector<std::vector<int>>>();
-      const Shape shape(item.at("tensor_shape").get<std::vector<int64_t>>());
+      const std::vector<int64_t> dev = integers(item.at("dev_matrix"), "dev_matrix");
+      const std::vector<Layout::DimAxes> map = tensor_map_of(item.at("tensor_map"));
+      const Shape shape(integers(item.at("tensor_shape"), "tensor_shape"));
       Layout layout(dev, map);
       const std::string why = layout.check_shape(shape);
       CLEAVE_CHECK_ARG(why.empty(), "{}", why);

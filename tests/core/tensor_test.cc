@@ -53,6 +53,17 @@ TEST(Tensor, NegativeDimIsRejected) {
   EXPECT_ERROR(Tensor::zeros({2, -1}), "dimension 1", "negative");
 }
 
+// A shape larger than the machine's memory, or than an int64 counts, is an Error, never an
+// allocation tried (found by the ir_text fuzzer: its constants' shapes come from the file).
+TEST(Tensor, ShapesLargerThanMemoryAreErrors) {
+  EXPECT_ERROR(Tensor::zeros({2, 99999999999993}), "cannot allocate 799999999999944 bytes",
+               "bytes of memory and swap");
+  EXPECT_ERROR(Tensor::empty({int64_t{1} << 62}, DType::kFloat64),
+               "has more bytes than memory can address");
+  EXPECT_ERROR(Shape({int64_t{1} << 32, int64_t{1} << 32}).numel(),
+               "shape (4294967296, 4294967296) has more elements than an int64 holds");
+}
+
 TEST(Tensor, DataWithWrongTypeIsRejected) {
   EXPECT_ERROR(Tensor::zeros({2}).data<double>(), "holds Float32", "Float64 was requested");
 }

@@ -201,6 +201,25 @@ TEST(ParseText, NumbersOutOfRangeAreErrorsNamingTheLine) {
   EXPECT_NE(ref.find("%2[99999999999]"), std::string::npos) << ref;
 }
 
+// A constant larger than the machine's memory (fuzz/regressions/ir_text/
+// constant_larger_than_memory.ir): its zeros were allocated, which a sanitizer aborts on and the
+// kernel may grant and kill later; and a shape whose element count overflows int64.
+TEST(ParseText, ConstantsLargerThanMemoryAreErrorsNamingTheLine) {
+  auto edited = [](std::string_view to) {
+    std::string text = kSmall;
+    const std::string_view from = "<Tensor[Int64], (3)> : constant = [1, 2, 3]";
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  const std::string huge = error_of(edited("<Tensor[Int64], (2, 99999999999993)> : constant"));
+  EXPECT_NE(huge.find("t.ir:8:"), std::string::npos) << huge;
+  EXPECT_NE(huge.find("cannot allocate 1599999999999888 bytes for a tensor"), std::string::npos)
+      << huge;
+  const std::string overflow =
+      error_of(edited("<Tensor[Int64], (4294967296, 4294967296)> : constant"));
+  EXPECT_NE(overflow.find("more elements than an int64 holds"), std::string::npos) << overflow;
+}
+
 TEST(ParseStrategy, ReadsWhatStrategyToStringWrites) {
   for (const Strategy& s : {Strategy{}, Strategy{{2, 4}, {4, 1}}, Strategy{{8}}, Strategy{{}}}) {
     EXPECT_EQ(parse_strategy(strategy_to_string(s)), s) << strategy_to_string(s);

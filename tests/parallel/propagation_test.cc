@@ -316,6 +316,17 @@ TEST_F(StrategyFile, FieldsOfTheWrongTypeAreNamedErrors) {
                    "tensor_shape": [4294967296, 4294967296]}}})";
   EXPECT_ERROR(load_parameter_layouts(path("l.json")), "parameter 'w' has an invalid layout",
                "has more than 2147483647 devices");
+  // A number with an exponent where an integer belongs (fuzz/regressions/strategy_file/
+  // shape_number_with_exponent.json): nlohmann's conversion was undefined behaviour.
+  std::ofstream(path("l.json"))
+      << R"({"format": "cleave-strategy", "version": 1, "device_num": 8, "parallel_layout_item":
+            {"w": {"dev_matrix": [8], "tensor_map": [[0], []], "tensor_shape": [8, 4.3e54]}}})";
+  EXPECT_ERROR(load_parameter_layouts(path("l.json")), "parameter 'w' has an invalid layout",
+               "\"tensor_shape\" is [8,4.3e+54]; expected an array of integers");
+  std::ofstream(path("l.json"))
+      << R"({"format": "cleave-strategy", "version": 1, "device_num": 8, "parallel_layout_item":
+            {"w": {"dev_matrix": [8], "tensor_map": [[0.5], []], "tensor_shape": [8, 4]}}})";
+  EXPECT_ERROR(load_parameter_layouts(path("l.json")), "\"tensor_map\" is [0.5]");
 }
 
 // Seed 003's Net as a Cell, trained by AUTO_PARALLEL with sharding propagation on 8 thread ranks.

@@ -180,7 +180,12 @@ std::vector<TensorLayout> parse_layouts_at(Cursor& in) {
 }
 
 Tensor constant_tensor(const TensorMeta& m, const std::vector<double>& values, Cursor& in) {
-  Tensor t = Tensor::zeros(m.shape, m.dtype);
+  Tensor t;
+  try {
+    t = Tensor::zeros(m.shape, m.dtype);  // a shape too large for memory is an Error
+  } catch (const Error& e) {
+    in.fail_here(e.what());
+  }
   if (values.empty()) return t;
   const int64_t n = m.shape.numel();
   if (values.size() != 1 && static_cast<int64_t>(values.size()) != n) {
