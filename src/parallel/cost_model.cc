@@ -71,6 +71,19 @@ OpCost CostModel::op_cost(const RuleContext& ctx, const OpSharding& sharding) co
   const ShardingRule* rule = find_rule(ctx.op);
   const auto cls = rule != nullptr ? rule->compute_class() : ShardingRule::ComputeClass::kMemory;
   cost.compute_s = compute_s(cls, sharding.compute_flops, cost.memory_bytes);
+  if (!sharding.out_targets.empty()) {
+    // NOTE [Output targets]: each output moves from what the op computes to its target by the
+    // redistribution the rewrite runs (a ReduceScatter where the target splits a pending sum).
+    for (size_t k = 0; k < ctx.outputs.size() && k < sharding.outputs.size(); ++k) {
+      const Layout &made = sharding.outputs[k], &target = sharding.out_targets[k];
+      if (made.same_distribution(target)) continue;
+      const DType dtype =
+          ctx.outputs[k].dtype == DType::kBool ? DType::kInt32 : ctx.outputs[k].dtype;
+      cost.comm_s +=
+          redistribution_s(redistribution_cost(made, target, ctx.outputs[k].shape, dtype));
+    }
+    return cost;
+  }
   for (const Layout& l : sharding.outputs) {
     if (!l.is_partial()) continue;
     int64_t n = 1;

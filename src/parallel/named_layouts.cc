@@ -21,6 +21,7 @@
 #include <numeric>
 
 #include "cleave/core/error.h"
+#include "cleave/parallel/redistribution.h"
 #include "cleave/parallel/sharding_rule.h"
 #include "cleave/parallel/step_parallel.h"
 
@@ -281,6 +282,18 @@ OpSharding infer_node(const ShardingRule& rule, const RuleContext& ctx, const ir
                      ? infer_with_layouts(rule, ctx, n.in_layouts)
                      : rule.infer(ctx, strategy);
   s.out_targets = output_targets(ctx, s, n);
+  if (!s.out_targets.empty()) {
+    // The bytes of the redistributions to the targets, which the rewrite runs instead of the
+    // AllReduce the rule counted (CostModel::op_cost times them the same way).
+    s.forward_comm_bytes = 0;
+    for (size_t k = 0; k < s.out_targets.size() && k < ctx.outputs.size(); ++k) {
+      if (s.outputs[k].same_distribution(s.out_targets[k])) continue;
+      const DType dtype =
+          ctx.outputs[k].dtype == DType::kBool ? DType::kInt32 : ctx.outputs[k].dtype;
+      s.forward_comm_bytes +=
+          redistribution_cost(s.outputs[k], s.out_targets[k], ctx.outputs[k].shape, dtype).bytes;
+    }
+  }
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include "cleave/cleave.h"
 #include "cleave/ir/dump.h"
 #include "cleave/ir/parse.h"
+#include "cleave/parallel/cost_model.h"
 #include "cleave/parallel/propagation.h"
 #include "cleave/parallel/redistribution.h"
 #include "cleave/parallel/step_parallel.h"
@@ -75,6 +76,40 @@ AllGather (2, 16) -> (16, 16) over (0, 1, 2, 3, 4, 5, 6, 7)
       rank_ops(forward(" {in_strategy: ((8, 1), (1, 1))} {out_strategy: ((2, 1))}"), 0);
   EXPECT_NE(gathered.find("AllGather (2, 16) -> (8, 16) over (0, 1, 2, 3)"), std::string::npos)
       << gathered;
+}
+
+// The searches cost an op by CostModel::op_cost of infer_node's sharding: with an out_strategy
+// they count the ReduceScatter the rewrite runs (above), not the AllReduce of the pending sums.
+TEST(OutStrategy, TheCostIsTheRedistributionTheRewriteRuns) {
+  const auto cost_of = [](const std::string& annotations) {
+    const ir::Graph g = ir::parse_text(forward(annotations)).graph;
+    const ir::Node& n = *std::find_if(g.nodes.begin(), g.nodes.end(),
+                                      [](const ir::Node& x) { return x.name == "matmul"; });
+    std::vector<ir::TensorMeta> inputs;
+    for (const ir::ValueRef& v : n.inputs) inputs.push_back(g.meta(v));
+    const parallel::RuleContext ctx{*n.op, n.attrs, inputs, n.outputs, n.name, n.scope, 8};
+    const parallel::OpSharding s =
+        parallel::infer_node(parallel::rule_of(*n.op), ctx, n, n.strategy);
+    return std::make_pair(s.forward_comm_bytes, parallel::ConstantCostModel().op_cost(ctx, s));
+  };
+  const parallel::ConstantCostModel model;
+  // Each rank's pending (8, 16) Float32 sums, 512 bytes, over 4 ranks.
+  const auto [reduced_bytes, reduced] = cost_of(" {in_strategy: ((2, 4), (4, 1))}");
+  EXPECT_DOUBLE_EQ(reduced_bytes, 2 * 512.0 * 3 / 4);
+  EXPECT_DOUBLE_EQ(reduced.comm_s,
+                   model.collective_s(parallel::Collective::kAllReduce, reduced_bytes, 4));
+  const auto [scattered_bytes, scattered] =
+      cost_of(" {in_strategy: ((2, 4), (4, 1))} {out_strategy: ((8, 1))}");
+  EXPECT_DOUBLE_EQ(scattered_bytes, 512.0 * 3 / 4);
+  EXPECT_DOUBLE_EQ(scattered.comm_s,
+                   model.collective_s(parallel::Collective::kReduceScatter, scattered_bytes, 4));
+  EXPECT_LT(scattered.comm_s, reduced.comm_s);
+  EXPECT_EQ(scattered.compute_s, reduced.compute_s);
+  // A target the op already computes costs nothing.
+  const auto [same_bytes, same] =
+      cost_of(" {in_strategy: ((8, 1), (1, 1))} {out_strategy: ((8, 1))}");
+  EXPECT_EQ(same_bytes, 0);
+  EXPECT_EQ(same.comm_s, 0);
 }
 
 TEST(NamedLayouts, EnableAlltoallOffGathersAndSlices) {

@@ -67,7 +67,8 @@ struct OpSharding {
   std::vector<Layout> inputs;        // what each input must be on every rank
   std::vector<Layout> outputs;       // what the local computation produces (may be partial)
   // The rule's cost, per rank: floating-point operations of the local computation, and bytes
-  // sent to complete the partial outputs (an AllReduce of each; 0 when none is partial).
+  // sent to complete the partial outputs (an AllReduce of each; 0 when none is partial), or,
+  // with out_targets, to move the outputs to them (infer_node).
   double compute_flops = 0;
   double forward_comm_bytes = 0;
   // The device axes of each loop, major first, when they are not the default (loop l split over
