@@ -1,6 +1,9 @@
 // load_param_into_net, the training state of a checkpoint, and ModelCheckpoint.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <regex>
 #include <tuple>
 #include <vector>
@@ -204,6 +207,34 @@ void refuse_another_job(const std::string& directory, const std::string& prefix,
   }
 }
 
+// NOTE [A run after another]
+// A run that starts over (not resumed) in a folder holding this job's checkpoints from an
+// earlier run would write the same names ('<prefix>-<epoch>_<step>') and, older by their
+// numbers, be deleted by its own keep_checkpoint_max while the earlier run's newer files stay,
+// and a loader would then take the earlier run's set. So, as MindSpore's ModelCheckpoint does
+// when its prefix is taken, such a run saves under '<prefix>_<N>' (the first N whose files are not
+// there) and says so once; the earlier files are left as they are. A run resumed from the
+// folder's newest set saves after it (its first step is beyond every file there) and keeps the
+// prefix. A file without a commit marker counts as newer: its step is not known.
+std::string prefix_for_this_run(const std::string& directory, const std::string& prefix,
+                                int64_t first_step) {
+  bool newer = false;
+  for (const auto& [epoch, step, path] : checkpoint_files(directory, prefix, "ckpt|safetensors")) {
+    const std::optional<CommitMarker> marker = read_commit_marker(path.string());
+    newer = newer || !marker || marker->step_num >= first_step;
+  }
+  if (!newer) return prefix;
+  for (int n = 1;; ++n) {
+    const std::string next = fmt::format("{}_{}", prefix, n);
+    if (!checkpoint_files(directory, next, "ckpt|safetensors").empty()) continue;
+    print_line(fmt::format(
+        "ModelCheckpoint: the folder '{}' holds this job's '{}' checkpoints of an earlier run, "
+        "at or after this run's step {}; this run saves as '{}-<epoch>_<step>' and leaves them",
+        directory, prefix, first_step, next));
+    return next;
+  }
+}
+
 }  // namespace
 
 std::string latest_checkpoint(const std::string& directory, const std::string& prefix) {
@@ -262,6 +293,7 @@ void ModelCheckpoint::save(const RunContext& ctx) {
   const CheckpointJob job = current_job(*ctx.network);
   if (!folder_checked_) {
     refuse_another_job(directory_, prefix_, config_.format, job);
+    prefix_ = prefix_for_this_run(directory_, prefix_, ctx.cur_step_num);
     folder_checked_ = true;
   }
   const std::string file =

@@ -208,6 +208,44 @@ TEST(CheckpointSet, AJobWithTheParallelOptimizerResumesOnAnyDeviceCount) {
   fs::remove_all(dir);
 }
 
+// NOTE [A run after another] in src/train/checkpoint_state.cc: a run started over in the folder
+// of this job's earlier, longer run saves under a new prefix and leaves the earlier files; a
+// run resumed from the folder's newest set keeps the prefix.
+TEST(CheckpointSet, ARunStartedOverLeavesTheEarlierRunsNewerFiles) {
+  runtime::set_context({.mode = runtime::GRAPH_MODE});
+  const fs::path dir = fresh_dir("ckpt_set_rerun");
+  const fs::path mine = dir / "0";
+  job_losses({.ranks = 1, .epochs = 2, .save_dir = dir.string()});
+  ASSERT_TRUE(fs::exists(mine / "CKP-2_3.ckpt"));
+  const auto earlier = fs::last_write_time(mine / "CKP-2_3.ckpt");
+  // Started over: its steps 1-3 are older than the folder's step 6, so they would have been
+  // deleted as its own oldest files (and the loader would take step 6).
+  job_losses({.ranks = 1, .epochs = 1, .save_dir = dir.string()});
+  EXPECT_TRUE(fs::exists(mine / "CKP_1-1_3.ckpt"));
+  EXPECT_TRUE(fs::exists(mine / "CKP_1-1_3.ckpt.commit"));
+  EXPECT_EQ(fs::last_write_time(mine / "CKP-2_3.ckpt"), earlier);
+  EXPECT_EQ(read_commit_marker((mine / "CKP-2_3.ckpt").string())->step_num, 6);
+  // Another start over takes the next prefix.
+  job_losses({.ranks = 1, .epochs = 1, .save_dir = dir.string()});
+  EXPECT_TRUE(fs::exists(mine / "CKP_2-1_3.ckpt"));
+  EXPECT_TRUE(fs::exists(mine / "CKP_1-1_3.ckpt"));
+
+  // A run resumed from a folder's newest set saves after it, under the prefix.
+  const fs::path other = fresh_dir("ckpt_set_resumed");
+  job_losses({.ranks = 1, .epochs = 1, .save_dir = other.string()});
+  job_losses({.ranks = 1,
+              .epochs = 2,
+              .save_dir = other.string(),
+              .resume_dir = other.string(),
+              .resume_strategy = ""});
+  EXPECT_TRUE(fs::exists(other / "0" / "CKP-2_3.ckpt"));
+  for (const auto& entry : fs::directory_iterator(other / "0")) {
+    EXPECT_FALSE(entry.path().filename().string().starts_with("CKP_")) << entry.path();
+  }
+  fs::remove_all(dir);
+  fs::remove_all(other);
+}
+
 TEST(CheckpointSet, PartialSetsAndOtherJobsFilesAreRefusedByName) {
   const fs::path dir = fresh_dir("ckpt_set_partial");
   save_four_rank_job(dir);

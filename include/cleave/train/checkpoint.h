@@ -128,7 +128,9 @@ struct CheckpointConfig {
 // the folder (by epoch, then step) beyond keep_checkpoint_max (at least 2 are kept in a job of
 // several ranks). In a job, rank r gives its own folder; the files of one step on every rank are
 // one set (NOTE [Checkpoint sets] in cleave/train/checkpoint_set.h). Throws Error, writing
-// nothing, when the folder holds another job's checkpoints of this prefix.
+// nothing, when the folder holds another job's checkpoints of this prefix. A run that starts
+// over where this job's earlier run saved later steps saves as '<prefix>_<N>' and says so,
+// leaving the earlier files (NOTE [A run after another] in src/train/checkpoint_state.cc).
 class ModelCheckpoint : public Callback {
  public:
   explicit ModelCheckpoint(CheckpointConfig config = {}, std::string prefix = "CKP",
