@@ -181,6 +181,36 @@ std::vector<Layout> layouts(int64_t n, int64_t rank, bool partial) {
   return out;
 }
 
+// `global` moved from `from` to `to` on n ranks by its plan: every rank ends with its slice of
+// `to`, and the plan's cost form (planned and cached apart) has the plan's steps. Returns the
+// plan.
+const RedistributionPlan& check_plan(const Tensor& global, const Layout& from, const Layout& to,
+                                     int64_t n) {
+  const Shape& shape = global.shape();
+  const RedistributionPlan& plan = parallel::plan_redistribution(from, to, shape, DType::kFloat64);
+  const parallel::RedistributionCost& cost =
+      parallel::redistribution_cost(from, to, shape, DType::kFloat64);
+  EXPECT_EQ(cost.steps.size(), plan.steps.size()) << plan.to_string();
+  EXPECT_EQ(cost.bytes, plan.bytes);
+  for (size_t i = 0; i < plan.steps.size() && i < cost.steps.size(); ++i) {
+    const RedistributionStep& s = plan.steps[i];
+    EXPECT_EQ(cost.steps[i].kind, s.kind) << plan.to_string();
+    EXPECT_EQ(cost.steps[i].bytes, s.bytes) << plan.to_string();
+    EXPECT_EQ(cost.steps[i].group,
+              static_cast<int64_t>(parallel::ranks_along(0, s.dev, s.axes).size()))
+        << plan.to_string();
+  }
+  Locals now = lay_out(global, from);
+  for (const RedistributionStep& s : plan.steps) now = simulate(s, now);
+  for (int64_t r = 0; r < n; ++r) {
+    EXPECT_TRUE(
+        testing::all_close(now[static_cast<size_t>(r)], slice_of(global, to, r), 1e-12, 1e-12))
+        << from.to_string() << " -> " << to.to_string() << " via " << plan.to_string() << ", rank "
+        << r;
+  }
+  return plan;
+}
+
 void check_every_pair(int64_t rank, bool alltoall = true) {
   const parallel::AllToAllScope scope(alltoall);
   const Shape shape = rank == 2 ? Shape{24, 24} : Shape{24, 24, 24};
@@ -190,33 +220,10 @@ void check_every_pair(int64_t rank, bool alltoall = true) {
     const std::vector<Layout> sources = layouts(n, rank, true);
     const std::vector<Layout> targets = layouts(n, rank, false);
     for (const Layout& from : sources) {
-      const Locals start = lay_out(global, from);
       for (const Layout& to : targets) {
-        const RedistributionPlan& plan =
-            parallel::plan_redistribution(from, to, shape, DType::kFloat64);
-        // The cost form, planned and cached apart, has the plan's steps.
-        const parallel::RedistributionCost& cost =
-            parallel::redistribution_cost(from, to, shape, DType::kFloat64);
-        ASSERT_EQ(cost.steps.size(), plan.steps.size()) << plan.to_string();
-        EXPECT_EQ(cost.bytes, plan.bytes);
-        for (size_t i = 0; i < plan.steps.size(); ++i) {
-          const RedistributionStep& s = plan.steps[i];
-          EXPECT_EQ(cost.steps[i].kind, s.kind) << plan.to_string();
-          EXPECT_EQ(cost.steps[i].bytes, s.bytes) << plan.to_string();
-          EXPECT_EQ(cost.steps[i].group,
-                    static_cast<int64_t>(parallel::ranks_along(0, s.dev, s.axes).size()))
-              << plan.to_string();
-        }
-        Locals now = start;
+        const RedistributionPlan& plan = check_plan(global, from, to, n);
         for (const RedistributionStep& s : plan.steps) {
           ASSERT_TRUE(alltoall || s.kind != Kind::kAllToAll) << plan.to_string();
-          now = simulate(s, now);
-        }
-        for (int64_t r = 0; r < n; ++r) {
-          ASSERT_TRUE(testing::all_close(now[static_cast<size_t>(r)], slice_of(global, to, r),
-                                         1e-12, 1e-12))
-              << from.to_string() << " -> " << to.to_string() << " via " << plan.to_string()
-              << ", rank " << r;
         }
         ++pairs;
       }
@@ -262,16 +269,7 @@ TEST(Redistribution, AxesOutOfOrderAreMovedLikeAnyOthers) {
         if (!other.is_partial()) cases.emplace_back(odd, other);
       }
       for (const auto& [from, to] : cases) {
-        const RedistributionPlan& plan =
-            parallel::plan_redistribution(from, to, shape, DType::kFloat64);
-        Locals now = lay_out(global, from);
-        for (const RedistributionStep& st : plan.steps) now = simulate(st, now);
-        for (int64_t r = 0; r < n; ++r) {
-          ASSERT_TRUE(testing::all_close(now[static_cast<size_t>(r)], slice_of(global, to, r),
-                                         1e-12, 1e-12))
-              << from.to_string() << " -> " << to.to_string() << " via " << plan.to_string()
-              << ", rank " << r;
-        }
+        check_plan(global, from, to, n);
         ++pairs;
       }
     }
@@ -279,8 +277,6 @@ TEST(Redistribution, AxesOutOfOrderAreMovedLikeAnyOthers) {
   EXPECT_GT(pairs, 1000);
 }
 
-// The cheapest plans of NOTE [Redistribution], from layout text to plan text, for a (16, 32)
-// Float32 tensor unless a case names another shape.
 // The plan search holds a layout in a few bytes (NOTE [Packed search layouts]): 32 dimensions
 // and 32 device axes of size > 1 at most, and an Error beyond.
 TEST(Redistribution, TensorsOfMoreThan32DimensionsAreAnError) {
@@ -299,6 +295,8 @@ TEST(Redistribution, TensorsOfMoreThan32DimensionsAreAnError) {
             "Slice(dim 0 over axis 0)");
 }
 
+// The cheapest plans of NOTE [Redistribution], from layout text to plan text, for a (16, 32)
+// Float32 tensor unless a case names another shape.
 TEST(Redistribution, KnownCheapestPlans) {
   const struct {
     const char* from;

@@ -177,18 +177,30 @@ std::vector<Tensor> grads_of_sum(const Tensor& out, const std::vector<Tensor>& i
   return autodiff::grad(ops::reduce_sum(out), inputs);
 }
 
+// The seed's function example in PYNATIVE_MODE: x (32, 128), weight (128, 10) and bias drawn with
+// `seed`, and the eager output and gradients of its sum that a sharded run must give.
+struct DenseReluCase {
+  Tensor x, w, b, want;
+  std::vector<Tensor> want_grads;
+};
+DenseReluCase dense_relu_case(uint64_t seed) {
+  set_seed(seed);
+  DenseReluCase c{
+      .x = Tensor::uniform({32, 128}), .w = Tensor::uniform({128, 10}), .b = Tensor::uniform({10})};
+  runtime::set_context({.mode = runtime::PYNATIVE_MODE});
+  std::vector<Tensor> leaves{c.x.clone(), c.w.clone(), c.b.clone()};
+  for (Tensor& t : leaves) t.set_requires_grad(true);
+  c.want = examples::dense_relu(leaves[0], leaves[1], leaves[2]);
+  c.want_grads = grads_of_sum(c.want, leaves);
+  return c;
+}
+
 TEST(ShardPyNative, DenseReluFunctionWithDerivedInputsEqualsOneProcess) {
   // The seed's function example: x (32, 128) split (4, 2) (here (n / 2, 2)), weight and bias
   // derived (std::nullopt); the output and the gradients of x, weight and bias equal eager ones.
-  set_seed(5);
-  const Tensor x = Tensor::uniform({32, 128});
-  const Tensor w = Tensor::uniform({128, 10});
-  const Tensor b = Tensor::uniform({10});
-  runtime::set_context({.mode = runtime::PYNATIVE_MODE});
-  std::vector<Tensor> leaves{x.clone(), w.clone(), b.clone()};
-  for (Tensor& t : leaves) t.set_requires_grad(true);
-  const Tensor want = examples::dense_relu(leaves[0], leaves[1], leaves[2]);
-  const std::vector<Tensor> want_grads = grads_of_sum(want, leaves);
+  const DenseReluCase c = dense_relu_case(5);
+  const Tensor &x = c.x, &w = c.w, &b = c.b, &want = c.want;
+  const std::vector<Tensor>& want_grads = c.want_grads;
 
   for (const int n : {2, 4, 8}) {
     ShardContext context;
@@ -220,15 +232,9 @@ TEST(ShardPyNative, EveryLevelSearchesTheBlockAndEqualsOneProcess) {
   // level 0, 1, 2: the dynamic programming under that objective gives the operators without a
   // strategy theirs (NOTE [Search objectives]); whatever it picks, the block computes what eager
   // code does. The step_parallel_begin dump of the forward says which search ran.
-  set_seed(6);
-  const Tensor x = Tensor::uniform({32, 128});
-  const Tensor w = Tensor::uniform({128, 10});
-  const Tensor b = Tensor::uniform({10});
-  runtime::set_context({.mode = runtime::PYNATIVE_MODE});
-  std::vector<Tensor> leaves{x.clone(), w.clone(), b.clone()};
-  for (Tensor& t : leaves) t.set_requires_grad(true);
-  const Tensor want = examples::dense_relu(leaves[0], leaves[1], leaves[2]);
-  const std::vector<Tensor> want_grads = grads_of_sum(want, leaves);
+  const DenseReluCase c = dense_relu_case(6);
+  const Tensor &x = c.x, &w = c.w, &b = c.b, &want = c.want;
+  const std::vector<Tensor>& want_grads = c.want_grads;
   for (const int level : {0, 1, 2}) {
     ShardContext context;
     ::testing::internal::CaptureStderr();
@@ -304,15 +310,9 @@ TEST(ShardPyNative, PerInputDatasetStrategiesAreEachRanksSlices) {
   // dataset_strategy ((2, 1), (1, 1), (1,)) on 4 ranks: x's rows in 2 slices (rank r holds rows
   // of slice r / 2), the weight and bias whole; the outputs whole; each rank gets its slice of
   // x's gradient and the whole gradients of the weight and bias.
-  set_seed(9);
-  const Tensor x = Tensor::uniform({32, 128});
-  const Tensor w = Tensor::uniform({128, 10});
-  const Tensor b = Tensor::uniform({10});
-  runtime::set_context({.mode = runtime::PYNATIVE_MODE});
-  std::vector<Tensor> leaves{x.clone(), w.clone(), b.clone()};
-  for (Tensor& t : leaves) t.set_requires_grad(true);
-  const Tensor want = examples::dense_relu(leaves[0], leaves[1], leaves[2]);
-  const std::vector<Tensor> want_grads = grads_of_sum(want, leaves);
+  const DenseReluCase c = dense_relu_case(9);
+  const Tensor &x = c.x, &w = c.w, &b = c.b, &want = c.want;
+  const std::vector<Tensor>& want_grads = c.want_grads;
   ShardContext context;
   runtime::set_auto_parallel_context({.parallel_mode = runtime::AUTO_PARALLEL,
                                       .search_mode = "sharding_propagation",
