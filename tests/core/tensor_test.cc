@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "cleave/core/random.h"
@@ -21,6 +22,19 @@ TEST(Tensor, CreationFillsShapeDtypeAndValues) {
   EXPECT_DOUBLE_EQ(Tensor::zeros({4}).at({3}), 0.0);
   EXPECT_DOUBLE_EQ(Tensor::ones({1}, DType::kInt64).item(), 1.0);
   EXPECT_EQ(Tensor::scalar(2.0).rank(), 0);
+}
+
+TEST(Tensor, FillingWithZeroClearsEveryDtypeAndKeepsNegativeZero) {
+  // +0 takes one memset (Tensor::fill); -0 keeps its sign bit.
+  for (DType dtype :
+       {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool}) {
+    Tensor t = Tensor::full({3, 5}, 1, dtype);
+    t.fill(0.0);
+    for (double v : t.to_double_vector()) EXPECT_EQ(v, 0.0) << dtype_name(dtype);
+  }
+  const std::vector<float> negative = Tensor::full({4}, -0.0).to_vector<float>();
+  for (float v : negative) EXPECT_TRUE(v == 0.0f && std::signbit(v));
+  EXPECT_EQ(Tensor::zeros({0, 3}).numel(), 0);
 }
 
 TEST(Tensor, ArangeCountsByStep) {

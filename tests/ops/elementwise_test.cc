@@ -116,9 +116,11 @@ TEST(Unary, ReferenceValuesOnAGrid) {
 
 TEST(Unary, Float32ErfIsAccurateEverywhere) {
   // The rational approximation (NOTE [Float32 transcendental kernels] in
-  // src/kernels/cpu/elementwise.h) over and beyond its clamped range.
+  // src/kernels/cpu/elementwise.h) over and beyond its clamped range: within 3e-7 where the
+  // compiler fuses its multiply-adds (the x86-64-v3 Release build), 3.2e-7 (about 5 ulp of values
+  // near 1) without FMA (the sanitizer builds target baseline x86-64).
   const Tensor x = Tensor::arange(-6, 6, 0.001, DType::kFloat64);
-  EXPECT_TRUE(all_close(ops::erf(ops::cast(x, DType::kFloat32)), ops::erf(x), 3e-7, 0));
+  EXPECT_TRUE(all_close(ops::erf(ops::cast(x, DType::kFloat32)), ops::erf(x), 4e-7, 0));
 }
 
 TEST(Unary, Float32LogIsAccurateEverywhere) {
