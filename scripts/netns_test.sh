@@ -26,6 +26,9 @@
 #                   lost scheduler, all within 15 s
 #   sched_link_down the scheduler alone on host C, workers on A and B; C's link set down: every
 #                   worker ends itself within 15 s naming the scheduler
+#   starved_link    host B's link starved to 1 kbit/s each way with tc htb in an AllReduce loop:
+#                   the scheduler and A's workers end within 15 s naming host B's ranks, B's
+#                   naming the lost scheduler
 #   throttle        host B's link throttled to 20 Mbit/s each way with tc tbf: a 1 MB AllReduce
 #                   loop goes on, slower (prints both rates), and the checksum job gives the
 #                   unthrottled hash
@@ -597,6 +600,29 @@ case_link_down() {
   pids=()
 }
 
+# Host B's link starved with an htb class of 1 kbit/s each way: its veth's egress in the switch and
+# its eth0's egress. The 1 MB AllReduces fill the queues, so B's heartbeats wait behind them: the
+# job must end as for a lost host, within 15 s, not wait out the 300 s collective timeout.
+htb_limit() {  # namespace device rate
+  in_ns "$1" tc qdisc add dev "$2" root handle 1: htb default 1 &&
+    in_ns "$1" tc class add dev "$2" parent 1: classid 1:1 htb rate "$3" ceil "$3" quantum 1514
+}
+
+case_starved_link() {
+  dir=$work/starved_link
+  fault_job cleave-a "$dir"
+  htb_limit "$switch" v-cleave-b 1kbit || bad "tc htb on the switch's v-cleave-b failed"
+  htb_limit cleave-b eth0 1kbit || bad "tc htb on cleave-b's eth0 failed"
+  local secs
+  secs=$(wait_gone 30 "$sched_pid" "${a_pids[@]}" "${b_pids[@]}")
+  in_ns "$switch" tc qdisc del dev v-cleave-b root
+  in_ns cleave-b tc qdisc del dev eth0 root
+  check_ended "failed: rank . (host cleave-b" "$secs" "$sched_pid" "${a_pids[@]}"
+  names_both_b_ranks
+  check_ended "lost the scheduler at ${addr[cleave-a]}" "$secs" "${b_pids[@]}"
+  pids=()
+}
+
 case_sched_link_down() {
   dir=$work/sched_link_down
   fault_job cleave-c "$dir"
@@ -679,6 +705,7 @@ run_case kill_host case_kill_host
 run_case kill_host_cleave_run case_kill_host_cleave_run
 run_case link_down case_link_down
 run_case sched_link_down case_sched_link_down
+run_case starved_link case_starved_link
 run_case throttle case_throttle
 [[ " ${NETNS_CASES:-} " == *" bench "* ]] && run_case bench case_bench
 
