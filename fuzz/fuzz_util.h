@@ -16,7 +16,18 @@
 #include <string>
 #include <string_view>
 
+#include "cleave/core/allocation_limit.h"
+
 namespace cleave::fuzz {
+
+// No input may make a reader allocate a tensor of more than 1 GiB: a few bytes of text asking for
+// gigabytes (a constant of shape (2999499993) in IR text, whose values default to zeros) is then a
+// cleave::Error, as it would be beyond the machine's memory, instead of tripping libFuzzer's
+// 4 GiB malloc limit.
+inline const bool kAllocationLimitSet = [] {
+  set_cpu_allocation_limit(size_t{1} << 30);
+  return true;
+}();
 
 // A folder of this process's own under /dev/shm (or the temporary folder), made once.
 inline const std::filesystem::path& scratch_dir() {

@@ -2,6 +2,7 @@
 
 #include <sys/sysinfo.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <limits>
@@ -10,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cleave/core/allocation_limit.h"
 #include "cleave/core/env.h"
 #include "cleave/core/error.h"
 
@@ -50,6 +52,9 @@ size_t machine_memory_bytes() {
   return bytes;
 }
 
+// set_cpu_allocation_limit's value; 0: the machine's memory and swap.
+std::atomic<size_t> g_allocation_limit{0};
+
 class CpuBlockCache {
  public:
   static CpuBlockCache& instance() {
@@ -77,6 +82,11 @@ class CpuBlockCache {
     // A tensor larger than the machine's memory and swap is a mistake (a shape read from a
     // file, a wrong batch size), not an allocation to try: the kernel may grant it and kill the
     // process later, and sanitizers abort on it (found by the ir_text fuzzer).
+    const size_t set = g_allocation_limit.load(std::memory_order_relaxed);
+    CLEAVE_CHECK_ARG(set == 0 || size <= set,
+                     "cannot allocate {} bytes for a tensor: this process allows at most {} bytes "
+                     "for one (set_cpu_allocation_limit); expected a smaller shape",
+                     nbytes, set);
     CLEAVE_CHECK_ARG(size <= machine_memory_bytes(),
                      "cannot allocate {} bytes for a tensor: this machine has {} bytes of memory "
                      "and swap; expected a smaller shape",
@@ -187,6 +197,15 @@ Storage::~Storage() {
   } else if (data_ != nullptr) {
     g_cuda_allocator.deallocate(data_, device_.index);
   }
+}
+
+size_t cpu_allocation_limit() {
+  const size_t set = g_allocation_limit.load(std::memory_order_relaxed);
+  return set == 0 ? machine_memory_bytes() : std::min(set, machine_memory_bytes());
+}
+
+void set_cpu_allocation_limit(size_t bytes) {
+  g_allocation_limit.store(bytes, std::memory_order_relaxed);
 }
 
 }  // namespace cleave

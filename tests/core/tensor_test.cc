@@ -7,6 +7,7 @@
 #include <cmath>
 #include <thread>
 
+#include "cleave/core/allocation_limit.h"
 #include "cleave/core/random.h"
 #include "testing/gradcheck.h"
 
@@ -76,6 +77,20 @@ TEST(Tensor, ShapesLargerThanMemoryAreErrors) {
                "has more bytes than memory can address");
   EXPECT_ERROR(Shape({int64_t{1} << 32, int64_t{1} << 32}).numel(),
                "shape (4294967296, 4294967296) has more elements than an int64 holds");
+}
+
+TEST(Tensor, AllocationsAboveTheProcessLimitAreErrors) {
+  // set_cpu_allocation_limit (the fuzz targets set 1 GiB): a larger tensor is an Error naming
+  // its bytes; 0 restores the machine's memory and swap.
+  const size_t machine = cpu_allocation_limit();
+  set_cpu_allocation_limit(1 << 20);
+  EXPECT_EQ(cpu_allocation_limit(), size_t{1} << 20);
+  EXPECT_ERROR(Tensor::empty({1 << 19}, DType::kFloat32),
+               "cannot allocate 2097152 bytes for a tensor: this process allows at most 1048576");
+  EXPECT_EQ(Tensor::zeros({1 << 17}).numel(), 1 << 17);  // 512 KiB: below it
+  set_cpu_allocation_limit(0);
+  EXPECT_EQ(cpu_allocation_limit(), machine);
+  EXPECT_EQ(Tensor::empty({1 << 19}, DType::kFloat32).numel(), 1 << 19);
 }
 
 TEST(Tensor, DataWithWrongTypeIsRejected) {
