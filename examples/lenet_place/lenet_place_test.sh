@@ -17,7 +17,10 @@
 #     the checkpoints it saves at its end (--checkpoint-dir) on workers 0, 3 and 6 hold the
 #     training state one process ends those 100 steps with (within 1e-4 relative; NOTE [Saving a
 #     placed network]);
-#   * that run's per-rank dumps (--save-graphs): cleave-ir --ranks matches every send to its recv.
+#   * that run's per-rank dumps (--save-graphs): cleave-ir --ranks matches every send to its recv;
+#   * 8 placed epochs with CLEAVE_COMM_TIMEOUT_MS at the longest epoch and 3 times the shortest: the
+#     workers that own no op meet the others after each epoch instead of timing out (NOTE [Placed workers meet
+#     every epoch] in src/train/model.cc).
 # Usage: lenet_place_test.sh BIN_DIR
 set -euo pipefail
 bin=$(cd "$1" && pwd)
@@ -152,3 +155,21 @@ grep -Eq "^partition 15_partition .*: [5-8] ranks, [1-9][0-9]* cut edges$" "$wor
   fail "cleave-ir --ranks: expected at least 5 ranks and some cut edges"
 }
 echo "ok: cleave-ir --ranks: $(head -n 1 "$work/ir.out")"
+
+# NOTE [Placed workers meet every epoch] (src/train/model.cc): workers 5, 6 and 7 own no op and
+# finish each epoch at once; they must not wait through the others' whole training at the first
+# collective after it, which CLEAVE_COMM_TIMEOUT_MS bounds. From the placed run above: L, its
+# longest epoch (the first: it compiles), and E, its shortest. With the timeout at L + 3E and 8
+# epochs, a worker that ran ahead would wait about L + 7E and fail; meeting after every epoch, it
+# waits at most about L.
+read -r longest_ms shortest_ms < <(grep -ho "epoch time: [0-9.]*" "$exec_path"/worker_0/worker_0.log |
+  awk '{ if ($3 > l) l = $3; if (s == "" || $3 < s) s = $3 } END { printf "%d %d\n", l, s }')
+[ "${shortest_ms:-0}" -gt 0 ] || fail "the placed run printed no epoch time"
+timeout_ms=$((longest_ms + 3 * shortest_ms))
+if ! (cd "$work" && CLEAVE_COMM_TIMEOUT_MS=$timeout_ms EXEC_PATH=$work/epochs \
+  MS_SCHED_PORT=$(free_port) timeout 300 "$here/run.sh" --epochs 8 --per-print-times 100 --seed 1) \
+  > "$work/epochs.out" 2>&1; then
+  cat "$work/epochs.out"
+  fail "8 placed epochs with CLEAVE_COMM_TIMEOUT_MS=$timeout_ms (the longest epoch, ${longest_ms} ms, and 3 times the shortest) failed"
+fi
+echo "ok: 8 placed epochs with CLEAVE_COMM_TIMEOUT_MS=$timeout_ms (the longest epoch and 3 times the shortest): the idle workers did not time out"

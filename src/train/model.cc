@@ -29,6 +29,22 @@ void check_row(const char* what, const dataset::Dataset& ds, const dataset::Row&
       what, row.size(), names);
 }
 
+// NOTE [Placed workers meet every epoch]
+// In a placed job a worker that owns no op of the step (seed 000's workers 5, 6 and 7) runs its
+// steps in microseconds, while the workers that own the network train for the whole epoch. Left
+// alone, it ran ahead through every epoch to the first collective after training and waited
+// there for the others' whole training, which is bounded by CLEAVE_COMM_TIMEOUT_MS (300 s): the
+// job failed ("rank(s) 0, 1, 2, 3, 4 did not arrive within the timeout ... they are alive") as
+// soon as training lasted longer, e.g. seed 000 on the full MNIST for more epochs, or at the
+// test's size in a sanitizer build. So every worker of a placed job passes a barrier of the world
+// group after each epoch: a worker waits at most one epoch of the others' training. (An epoch
+// longer than the timeout still needs a larger CLEAVE_COMM_TIMEOUT_MS.)
+void meet_after_placed_epoch(const TrainStep& step) {
+  if (!step.placed()) return;
+  const std::shared_ptr<comm::ProcessGroup> world = comm::get_group(comm::kWorldGroup);
+  if (world != nullptr && world->size() > 1) world->barrier();
+}
+
 // NOTE [Metrics over ranks]
 // In a DATA_PARALLEL job each rank evaluates its own shard of the evaluation set (num_shards /
 // shard_id, as it trains on its shard of the training set), so its metric alone describes a part.
@@ -310,6 +326,7 @@ void Model::train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
     recorded = recorded || (recording && !ctx.stop_requested &&
                             static_cast<int64_t>(shape_of_step.size()) == batch_num);
     each(&Callback::on_epoch_end);
+    meet_after_placed_epoch(*train_step_);
   }
   it.reset();
   each(&Callback::on_train_end);
