@@ -37,10 +37,16 @@ print("package_test: the installed Python package imports and trains:", ms.__fil
     { echo "package_test: the installed Python package does not work" >&2; exit 1; }
 fi
 
+# The compiler the package was built with: its OpenMP runtime and sanitizer runtime are the ones
+# a program linking the static libraries needs (a clang build's objects call libomp's __kmpc_*,
+# which g++'s -fopenmp does not provide).
+cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
+cxx=${cxx:-g++}
+
 case "$how" in
   cmake)
     cmake -S "$src" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$tmp/prefix" >"$tmp/configure.log" ||
+      -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$tmp/prefix" >"$tmp/configure.log" ||
       { cat "$tmp/configure.log"; echo "package_test: configuring $src failed" >&2; exit 1; }
     cmake --build "$tmp/build" >"$tmp/build.log" ||
       { cat "$tmp/build.log"; echo "package_test: building $src failed" >&2; exit 1; }
@@ -52,8 +58,8 @@ case "$how" in
     program=$tmp/consumer
     cuda_program=$tmp/cuda_tensor
     pkg-config --exists --print-errors cleave
-    g++ -std=c++20 -O2 "$src/main.cc" -o "$program" $(pkg-config --cflags --libs cleave)
-    g++ -std=c++20 -O2 "$src/cuda_tensor.cc" -o "$cuda_program" $(pkg-config --cflags --libs cleave)
+    "$cxx" -std=c++20 -O2 "$src/main.cc" -o "$program" $(pkg-config --cflags --libs cleave)
+    "$cxx" -std=c++20 -O2 "$src/cuda_tensor.cc" -o "$cuda_program" $(pkg-config --cflags --libs cleave)
     ;;
   *)
     echo "package_test: unknown way to build '$how'; expected cmake or pkg-config" >&2
