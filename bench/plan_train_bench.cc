@@ -13,10 +13,10 @@
 //       samples_per_s=<global batch / median step> predicted_ms=<predicted step time>
 //       cost_ms=<the search's cost of the plan>
 // The prediction traces the same step with global shapes and costs the plan the compiler will
-// run (parallel::estimate_plan) with the shipped machine profile; when the job's ranks outnumber
-// this host's cores, the computation is costed that many times slower (ranks share the cores),
-// and the gradient reductions count as hidden behind the backward only when a core is left for
-// them (fewer ranks than cores).
+// run (parallel::estimate_plan) with the shipped machine profile and the search's own cost model:
+// when the job's ranks outnumber this host's cores, the computation is costed that many times
+// slower (NOTE [Ranks sharing cores] in cleave/runtime/pipeline.h), and the gradient reductions
+// count as hidden behind the backward only when a core is left for them (fewer ranks than cores).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -30,6 +30,7 @@
 #include "cleave/cleave.h"
 #include "cleave/core/threads.h"
 #include "cleave/flags.h"
+#include "cleave/parallel/calibrated_cost_model.h"
 #include "cleave/parallel/plan_estimate.h"
 #include "cleave/runtime/pipeline.h"
 #include "common/lenet.h"
@@ -221,24 +222,6 @@ std::map<std::string, Plan> transformer_plans() {
   };
 }
 
-// Computation costed `factor` times slower: ranks sharing the host's cores.
-class SharedCores : public parallel::CostModel {
- public:
-  SharedCores(const parallel::CostModel& base, double factor) : base_(base), factor_(factor) {}
-  double compute_s(parallel::ShardingRule::ComputeClass cls, double flops,
-                   double bytes) const override {
-    return factor_ * base_.compute_s(cls, flops, bytes);
-  }
-  double collective_s(parallel::Collective c, double bytes_sent,
-                      int64_t group_size) const override {
-    return base_.collective_s(c, bytes_sent, group_size);
-  }
-
- private:
-  const parallel::CostModel& base_;
-  double factor_;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -310,8 +293,9 @@ int main(int argc, char** argv) {
       runtime::run_pass("trace", state);
       if (searched) runtime::run_pass("search_strategies", state);
       const int64_t cores = threads::available_cores();
-      const SharedCores model(parallel::default_cost_model(),
-                              n > cores ? static_cast<double>(n) / static_cast<double>(cores) : 1);
+      // The search's own model (NOTE [Ranks sharing cores] in cleave/runtime/pipeline.h).
+      const parallel::CostModel& model = parallel::cost_model_for_profile(
+          "", {.compute_slowdown = runtime::shared_cores_slowdown()});
       parallel::EstimateOptions eo;
       eo.search = {.step_parallel = options.step_parallel, .cost_model = &model};
       // A gradient reduction in flight needs a core of its own to hide behind the backward: with

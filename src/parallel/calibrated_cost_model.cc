@@ -38,10 +38,14 @@ CalibratedCostModel::Curve CalibratedCostModel::curve_of(const std::vector<Compu
 
 CalibratedCostModel::CalibratedCostModel(const MachineProfile& profile, const Options& options,
                                          const std::string& source)
-    : backend_(options.backend) {
+    : compute_slowdown_(options.compute_slowdown), backend_(options.backend) {
   CLEAVE_CHECK_ARG(options.threads >= 1,
                    "CalibratedCostModel: threads is {}; expected >= 1 (OpenMP threads per rank)",
                    options.threads);
+  CLEAVE_CHECK_ARG(std::isfinite(options.compute_slowdown) && options.compute_slowdown >= 1,
+                   "CalibratedCostModel: compute_slowdown is {}; expected a finite number >= 1 "
+                   "(ranks x threads / cores where the ranks share a host's cores)",
+                   options.compute_slowdown);
   CLEAVE_CHECK_ARG(!profile.compute.empty(), "CalibratedCostModel: {} has no compute table",
                    source);
   const auto it = profile.backends.find(options.backend);
@@ -84,15 +88,18 @@ CalibratedCostModel::CalibratedCostModel(const MachineProfile& profile, const Op
 double CalibratedCostModel::compute_s(ShardingRule::ComputeClass cls, double flops,
                                       double bytes) const {
   const double memory = memory_.at(std::max(bytes, 0.0));
+  double seconds = memory;
   switch (cls) {
     case ShardingRule::ComputeClass::kMatMul:
-      return std::max(memory, matmul_.at(std::max(flops, 0.0)));
+      seconds = std::max(memory, matmul_.at(std::max(flops, 0.0)));
+      break;
     case ShardingRule::ComputeClass::kConvolution:
-      return std::max(memory, convolution_.at(std::max(flops, 0.0)));
+      seconds = std::max(memory, convolution_.at(std::max(flops, 0.0)));
+      break;
     case ShardingRule::ComputeClass::kMemory:
       break;
   }
-  return memory;
+  return compute_slowdown_ * seconds;
 }
 
 double CalibratedCostModel::collective_s(Collective c, double bytes_sent,
@@ -127,11 +134,15 @@ double CalibratedCostModel::collective_s(Collective c, double bytes_sent,
 const CostModel& cost_model_for_profile(const std::string& path,
                                         const CalibratedCostModel::Options& options) {
   static std::mutex mutex;
-  static std::map<std::tuple<std::string, std::string, int64_t>,
+  static std::map<std::tuple<std::string, std::string, int64_t, double>,
                   std::unique_ptr<CalibratedCostModel>>
       models;
+  // Checked before it becomes a key (a NaN would break the map's order).
+  CLEAVE_CHECK_ARG(std::isfinite(options.compute_slowdown) && options.compute_slowdown >= 1,
+                   "cost_model_for_profile: compute_slowdown is {}; expected a finite number >= 1",
+                   options.compute_slowdown);
   const std::lock_guard<std::mutex> lock(mutex);
-  auto& model = models[{path, options.backend, options.threads}];
+  auto& model = models[{path, options.backend, options.threads, options.compute_slowdown}];
   if (model == nullptr) {
     const std::string source = path.empty() ? "the default profile" : fmt::format("'{}'", path);
     const MachineProfile profile =

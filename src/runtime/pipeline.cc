@@ -10,7 +10,9 @@
 #include <functional>
 
 #include "cleave/autodiff/graph_grad.h"
+#include "cleave/cluster/cluster.h"
 #include "cleave/comm/group_registry.h"
+#include "cleave/core/threads.h"
 #include "cleave/ir/graph.h"
 #include "cleave/ir/passes.h"
 #include "cleave/ir/registry.h"
@@ -166,7 +168,8 @@ void search_strategies(CompileState& s) {
     const AlgoParameters& algo = s.options.algo;
     const parallel::SearchOptions o{
         .step_parallel = s.options.step_parallel,
-        .cost_model = &parallel::cost_model_for_profile(s.options.cost_model_profile),
+        .cost_model = &parallel::cost_model_for_profile(
+            s.options.cost_model_profile, {.compute_slowdown = s.options.compute_slowdown}),
         .beta = s.options.cost_model.costmodel_beta,
         .memory_capacity_bytes = s.options.cost_model.device_memory_capacity,
         .training = s.program.training(),
@@ -177,9 +180,16 @@ void search_strategies(CompileState& s) {
         .tensor_slice_align_enable = algo.tensor_slice_align_enable,
         .tensor_slice_align_size = algo.tensor_slice_align_size,
         .objective = static_cast<parallel::SearchObjective>(s.options.search_level)};
-    s.messages.push_back(mode == "dynamic_programming"
-                             ? parallel::search_strategies(s.graph, o).summary()
-                             : parallel::search_strategies_recursive(s.graph, o).summary());
+    std::string summary = mode == "dynamic_programming"
+                              ? parallel::search_strategies(s.graph, o).summary()
+                              : parallel::search_strategies_recursive(s.graph, o).summary();
+    if (s.options.compute_slowdown > 1) {
+      summary += fmt::format(
+          " (computation costed {:.3g}x: the job's {} ranks share this host's {} cores; NOTE "
+          "[Ranks sharing cores])",
+          s.options.compute_slowdown, s.options.world_size, threads::available_cores());
+    }
+    s.messages.push_back(std::move(summary));
     return;
   }
   CLEAVE_CHECK_ARG(mode.empty() || mode == "sharding_propagation",
@@ -524,6 +534,13 @@ void run_pass(const std::string& name, CompileState& state) {
   CLEAVE_FAIL("run_pass: no pass '{}'; the passes are {}", name, fmt::join(names, ", "));
 }
 
+double shared_cores_slowdown() {
+  if (!is_initialized()) return 1;
+  const int local = get_local_size();
+  if (local <= 1 || local != get_group_size()) return 1;
+  return std::max(1.0, static_cast<double>(local) / threads::available_cores());
+}
+
 CompileOptions compile_options(const StepProgram& program) {
   const Context& ctx = get_context();
   const AutoParallelContext& c = get_auto_parallel_context();
@@ -533,6 +550,7 @@ CompileOptions compile_options(const StepProgram& program) {
   o.mode = c.parallel_mode;
   o.search_mode = c.search_mode;
   o.cost_model_profile = c.cost_model_profile;
+  o.compute_slowdown = shared_cores_slowdown();
   o.algo = get_algo_parameters();
   o.cost_model = get_cost_model_context();
   o.enable_alltoall = c.enable_alltoall;

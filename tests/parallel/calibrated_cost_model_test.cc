@@ -9,12 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "cleave/core/error.h"
 #include "cleave/ir/registry.h"
 #include "cleave/parallel/redistribution.h"
+#include "testing/gradcheck.h"
 
 namespace cleave::parallel {
 namespace {
@@ -196,6 +198,32 @@ TEST(CalibratedCostModel, UnmeasuredBackendIsAnErrorWithTheReason) {
     EXPECT_NE(std::string(e.what()).find("backend \"hccl\" is not in the machine profile"),
               std::string::npos)
         << e.what();
+  }
+}
+
+TEST(CalibratedCostModel, RanksSharingCoresSlowComputationOnly) {
+  // NOTE [Ranks sharing cores]: computation times compute_slowdown, collectives as measured.
+  const MachineProfile p = exact_profile();
+  const CalibratedCostModel alone(p);
+  const CalibratedCostModel shared(p, {.compute_slowdown = 2.5});
+  EXPECT_DOUBLE_EQ(shared.compute_slowdown(), 2.5);
+  for (double work : {0.0, 1e4, 1e6, 1e9, 3e9}) {
+    EXPECT_DOUBLE_EQ(shared.compute_s(CC::kMatMul, work, 1e3),
+                     2.5 * alone.compute_s(CC::kMatMul, work, 1e3));
+    EXPECT_DOUBLE_EQ(shared.compute_s(CC::kConvolution, work, 0),
+                     2.5 * alone.compute_s(CC::kConvolution, work, 0));
+    EXPECT_DOUBLE_EQ(shared.compute_s(CC::kMemory, 0, work),
+                     2.5 * alone.compute_s(CC::kMemory, 0, work));
+  }
+  for (Collective c : kAll) {
+    EXPECT_DOUBLE_EQ(shared.collective_s(c, 1e6, 4), alone.collective_s(c, 1e6, 4));
+  }
+  // One model per factor; below 1, or not a number, is an Error naming the field.
+  EXPECT_NE(&cost_model_for_profile("", {.compute_slowdown = 2}), &default_cost_model());
+  EXPECT_EQ(&cost_model_for_profile("", {.compute_slowdown = 1}), &default_cost_model());
+  for (double bad : {0.5, 0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    EXPECT_ERROR(CalibratedCostModel(p, {.compute_slowdown = bad}), "compute_slowdown is");
+    EXPECT_ERROR(cost_model_for_profile("", {.compute_slowdown = bad}), "compute_slowdown is");
   }
 }
 

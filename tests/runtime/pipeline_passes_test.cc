@@ -14,6 +14,7 @@
 #include <set>
 
 #include "cleave/cleave.h"
+#include "cleave/core/threads.h"
 #include "cleave/ir/parse.h"
 #include "cleave/ir/passes.h"
 #include "cleave/parallel/machine_profile.h"
@@ -362,14 +363,30 @@ subgraph @train_step(%para1_data, %para2_label, %para3_w1, %para4_w2) {
 }
 )";
 
-TEST(PipelinePasses, TheDynamicProgrammingSearchGivesEveryOpAStrategy) {
-  auto c = from_text(kSmallWeights, {.world_size = 4,
-                                     .mode = AUTO_PARALLEL,
-                                     .search_mode = "dynamic_programming",
-                                     .device_num = 4});
+// kSmallWeights trained with Momentum, searched by the dynamic programming on 4 devices under
+// `options` (whose world size, mode, search mode and device count are set here): the compile
+// state after the search.
+std::unique_ptr<TextCompile> searched_small_weights(CompileOptions options) {
+  options.world_size = 4;
+  options.mode = AUTO_PARALLEL;
+  options.search_mode = "dynamic_programming";
+  options.device_num = 4;
+  auto c = from_text(kSmallWeights, options);
   c->options.step_parallel.device_num = 4;
   c->train_with_momentum(0.1, 0.9);
   run_pass("search_strategies", c->state);
+  return c;
+}
+
+// Rank 0's summary line of searched_small_weights(options).
+std::string search_summary(const CompileOptions& options) {
+  const auto c = searched_small_weights(options);
+  EXPECT_EQ(c->state.messages.size(), 1u);
+  return c->state.messages.empty() ? std::string() : c->state.messages[0];
+}
+
+TEST(PipelinePasses, TheDynamicProgrammingSearchGivesEveryOpAStrategy) {
+  const auto c = searched_small_weights({});
   EXPECT_EQ(c->text(), R"(# IR entry: @train_step
 # Total inputs: 2
 # Total params: 2
@@ -431,36 +448,34 @@ TEST(PipelinePasses, TheSearchCostsWithTheContextsMachineProfile) {
   }
   const fs::path path = fs::temp_directory_path() / "cleave_slow_comm_profile.json";
   parallel::save_machine_profile(slow, path.string());
-  std::vector<double> costs;
-  for (const std::string& profile : {std::string(), path.string()}) {
-    auto c = from_text(kSmallWeights, {.world_size = 4,
-                                       .mode = AUTO_PARALLEL,
-                                       .search_mode = "dynamic_programming",
-                                       .cost_model_profile = profile,
-                                       .device_num = 4});
-    c->options.step_parallel.device_num = 4;
-    c->train_with_momentum(0.1, 0.9);
-    run_pass("search_strategies", c->state);
-    ASSERT_EQ(c->state.messages.size(), 1u);
-    costs.push_back(predicted_ms(c->state.messages[0]));
-  }
+  const double shipped = predicted_ms(search_summary({}));
+  const double slow_comm = predicted_ms(search_summary({.cost_model_profile = path.string()}));
   fs::remove(path);
-  EXPECT_GT(costs[1], costs[0]);
+  EXPECT_GT(slow_comm, shipped);
   // A profile that cannot be read is the pass's error, naming the file.
-  auto c = from_text(kSmallWeights, {.world_size = 4,
-                                     .mode = AUTO_PARALLEL,
-                                     .search_mode = "dynamic_programming",
-                                     .cost_model_profile = "/nonexistent/profile.json",
-                                     .device_num = 4});
-  c->options.step_parallel.device_num = 4;
-  c->train_with_momentum(0.1, 0.9);
   try {
-    run_pass("search_strategies", c->state);
+    searched_small_weights({.cost_model_profile = "/nonexistent/profile.json"});
     ADD_FAILURE() << "no Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/profile.json"), std::string::npos)
         << e.what();
   }
+}
+
+TEST(PipelinePasses, TheSearchCostsComputationSlowerWhereRanksShareCores) {
+  // NOTE [Ranks sharing cores]: compute_slowdown reaches the search's cost model, and rank 0's
+  // summary says so; a process that joined no job is costed as it is.
+  EXPECT_EQ(shared_cores_slowdown(), 1.0);
+  const std::string alone = search_summary({});
+  const std::string shared = search_summary({.compute_slowdown = 4});
+  EXPECT_GT(predicted_ms(shared), predicted_ms(alone));
+  EXPECT_EQ(alone.find("computation costed"), std::string::npos) << alone;
+  EXPECT_NE(shared.find(fmt::format(
+                "(computation costed 4x: the job's 4 ranks share this host's {} cores; NOTE "
+                "[Ranks sharing cores])",
+                threads::available_cores())),
+            std::string::npos)
+      << shared;
 }
 
 // ---- DATA_PARALLEL's schedule on seed 002 (8 ranks, SGD) ----

@@ -40,6 +40,10 @@ class CalibratedCostModel : public CostModel {
     // OpenMP threads per rank. 1 by default: the ranks of a job on one host share its cores, so
     // a rank computes at about one core's rate (NOTE [Calibrated cost model]).
     int64_t threads = 1;
+    // How many times longer computation takes than the table of `threads` says because the job's
+    // ranks share the host's cores (NOTE [Ranks sharing cores] in cleave/runtime/pipeline.h:
+    // ranks / cores for one thread's table). >= 1.
+    double compute_slowdown = 1;
   };
 
   // Throws Error when the profile has not measured options.backend (with the profile's reason)
@@ -53,6 +57,7 @@ class CalibratedCostModel : public CostModel {
   double collective_s(Collective c, double bytes_sent, int64_t group_size) const override;
 
   int64_t threads() const { return threads_; }  // the thread count of the table in use
+  double compute_slowdown() const { return compute_slowdown_; }
   const std::string& backend() const { return backend_; }
 
  private:
@@ -68,6 +73,7 @@ class CalibratedCostModel : public CostModel {
   static Curve curve_of(const std::vector<ComputePoint>& points);
 
   int64_t threads_ = 1;
+  double compute_slowdown_ = 1;
   std::string backend_;
   Curve matmul_, convolution_, memory_;
   std::map<Collective, std::vector<GroupFit>> collectives_;

@@ -73,13 +73,16 @@ struct CompileOptions {
   ParallelMode mode = STAND_ALONE;
   std::string search_mode;         // AUTO_PARALLEL's (empty: sharding_propagation)
   std::string cost_model_profile;  // the search's machine profile (empty: the shipped one)
+  // The search's computation costed this many times slower: the job's ranks outnumber the host's
+  // cores (NOTE [Ranks sharing cores]; shared_cores_slowdown()).
+  double compute_slowdown = 1;
   // The search's objective: parallel::SearchObjective (2, speed; a sharded block's level).
   int search_level = 2;
-  AlgoParameters algo;           // the search's (set_algo_parameters)
-  CostModelContext cost_model;   // the search's memory capacity and beta
+  AlgoParameters algo;          // the search's (set_algo_parameters)
+  CostModelContext cost_model;  // the search's memory capacity and beta
   bool enable_alltoall = true;  // AutoParallelContext::enable_alltoall
-  int64_t device_num = 1;        // the devices a parallel step is planned for
-  int micro_batches = 1;         // of a training step (an evaluation runs its batch at once)
+  int64_t device_num = 1;       // the devices a parallel step is planned for
+  int micro_batches = 1;        // of a training step (an evaluation runs its batch at once)
   parallel::StepParallelOptions step_parallel;
   bool gradients_mean = false;  // gradients_mean or mirror_mean
   bool parameter_broadcast = false;
@@ -94,6 +97,23 @@ struct CompileOptions {
   // SEMI_AUTO_PARALLEL or AUTO_PARALLEL: the step-parallel rewrite runs.
   bool sharded() const { return mode == SEMI_AUTO_PARALLEL || mode == AUTO_PARALLEL; }
 };
+
+// NOTE [Ranks sharing cores]
+// The search costs computation with the machine profile's one-thread table: a rank computing at
+// one core's rate (parallel::default_cost_model). When a job has more ranks on its host than the
+// host has cores -- 4 ranks on 2 cores -- each rank gets cores / ranks of a core, whatever its
+// thread count, while the collectives' figures were measured with ranks on one host already. A
+// search that did not know it saw computation half as expensive against communication as it is,
+// and kept more data parallelism than pays (bench/README.md, "search": 4 workers on 2 cores,
+// 10-26% behind the best hand plan). So AUTO_PARALLEL's search costs computation
+// shared_cores_slowdown() times slower. Every rank must reach the same plan, and a rank knows
+// only its own host: the factor applies where all of the job's ranks share one host
+// (cleave::get_local_size() = the world size), and is 1 otherwise (ranks on several hosts; a
+// process that joined no job, as thread ranks in one process). The search's summary line says
+// when it applies.
+//
+// max(1, ranks / available cores) for a job whose ranks all run on this host; 1 otherwise.
+double shared_cores_slowdown();
 
 // The options of `program` in this process: the contexts (get_context,
 // get_auto_parallel_context) and the world group's size and this rank. Throws Error for a context
