@@ -18,9 +18,9 @@
 #     training state one process ends those 100 steps with (within 1e-4 relative; NOTE [Saving a
 #     placed network]);
 #   * that run's per-rank dumps (--save-graphs): cleave-ir --ranks matches every send to its recv;
-#   * 8 placed epochs with CLEAVE_COMM_TIMEOUT_MS at the longest epoch and 3 times the shortest: the
-#     workers that own no op meet the others after each epoch instead of timing out (NOTE [Placed workers meet
-#     every epoch] in src/train/model.cc).
+#   * 8 placed epochs with CLEAVE_COMM_TIMEOUT_MS at the longest epoch and 3 times the shortest:
+#     the workers that own no op meet the others after each epoch instead of timing out (NOTE
+#     [Placed workers meet every epoch] in src/train/model.cc).
 # Usage: lenet_place_test.sh BIN_DIR
 set -euo pipefail
 bin=$(cd "$1" && pwd)
