@@ -44,7 +44,7 @@ CalibratedCostModel::CalibratedCostModel(const MachineProfile& profile, const Op
                    options.threads);
   CLEAVE_CHECK_ARG(std::isfinite(options.compute_slowdown) && options.compute_slowdown >= 1,
                    "CalibratedCostModel: compute_slowdown is {}; expected a finite number >= 1 "
-                   "(ranks x threads / cores where the ranks share a host's cores)",
+                   "(ranks / cores where a job's ranks share a host's cores)",
                    options.compute_slowdown);
   CLEAVE_CHECK_ARG(!profile.compute.empty(), "CalibratedCostModel: {} has no compute table",
                    source);
