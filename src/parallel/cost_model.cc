@@ -6,6 +6,7 @@
 
 #include "cleave/parallel/calibrated_cost_model.h"
 #include "cleave/parallel/sharding_rule.h"
+#include "parallel/output_targets.h"
 
 namespace cleave::parallel {
 
@@ -74,13 +75,8 @@ OpCost CostModel::op_cost(const RuleContext& ctx, const OpSharding& sharding) co
   if (!sharding.out_targets.empty()) {
     // NOTE [Output targets]: each output moves from what the op computes to its target by the
     // redistribution the rewrite runs (a ReduceScatter where the target splits a pending sum).
-    for (size_t k = 0; k < ctx.outputs.size() && k < sharding.outputs.size(); ++k) {
-      const Layout &made = sharding.outputs[k], &target = sharding.out_targets[k];
-      if (made.same_distribution(target)) continue;
-      const DType dtype =
-          ctx.outputs[k].dtype == DType::kBool ? DType::kInt32 : ctx.outputs[k].dtype;
-      cost.comm_s +=
-          redistribution_s(redistribution_cost(made, target, ctx.outputs[k].shape, dtype));
+    for (const RedistributionCost* move : output_target_moves(ctx, sharding)) {
+      cost.comm_s += redistribution_s(*move);
     }
     return cost;
   }

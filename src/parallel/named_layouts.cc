@@ -24,6 +24,8 @@
 #include "cleave/parallel/redistribution.h"
 #include "cleave/parallel/sharding_rule.h"
 #include "cleave/parallel/step_parallel.h"
+#include "parallel/output_targets.h"
+#include "parallel/planned_dtype.h"
 
 namespace cleave::parallel {
 namespace {
@@ -284,17 +286,27 @@ OpSharding infer_node(const ShardingRule& rule, const RuleContext& ctx, const ir
   s.out_targets = output_targets(ctx, s, n);
   if (!s.out_targets.empty()) {
     // The bytes of the redistributions to the targets, which the rewrite runs instead of the
-    // AllReduce the rule counted (CostModel::op_cost times them the same way).
+    // AllReduce the rule counted (CostModel::op_cost times the same moves).
     s.forward_comm_bytes = 0;
-    for (size_t k = 0; k < s.out_targets.size() && k < ctx.outputs.size(); ++k) {
-      if (s.outputs[k].same_distribution(s.out_targets[k])) continue;
-      const DType dtype =
-          ctx.outputs[k].dtype == DType::kBool ? DType::kInt32 : ctx.outputs[k].dtype;
-      s.forward_comm_bytes +=
-          redistribution_cost(s.outputs[k], s.out_targets[k], ctx.outputs[k].shape, dtype).bytes;
+    for (const RedistributionCost* move : output_target_moves(ctx, s)) {
+      s.forward_comm_bytes += move->bytes;
     }
   }
   return s;
+}
+
+std::vector<const RedistributionCost*> output_target_moves(const RuleContext& ctx,
+                                                           const OpSharding& sharding) {
+  std::vector<const RedistributionCost*> moves;
+  for (size_t k = 0;
+       k < sharding.out_targets.size() && k < ctx.outputs.size() && k < sharding.outputs.size();
+       ++k) {
+    const Layout &made = sharding.outputs[k], &target = sharding.out_targets[k];
+    if (made.same_distribution(target)) continue;
+    moves.push_back(&redistribution_cost(made, target, ctx.outputs[k].shape,
+                                         planned_dtype(ctx.outputs[k].dtype)));
+  }
+  return moves;
 }
 
 }  // namespace cleave::parallel

@@ -11,6 +11,7 @@
 
 #include "cleave/core/error.h"
 #include "cleave/parallel/redistribution.h"
+#include "parallel/planned_dtype.h"
 
 namespace cleave::parallel {
 namespace {
@@ -70,8 +71,7 @@ bool earlier_splits_first(const ir::Strategy& a, const ir::Strategy& b) {
 
 double moved_bytes(const Layout& from, const Layout& to, const ir::TensorMeta& meta) {
   if (from.same_distribution(to)) return 0;
-  const DType dtype = meta.dtype == DType::kBool ? DType::kInt32 : meta.dtype;
-  return plan_redistribution(from, to, meta.shape, dtype).bytes;
+  return plan_redistribution(from, to, meta.shape, planned_dtype(meta.dtype)).bytes;
 }
 
 class Propagation {
@@ -383,8 +383,8 @@ ir::NodeNotes redistribution_notes(const Graph& g, const ParallelPlan& plan) {
       const Layout& to = plan.ops[i].inputs[k];
       if (from.same_distribution(to)) continue;
       const ir::TensorMeta meta = g.meta(v);
-      const RedistributionPlan& moved = plan_redistribution(
-          from, to, meta.shape, meta.dtype == DType::kBool ? DType::kInt32 : meta.dtype);
+      const RedistributionPlan& moved =
+          plan_redistribution(from, to, meta.shape, planned_dtype(meta.dtype));
       lines.push_back(fmt::format("redistribution of input {}: {} -> {}: {}", k, from.to_string(),
                                   to.to_string(), moved.to_string()));
     }

@@ -15,6 +15,7 @@
 #include "cleave/ops/elementwise.h"
 #include "cleave/ops/shape.h"
 #include "cleave/parallel/redistribution.h"
+#include "parallel/planned_dtype.h"
 
 namespace cleave::parallel {
 namespace {
@@ -138,10 +139,9 @@ Tensor all_gather_over(const Tensor& x, const std::vector<int64_t>& ranks, int64
 
 Tensor redistribute(const Tensor& x, const Layout& from, const Layout& to, const Shape& global,
                     int64_t rank) {
-  // No collective carries booleans: a Bool tensor moves as Int32 (its values are 0 and 1).
+  // No collective carries booleans: a Bool tensor moves as Int32 (planned_dtype).
   const bool boolean = x.dtype() == DType::kBool;
-  const RedistributionPlan& plan =
-      plan_redistribution(from, to, global, boolean ? DType::kInt32 : x.dtype());
+  const RedistributionPlan& plan = plan_redistribution(from, to, global, planned_dtype(x.dtype()));
   const bool moves = std::any_of(plan.steps.begin(), plan.steps.end(), [](const auto& s) {
     return s.kind != RedistributionStep::Kind::kSlice;
   });

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cleave/core/error.h"
+#include "parallel/planned_dtype.h"
 
 namespace cleave::parallel::search_detail {
 
@@ -116,8 +117,8 @@ bool trainable(const ir::Node& n) { return !n.value.defined() || n.value.require
 double mirror_cost(const CostModel& model, const SearchOptions& o, const ir::TensorMeta& meta,
                    const Layout& l, bool trainable) {
   if (!o.training || !trainable || l.replicas() <= 1) return 0;
-  const DType dtype = meta.dtype == DType::kBool ? DType::kInt32 : meta.dtype;
-  const double slice = static_cast<double>(l.slice_shape(meta.shape).numel() * dtype_size(dtype));
+  const double slice = static_cast<double>(l.slice_shape(meta.shape).numel() *
+                                           dtype_size(planned_dtype(meta.dtype)));
   const double n = static_cast<double>(l.replicas());
   return Factors(o).beta *
          model.collective_s(Collective::kAllReduce, 2 * slice * (n - 1) / n, l.replicas());

@@ -14,6 +14,7 @@
 #include "cleave/core/error.h"
 #include "cleave/parallel/redistribution.h"
 #include "cleave/parallel/search.h"
+#include "parallel/planned_dtype.h"
 #include "parallel/search/candidates.h"
 
 namespace cleave::parallel {
@@ -48,8 +49,6 @@ using ir::NodeKind;
 using ir::ValueRef;
 
 constexpr double kForbidden = std::numeric_limits<double>::infinity();
-
-DType planned_dtype(DType d) { return d == DType::kBool ? DType::kInt32 : d; }
 
 using search_detail::check_search_options;
 using search_detail::Factors;

@@ -12,6 +12,7 @@
 #include "cleave/core/error.h"
 #include "cleave/parallel/redistribution.h"
 #include "cleave/parallel/step_parallel.h"
+#include "parallel/planned_dtype.h"
 #include "parallel/search/candidates.h"
 
 namespace cleave::parallel {
@@ -20,8 +21,6 @@ namespace {
 using ir::Graph;
 using ir::Node;
 using ir::NodeKind;
-
-DType planned_dtype(DType d) { return d == DType::kBool ? DType::kInt32 : d; }
 
 double slice_bytes(const ir::TensorMeta& m, const Layout& l) {
   return static_cast<double>(l.slice_shape(m.shape).numel() * dtype_size(m.dtype));

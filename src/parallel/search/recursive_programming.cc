@@ -25,6 +25,7 @@
 #include "cleave/core/error.h"
 #include "cleave/parallel/redistribution.h"
 #include "cleave/parallel/search.h"
+#include "parallel/planned_dtype.h"
 #include "parallel/search/candidates.h"
 
 namespace cleave::parallel {
@@ -287,9 +288,9 @@ class Recursive {
   double redistribution_uncached(const Layout& from, const Layout& to,
                                  const ir::TensorMeta& meta) const {
     if (from.same_distribution(to)) return 0;
-    const DType dtype = meta.dtype == DType::kBool ? DType::kInt32 : meta.dtype;
     return f_.beta * f_.comm *
-           model_.redistribution_s(redistribution_cost(from, to, meta.shape, dtype));
+           model_.redistribution_s(
+               redistribution_cost(from, to, meta.shape, planned_dtype(meta.dtype)));
   }
 
   const Layout& output_layout(size_t a, int output) const {
