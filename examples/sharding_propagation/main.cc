@@ -99,7 +99,14 @@ int main(int argc, char** argv) {
     auto loss = std::make_shared<nn::MSELoss>();
     auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.2, 0.1);
     train::Model model(net, loss, opt);
-    if (!resume.empty()) model.load_distributed_checkpoint(resume, resume_strategy);
+    if (!resume.empty()) {
+      // Compiled first, the parameters are this rank's slices: the load reads only the files
+      // holding them (its own file when the strategy is the saving job's).
+      model.build(data);
+      model.load_distributed_checkpoint(resume, resume_strategy);
+      std::printf("rank %d read %zu checkpoint file(s) of %s\n", rank, model.loaded_files().size(),
+                  resume.c_str());
+    }
     model.train(epochs, data,
                 {std::make_shared<train::LossMonitor>(),
                  std::make_shared<train::ModelCheckpoint>(train::CheckpointConfig{}, "CKP",

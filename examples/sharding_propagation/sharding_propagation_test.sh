@@ -227,7 +227,11 @@ done
 run_job next5 --epochs 2 --steps-per-epoch 5 --resume "$work/first5" \
   --resume-strategy "$work/first5.json"
 next5_losses "the resumed 8-rank job" "$work"/next5/log_output/worker_*.log
-echo "ok: a job of 8 ranks resumed from its 5-step checkpoint set prints the single process's losses 6 to 10"
+for r in 0 1 2 3 4 5 6 7; do  # built before loading, under the saving job's strategy
+  grep -q "rank $r read 1 checkpoint file(s)" "$work/next5/log_output/worker_$r.log" ||
+    fail "rank $r of the resumed job did not read only its own file: $(grep 'checkpoint file' "$work/next5/log_output/worker_$r.log")"
+done
+echo "ok: a job of 8 ranks resumed from its 5-step checkpoint set prints the single process's losses 6 to 10, each rank reading only its own file"
 
 # Round trips: the 5-step set resumed under other strategies and device counts, then the same
 # from a job that ran with the parallel optimizer (w and w2 and their momentum split over their

@@ -440,6 +440,14 @@ void bind_train(py::module_& m) {
       .def("load_train_state", &train::Model::load_train_state)
       .def("load_distributed_checkpoint", &train::Model::load_distributed_checkpoint,
            py::arg("directory"), py::arg("strategy_file"), py::arg("prefix") = "")
+      .def(
+          "build",
+          [](train::Model& model, const dataset::DatasetPtr& data) {
+            py::gil_scoped_release release;
+            model.build(data);
+          },
+          py::arg("train_dataset"))
+      .def_property_readonly("loaded_files", &train::Model::loaded_files)
       .def_property_readonly("train_network", &train::Model::network);
 
   // ---- serialization ----

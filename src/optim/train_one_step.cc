@@ -16,9 +16,10 @@
 namespace cleave::optim {
 namespace {
 
-std::string signature(const Tensor& t) {
-  return fmt::format("{}{}", dtype_name(t.dtype()), t.shape().to_string());
+std::string signature(const ir::TensorMeta& t) {
+  return fmt::format("{}{}", dtype_name(t.dtype), t.shape.to_string());
 }
+std::string signature(const Tensor& t) { return signature(ir::TensorMeta{t.shape(), t.dtype()}); }
 
 bool has_placed_cell(const nn::Cell& cell) {
   if (cell.placement_rank() >= 0) return true;
@@ -106,9 +107,7 @@ Tensor TrainOneStep::operator()(const Tensor& data, const Tensor& label) {
     return step_pynative(data, label);
   }
 
-  const runtime::AutoParallelContext& apc = runtime::get_auto_parallel_context();
-  const Key key{signature(data), signature(label), net_->training(), apc.pipeline_micro_batches,
-                static_cast<int>(apc.parallel_mode)};
+  const Key key = cache_key(signature(data), signature(label));
   auto it = cache_.find(key);
   bool traced_now = false;
   if (it == cache_.end()) {
@@ -126,6 +125,24 @@ Tensor TrainOneStep::operator()(const Tensor& data, const Tensor& label) {
   std::vector<Tensor> out = last_step_->run({data, label});
   if (!traced_now) optimizer_->advance_step();
   return out.empty() ? Tensor() : out[0];
+}
+
+TrainOneStep::Key TrainOneStep::cache_key(std::string data, std::string label) const {
+  const runtime::AutoParallelContext& apc = runtime::get_auto_parallel_context();
+  return {std::move(data), std::move(label), net_->training(), apc.pipeline_micro_batches,
+          static_cast<int>(apc.parallel_mode)};
+}
+
+void TrainOneStep::compile(const ir::TensorMeta& data, const ir::TensorMeta& label) {
+  if (runtime::get_context().mode == runtime::PYNATIVE_MODE) return;
+  net_->set_train(true);
+  const Key key = cache_key(signature(data), signature(label));
+  if (cache_.count(key) != 0) return;
+  // Tracing counts a step (the update's apply()); no call ran one. The first call then finds the
+  // graph cached and writes the learning rate and counts its step, as every cached call does.
+  const int64_t steps = optimizer_->step_count();
+  cache_.emplace(key, runtime::compile_step(program(data, label)));
+  optimizer_->set_step_count(steps);
 }
 
 std::vector<bool> TrainOneStep::inputs_read() const {

@@ -65,16 +65,20 @@ std::string layouts_fingerprint(const parallel::ParameterLayouts& layouts) {
   return fmt::format("{:016x}", fnv1a(text));
 }
 
-CheckpointJob current_job(const nn::Cell& net) {
-  CheckpointJob job{.device_num = comm::world_size(), .rank = comm::world_rank()};
-  parallel::ParameterLayouts layouts{.device_num = job.device_num};
+parallel::ParameterLayouts sharded_parameter_layouts(const nn::Cell& net) {
+  parallel::ParameterLayouts layouts{.device_num = comm::world_size()};
   for (const auto& [name, param] : net.parameters_and_names()) {
     if (const auto shard = runtime::parameter_shard(param)) {
       layouts.layouts.emplace(name, std::make_pair(shard->layout, shard->global.shape));
     }
   }
-  job.layouts = layouts_fingerprint(layouts);
-  return job;
+  return layouts;
+}
+
+CheckpointJob current_job(const nn::Cell& net) {
+  return {.device_num = comm::world_size(),
+          .rank = comm::world_rank(),
+          .layouts = layouts_fingerprint(sharded_parameter_layouts(net))};
 }
 
 std::map<std::string, std::string> job_metadata(const CheckpointJob& job) {

@@ -120,6 +120,8 @@ void TrainStep::share_placed_state(const std::vector<Tensor>& /*tensors*/) {
                    "parameters (override TrainStep::share_placed_state), so it cannot be saved");
 }
 
+void TrainStep::compile(const Tensor& /*data*/, const Tensor& /*label*/) {}
+
 EagerTrainStep::EagerTrainStep(nn::CellPtr network, nn::CellPtr loss_fn,
                                std::shared_ptr<optim::Optimizer> optimizer)
     : network_(std::move(network)), loss_fn_(std::move(loss_fn)), optimizer_(std::move(optimizer)) {
@@ -145,6 +147,10 @@ ContextTrainStep::ContextTrainStep(nn::CellPtr network, nn::CellPtr loss_fn,
 
 Tensor ContextTrainStep::operator()(const Tensor& data, const Tensor& label) {
   return (*step_)(data, label);
+}
+
+void ContextTrainStep::compile(const Tensor& data, const Tensor& label) {
+  step_->compile({data.shape(), data.dtype()}, {label.shape(), label.dtype()});
 }
 
 namespace {
@@ -186,6 +192,22 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, std::shared_ptr<optim::Op
 void Model::set_train_step(std::shared_ptr<TrainStep> step) {
   CLEAVE_CHECK_ARG(step != nullptr, "Model.set_train_step: the step is null");
   train_step_ = std::move(step);
+}
+
+void Model::build(const dataset::DatasetPtr& train_dataset) {
+  CLEAVE_CHECK_ARG(train_step_ != nullptr,
+                   "Model.build: the model has no optimizer; pass one to Model(network, loss_fn, "
+                   "optimizer, ...)");
+  CLEAVE_CHECK_ARG(train_dataset != nullptr, "Model.build: the dataset is null");
+  // The first batch's shapes, from a pass of epoch 0 pulled here: create_tuple_iterator would
+  // start the pipeline's next epoch, and train() would then see other batches.
+  const dataset::ColumnMask all(train_dataset->column_names().size(), true);
+  dataset::Row row;
+  CLEAVE_CHECK_ARG(train_dataset->make_iterator(0, all)->next(row),
+                   "Model.build: the dataset is empty; expected at least one batch (is batch_size "
+                   "larger than the data set with drop_remainder?)");
+  check_row("build", *train_dataset, row);
+  train_step_->compile(row[0], row[1]);
 }
 
 void Model::train(int64_t epoch, const dataset::DatasetPtr& train_dataset,
@@ -409,9 +431,11 @@ void Model::load_distributed_checkpoint(const std::string& directory,
                                         const std::string& prefix) {
   CLEAVE_CHECK_ARG(optimizer_ != nullptr,
                    "Model.load_distributed_checkpoint: the model has no optimizer to restore into");
+  std::vector<std::string> files;
   resume_from(train::load_distributed_checkpoint(*network_, optimizer_.get(), directory,
-                                                 strategy_file, prefix),
+                                                 strategy_file, prefix, &files),
               directory);
+  loaded_files_ = std::move(files);
 }
 
 void Model::resume_from(const TrainProgress& progress, const std::string& source) {

@@ -14,6 +14,7 @@
 #include <set>
 #include <tuple>
 
+#include "cleave/comm/group_registry.h"
 #include "cleave/core/atomic_file.h"
 #include "cleave/core/error.h"
 #include "cleave/train/checkpoint_set.h"
@@ -232,46 +233,140 @@ NamedTensors split_checkpoint(const NamedTensors& whole, const parallel::Paramet
   return out;
 }
 
+namespace {
+
+// NOTE [Reading only what a rank needs]
+// A destination rank d needs, of each tensor, its block under the destination layouts (the whole
+// tensor where they do not lay it out). The source slices meeting that block are read from one
+// rank per set of replicas (the source ranks holding the same slice), chosen so that the rank
+// opens as few files as it can and the ranks spread over the replicas: a rank read already for
+// another tensor, else d itself when it holds the slice (so a job resumed under the strategy it
+// saved with reads only its own file), else replica number d % (replicas). Tensors laid out in
+// the source are chosen first, as they constrain more; a tensor whole in the source (a replicated
+// parameter, a counter) is then, nearly always, in a file read already. `cleave-ckpt transform
+// --plan` prints this choice (plan_transform) and load_distributed_checkpoint reads exactly
+// these files, each once.
+struct SourcePiece {
+  std::vector<int64_t> at;  // the source slice's offset; empty: the whole tensor, at the origin
+  int64_t rank = 0;         // the source rank it is read from
+};
+struct RankReads {
+  std::vector<int64_t> ranks;                              // ascending
+  std::map<std::string, std::vector<SourcePiece>> pieces;  // per tensor
+};
+
+// The destination block of a tensor of global shape `global` laid out by `to` (null: not laid
+// out, the whole tensor): its offset and shape.
+std::pair<std::vector<int64_t>, Shape> destination_block(const std::pair<Layout, Shape>* to,
+                                                         const Shape& global,
+                                                         const std::string& name, int64_t d) {
+  if (to == nullptr || to->first.is_replicated()) {
+    return {std::vector<int64_t>(static_cast<size_t>(global.rank()), 0), global};
+  }
+  CLEAVE_CHECK_ARG(to->second == global,
+                   "transform: '{}' is {} in the source and {} in the destination's strategy; "
+                   "expected the same network",
+                   name, global.to_string(), to->second.to_string());
+  return {to->first.slice_offset(global, d), to->first.slice_shape(global)};
+}
+
+RankReads plan_rank_reads(std::vector<std::string> names, const parallel::ParameterLayouts& source,
+                          const parallel::ParameterLayouts& destination, int64_t d) {
+  std::sort(names.begin(), names.end());  // the same choice for names in any order
+  std::set<int64_t> chosen;
+  const auto choose = [&](const std::vector<int64_t>& replicas) {
+    for (int64_t r : replicas) {
+      if (chosen.count(r) != 0) return r;
+    }
+    const bool own = std::find(replicas.begin(), replicas.end(), d) != replicas.end();
+    const int64_t pick = own ? d : replicas[static_cast<size_t>(d) % replicas.size()];
+    chosen.insert(pick);
+    return pick;
+  };
+  RankReads out;
+  std::vector<const std::string*> whole;  // in the source
+  for (const std::string& name : names) {
+    const std::pair<Layout, Shape>* from = layout_of(source, name);
+    if (from == nullptr || from->first.is_replicated()) {
+      whole.push_back(&name);
+      continue;
+    }
+    const Shape& global = from->second;
+    const auto [lo, want] = destination_block(layout_of(destination, name), global, name, d);
+    const Shape have = from->first.slice_shape(global);
+    std::map<std::vector<int64_t>, std::vector<int64_t>> replicas;  // by offset, meeting the block
+    for (int64_t s = 0; s < source.device_num; ++s) {
+      std::vector<int64_t> at = from->first.slice_offset(global, s);
+      bool meets = true;
+      for (int64_t k = 0; k < global.rank() && meets; ++k) {
+        const auto i = static_cast<size_t>(k);
+        meets = at[i] < lo[i] + want[k] && lo[i] < at[i] + have[k];
+      }
+      if (meets) replicas[std::move(at)].push_back(s);
+    }
+    std::vector<SourcePiece>& pieces = out.pieces[name];
+    for (const auto& [at, ranks] : replicas) pieces.push_back({at, choose(ranks)});
+  }
+  std::vector<int64_t> every(static_cast<size_t>(source.device_num));
+  for (int64_t s = 0; s < source.device_num; ++s) every[static_cast<size_t>(s)] = s;
+  for (const std::string* name : whole) out.pieces[*name] = {{{}, choose(every)}};
+  out.ranks.assign(chosen.begin(), chosen.end());
+  return out;
+}
+
+// Copies the part of `src`, the block of a tensor at offset `src_at` (empty: the origin), that
+// lies in the block `dst` of the same tensor at offset `dst_at`, to its place in `dst`, row by row
+// (both contiguous, of one dtype).
+void copy_overlap(const Tensor& src, const std::vector<int64_t>& src_at, const Tensor& dst,
+                  const std::vector<int64_t>& dst_at) {
+  const int64_t n = dst.shape().rank();
+  const size_t elem = dtype_size(dst.dtype());
+  if (n == 0) {
+    std::memcpy(dst.raw_data(), src.raw_data(), elem);
+    return;
+  }
+  const auto src_lo = [&](int64_t k) {
+    return src_at.empty() ? int64_t{0} : src_at[static_cast<size_t>(k)];
+  };
+  std::vector<int64_t> lo(static_cast<size_t>(n)), hi(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    const auto i = static_cast<size_t>(k);
+    lo[i] = std::max(src_lo(k), dst_at[i]);
+    hi[i] = std::min(src_lo(k) + src.shape()[k], dst_at[i] + dst.shape()[k]);
+    if (lo[i] >= hi[i]) return;
+  }
+  const std::vector<int64_t> src_strides = src.shape().strides();
+  const std::vector<int64_t> dst_strides = dst.shape().strides();
+  const size_t run = static_cast<size_t>(hi.back() - lo.back()) * elem;
+  std::vector<int64_t> g = lo;  // the global index of the row's first element
+  for (;;) {
+    int64_t from = 0, to = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const auto i = static_cast<size_t>(k);
+      from += (g[i] - src_lo(k)) * src_strides[i];
+      to += (g[i] - dst_at[i]) * dst_strides[i];
+    }
+    std::memcpy(static_cast<char*>(dst.raw_data()) + static_cast<size_t>(to) * elem,
+                static_cast<const char*>(src.raw_data()) + static_cast<size_t>(from) * elem, run);
+    int64_t k = n - 2;
+    for (; k >= 0; --k) {
+      const auto i = static_cast<size_t>(k);
+      if (++g[i] < hi[i]) break;
+      g[i] = lo[i];
+    }
+    if (k < 0) return;
+  }
+}
+
+}  // namespace
+
 TransformPlan plan_transform(const std::vector<std::string>& tensor_names,
                              const parallel::ParameterLayouts& source,
                              const parallel::ParameterLayouts& destination) {
   TransformPlan plan;
-  plan.reads.resize(static_cast<size_t>(destination.device_num));
-  std::vector<std::set<int64_t>> reads(static_cast<size_t>(destination.device_num));
-  for (const std::string& name : tensor_names) {
-    const std::pair<Layout, Shape>* from = layout_of(source, name);
-    const std::pair<Layout, Shape>* to = layout_of(destination, name);
-    for (int64_t d = 0; d < destination.device_num; ++d) {
-      if (from == nullptr || from->first.is_replicated()) {
-        reads[static_cast<size_t>(d)].insert(0);
-        continue;
-      }
-      const Shape& global = from->second;
-      std::vector<int64_t> lo(static_cast<size_t>(global.rank()), 0);
-      Shape want = global;
-      if (to != nullptr && !to->first.is_replicated()) {
-        CLEAVE_CHECK_ARG(to->second == global,
-                         "transform: '{}' is {} in the source strategy and {} in the "
-                         "destination's; expected the same network",
-                         name, global.to_string(), to->second.to_string());
-        lo = to->first.slice_offset(global, d);
-        want = to->first.slice_shape(global);
-      }
-      const Shape have = from->first.slice_shape(global);
-      std::set<std::vector<int64_t>> seen;
-      for (int64_t s = 0; s < source.device_num; ++s) {
-        const std::vector<int64_t> at = from->first.slice_offset(global, s);
-        if (!seen.insert(at).second) continue;  // a replica of a slice already read
-        bool meets = true;
-        for (int64_t k = 0; k < global.rank() && meets; ++k) {
-          const auto i = static_cast<size_t>(k);
-          meets = at[i] < lo[i] + want[k] && lo[i] < at[i] + have[k];
-        }
-        if (meets) reads[static_cast<size_t>(d)].insert(s);
-      }
-    }
+  for (int64_t d = 0; d < destination.device_num; ++d) {
+    plan.reads.push_back(plan_rank_reads(tensor_names, source, destination, d).ranks);
   }
-  for (size_t d = 0; d < reads.size(); ++d) plan.reads[d].assign(reads[d].begin(), reads[d].end());
   return plan;
 }
 
@@ -430,30 +525,73 @@ std::vector<std::string> rank_checkpoint_files(const std::string& directory, int
 TrainProgress load_distributed_checkpoint(nn::Cell& net, optim::Optimizer* optimizer,
                                           const std::string& directory,
                                           const std::string& strategy_file,
-                                          const std::string& prefix) {
-  parallel::ParameterLayouts layouts;
+                                          const std::string& prefix,
+                                          std::vector<std::string>* files_read) {
+  parallel::ParameterLayouts source;
   if (!strategy_file.empty()) {
-    layouts = parallel::load_parameter_layouts(strategy_file);
+    source = parallel::load_parameter_layouts(strategy_file);
   } else {
     // Nothing sharded: as many ranks as the folder has rank folders.
     std::error_code ec;
-    layouts.device_num = 0;
-    while (fs::is_directory(fs::path(directory) / std::to_string(layouts.device_num), ec) ||
-           fs::is_directory(fs::path(directory) / fmt::format("rank_{}", layouts.device_num), ec)) {
-      ++layouts.device_num;
+    source.device_num = 0;
+    while (fs::is_directory(fs::path(directory) / std::to_string(source.device_num), ec) ||
+           fs::is_directory(fs::path(directory) / fmt::format("rank_{}", source.device_num), ec)) {
+      ++source.device_num;
     }
-    CLEAVE_CHECK_ARG(layouts.device_num > 0,
+    CLEAVE_CHECK_ARG(source.device_num > 0,
                      "load_distributed_checkpoint: '{}' holds no folder '0' or 'rank_0'; expected "
                      "the folder holding one folder per rank of the job that saved it",
                      directory);
   }
-  std::vector<RankCheckpoint> ranks;
-  for (const std::string& file :
-       rank_checkpoint_files(directory, layouts.device_num, prefix, &layouts)) {
-    ranks.push_back({load_checkpoint(file), file});
+  const std::vector<std::string> files =
+      rank_checkpoint_files(directory, source.device_num, prefix, &source);
+  // This rank's blocks: its slices once its step is compiled (Model::build), else whole tensors
+  // (NOTE [Reading only what a rank needs]).
+  const parallel::ParameterLayouts destination = sharded_parameter_layouts(net);
+  const int64_t rank = comm::world_rank();
+  std::vector<std::string> names;
+  for (const auto& [name, t] : train_state_tensors(net, optimizer, {})) names.push_back(name);
+  const RankReads reads = plan_rank_reads(names, source, destination, rank);
+  std::map<int64_t, ParamMap> loaded;
+  for (int64_t r : reads.ranks) {
+    const std::string& file = files[static_cast<size_t>(r)];
+    loaded.emplace(r, load_checkpoint(file));
+    if (files_read != nullptr) files_read->push_back(file);
   }
-  const NamedTensors whole = merge_checkpoints(ranks, layouts);
-  const ParamMap params(whole.begin(), whole.end());
+  ParamMap params;
+  for (const std::string& name : names) {
+    const std::vector<SourcePiece>& pieces = reads.pieces.at(name);
+    const auto first = loaded.at(pieces[0].rank).find(name);
+    if (first == loaded.at(pieces[0].rank).end()) continue;  // restore names what is missing
+    const std::pair<Layout, Shape>* from = layout_of(source, name);
+    const bool sliced = from != nullptr && !from->first.is_replicated();
+    const Shape global = sliced ? from->second : first->second.shape();
+    const std::pair<Layout, Shape>* to = layout_of(destination, name);
+    if (!sliced && (to == nullptr || to->first.is_replicated())) {
+      params.emplace(name, first->second);  // whole in both
+      continue;
+    }
+    const auto [at, shape] = destination_block(to, global, name, rank);
+    const Shape have = sliced ? from->first.slice_shape(global) : global;
+    Tensor block = Tensor::empty(shape, first->second.dtype());
+    for (const SourcePiece& piece : pieces) {
+      const std::string& file = files[static_cast<size_t>(piece.rank)];
+      const auto part = loaded.at(piece.rank).find(name);
+      CLEAVE_CHECK_ARG(part != loaded.at(piece.rank).end(),
+                       "load_distributed_checkpoint: '{}' holds no '{}', but '{}' does; expected "
+                       "the checkpoints of one job and step",
+                       file, name, files[static_cast<size_t>(pieces[0].rank)]);
+      const Tensor& t = part->second;
+      CLEAVE_CHECK_ARG(t.shape() == have && t.dtype() == block.dtype(),
+                       "load_distributed_checkpoint: rank {} ({}) holds '{}' as {} {}; its "
+                       "layout{} gives each rank a {} {} slice of {}",
+                       piece.rank, file, name, dtype_name(t.dtype()), t.shape().to_string(),
+                       sliced ? " " + from->first.to_string() : std::string(" (none)"),
+                       dtype_name(block.dtype()), have.to_string(), global.to_string());
+      copy_overlap(t, piece.at, block, at);
+    }
+    params.emplace(name, std::move(block));
+  }
   if (optimizer != nullptr) return restore_train_state(net, *optimizer, params);
   load_param_into_net(net, params);
   const auto counter = [&](const char* name) {

@@ -59,6 +59,12 @@ class TrainOneStep {
 
   Tensor operator()(const Tensor& data, const Tensor& label);
 
+  // Compiles the step for data and label of these metas without running it (GRAPH_MODE; nothing
+  // in PYNATIVE_MODE), as the first call would: the parameters of a sharded step then hold this
+  // rank's slices (NOTE [Sharded parameters]; collective then, as that call is) and the next call
+  // of that signature runs the cached graph. The optimizer's step count is left as it was.
+  void compile(const ir::TensorMeta& data, const ir::TensorMeta& label);
+
   // The step as the compiler sees it for data and label of these metas (GRAPH_MODE): compile it
   // with runtime::compile for a dry run of any rank (a plan, nothing run, no parameter changed;
   // tracing the update advances the optimizer's step count, as a call would). Puts the network
@@ -92,6 +98,7 @@ class TrainOneStep {
   std::shared_ptr<Optimizer> optimizer_;
   // (data signature, label signature, training, micro-batches, parallel mode)
   using Key = std::tuple<std::string, std::string, bool, int, int>;
+  Key cache_key(std::string data_signature, std::string label_signature) const;
   std::map<Key, std::unique_ptr<runtime::CompiledStep>> cache_;
   runtime::Executor* last_ = nullptr;
   runtime::CompiledStep* last_step_ = nullptr;

@@ -62,8 +62,13 @@ struct CheckpointJob {
 // a prefix the network's do not). "" when no parameter is sharded.
 std::string layouts_fingerprint(const parallel::ParameterLayouts& layouts);
 
+// The layouts of `net`'s sharded parameters (NOTE [Sharded parameters]), by the network's names,
+// over the world group's size: what the strategy file of this job records once its step is
+// compiled (none before, and none in a job that shards nothing).
+parallel::ParameterLayouts sharded_parameter_layouts(const nn::Cell& net);
+
 // This process's job: the world group's size and rank (1 and 0 standalone) and the fingerprint of
-// the layouts of `net`'s sharded parameters (NOTE [Sharded parameters]).
+// sharded_parameter_layouts(net).
 CheckpointJob current_job(const nn::Cell& net);
 
 // The metadata save_checkpoint stores for `job` ("cleave.device_num", "cleave.rank",

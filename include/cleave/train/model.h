@@ -46,6 +46,9 @@ class TrainStep {
   // same list on every worker; collective, NOTE [Saving a placed network] in
   // cleave/runtime/placed_state.h). The default, for steps that cannot, throws when placed().
   virtual void share_placed_state(const std::vector<Tensor>& tensors);
+  // Compiles the step for batches shaped as `data` and `label` without running it (Model::build);
+  // the default, for a step that compiles nothing ahead, does nothing.
+  virtual void compile(const Tensor& data, const Tensor& label);
 };
 
 // The PyNative (eager) step: loss = loss_fn(network(data), label) (or network(data, label) when
@@ -77,6 +80,7 @@ class ContextTrainStep : public TrainStep {
   void share_placed_state(const std::vector<Tensor>& tensors) override {
     step_->share_placed_state(tensors);
   }
+  void compile(const Tensor& data, const Tensor& label) override;
 
  private:
   std::unique_ptr<optim::TrainOneStep> step_;
@@ -115,6 +119,14 @@ class Model {
   // Replaces the training step (by default a ContextTrainStep of the network, loss and optimizer).
   void set_train_step(std::shared_ptr<TrainStep> step);
 
+  // Compiles the training step for the batches of `train_dataset` (its first batch's shapes; the
+  // dataset's epochs are left as they were) without running a step, as MindSpore's Model.build:
+  // in SEMI_AUTO_PARALLEL and AUTO_PARALLEL the parameters and the optimizer state then hold this
+  // rank's slices, so that load_distributed_checkpoint reads only the files holding them. Every
+  // rank of a job calls it (the slicing is collective). Nothing in PYNATIVE_MODE. Throws Error
+  // without an optimizer or for an empty dataset or rows of the wrong arity.
+  void build(const dataset::DatasetPtr& train_dataset);
+
   // Writes everything needed to resume training to `path` (.ckpt or .safetensors; see
   // checkpoint.h): the parameters, the optimizer's state and step count, and the epoch and step
   // reached (the ModelCheckpoint layout). For a placed network every worker must call it (it
@@ -133,9 +145,13 @@ class Model {
   // Restores the newest checkpoint set `directory` holds (one folder per rank, as ModelCheckpoint
   // writes them), saved by a job under `strategy_file` ("" when it sharded nothing), whatever
   // this job's device count and strategy (train::load_distributed_checkpoint); call it before the
-  // first train(). The next train() continues after the saved step, as after load_train_state.
+  // first train(), after build() for each rank to read only the files holding its slices. The
+  // next train() continues after the saved step, as after load_train_state. The files this rank
+  // read: loaded_files().
   void load_distributed_checkpoint(const std::string& directory, const std::string& strategy_file,
                                    const std::string& prefix = "");
+  // The checkpoint files the last load_distributed_checkpoint read on this rank.
+  const std::vector<std::string>& loaded_files() const { return loaded_files_; }
 
   // Where training stands: the epoch of the last step run and the steps run in all.
   const TrainProgress& progress() const { return progress_; }
@@ -159,6 +175,7 @@ class Model {
   // The steps a loaded checkpoint had done, until the next train() resumes after them; -1: none.
   int64_t resume_step_ = -1;
   int64_t resume_epoch_ = 0;
+  std::vector<std::string> loaded_files_;
 };
 
 }  // namespace cleave::train

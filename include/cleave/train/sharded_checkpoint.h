@@ -45,9 +45,11 @@ NamedTensors merge_checkpoints(const std::vector<RankCheckpoint>& ranks,
 NamedTensors split_checkpoint(const NamedTensors& whole, const parallel::ParameterLayouts& layouts,
                               int64_t rank);
 
-// What `cleave-ckpt transform --plan` prints: for each destination rank, which source ranks hold
-// a part of what it needs (for a tensor laid out in both, the source ranks whose slices meet its
-// slice, one of each set of replicas; a tensor whole in the source comes from rank 0).
+// What `cleave-ckpt transform --plan` prints: for each destination rank, the source ranks whose
+// files hold a part of what it needs (the source slices meeting its block of each tensor, one
+// rank of each set of replicas, chosen as NOTE [Reading only what a rank needs] in
+// sharded_checkpoint.cc says: a tensor whole in the source comes from a file read already, or
+// from rank d % (source ranks)). load_distributed_checkpoint reads the same files.
 struct TransformPlan {
   // Per destination rank: the source ranks it reads, ascending.
   std::vector<std::vector<int64_t>> reads;
@@ -89,15 +91,23 @@ std::vector<std::string> rank_checkpoint_files(const std::string& directory, int
 // Restores, at the start of a job, the training state a job saved under `strategy_file` (its
 // strategy_ckpt_save_file; "" for a job that sharded nothing, e.g. DATA_PARALLEL) into `net` and
 // `optimizer` (null: the parameters only), whatever the device count and strategy of the job
-// that loads it: the newest committed set of `directory` (rank_checkpoint_files) is merged into
-// whole tensors (merge_checkpoints) and loaded with the global shapes; compiling the new job's
-// step then slices the parameters and the optimizer state under its own layouts (NOTE [Sharded
-// parameters]). Every rank reads every source file once. Returns the progress saved (the next
+// that loads it, from the newest committed set of `directory` (rank_checkpoint_files). Each rank
+// reads only the files holding a part of what it needs (NOTE [Reading only what a rank needs] in
+// sharded_checkpoint.cc; plan_transform prints the same choice), each once, and assembles its
+// blocks from them:
+//   - after this job's step is compiled (Model::build: the parameters hold this rank's slices,
+//     NOTE [Sharded parameters]), its slices of the parameters and of the optimizer state laid
+//     out like them: a job resumed under its own strategy reads its own rank's file only;
+//   - before, the whole tensors (compiling the step then slices them): one file of each set of
+//     replicas the source holds.
+// The files' names go to `files_read` when given. Returns the progress saved (the next
 // Model::train continues after it: Model::load_distributed_checkpoint). Throws Error as
-// rank_checkpoint_files, merge_checkpoints and restore_train_state do, changing nothing then.
+// rank_checkpoint_files and restore_train_state do, and naming the file for a slice of another
+// shape than the strategy file gives; changes nothing then.
 TrainProgress load_distributed_checkpoint(nn::Cell& net, optim::Optimizer* optimizer,
                                           const std::string& directory,
                                           const std::string& strategy_file,
-                                          const std::string& prefix = "");
+                                          const std::string& prefix = "",
+                                          std::vector<std::string>* files_read = nullptr);
 
 }  // namespace cleave::train

@@ -38,8 +38,24 @@ class Model:
     def load_train_state(self, path):
         self._model.load_train_state(path)
 
+    def build(self, train_dataset=None, valid_dataset=None, sink_size=-1, epoch=1):
+        """Compiles the training step for train_dataset's batches without running it, so that
+        load_distributed_checkpoint then reads only this rank's slices."""
+        if valid_dataset is not None:
+            raise ValueError("Model.build: valid_dataset is not supported; eval compiles its "
+                             "graph at its first batch")
+        if train_dataset is None:
+            raise ValueError("Model.build: give train_dataset; cleave compiles the training step "
+                             "for its batches")
+        self._model.build(train_dataset)
+
     def load_distributed_checkpoint(self, directory, strategy_file, prefix=""):
         self._model.load_distributed_checkpoint(directory, strategy_file, prefix)
+
+    @property
+    def loaded_files(self):
+        """The checkpoint files the last load_distributed_checkpoint read on this rank."""
+        return list(self._model.loaded_files)
 
     @property
     def train_network(self):
