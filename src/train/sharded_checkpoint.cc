@@ -610,8 +610,10 @@ TrainProgress load_distributed_checkpoint(nn::Cell& net, optim::Optimizer* optim
 // destination rank's slice) is walked row by row (all dimensions but the last); each row is the
 // runs of the source slices it crosses, and runs that follow each other in one source are joined:
 // a layout splitting only the first dimension gives one piece per source slice, a column split
-// one per row and slice. Where the pieces would average less than kSmallPiece bytes, the block is
-// copied into one tensor first (so many small writes cost more than one copy). Each source file
+// one per row and slice. Where the pieces would average less than 64 KiB (kGatherBelow), the
+// block is copied into one piece of reused memory first, which the write then splices (NOTE
+// [Splicing from memory] in src/core/atomic_file.cc): small pieces went through writev, a
+// kernel copy from user memory that runs at a fraction of splice's speed here. Each source file
 // is mapped once; its checksum reads it once, and the pieces then come from the page cache;
 // pieces of 1 MiB or more are copied from the source files inside the kernel (copy_file_range,
 // write_file_atomically's regions), as cp does. The checks and the files written are
@@ -693,13 +695,44 @@ SourceSlices source_slices(const MappedSources& src, const std::vector<std::stri
   return out;
 }
 
+// Where block_of gathers the pieces of a block too small to write one by one: memory reused for
+// every file a merge or transform writes, since fresh memory costs a page fault per page on the
+// machines measured (bench/README.md, "ckpt"). What take() gives stays valid until reset().
+class GatherArena {
+ public:
+  char* take(size_t n) {
+    while (chunk_ < chunks_.size() && chunks_[chunk_].size - used_ < n) {
+      ++chunk_;
+      used_ = 0;
+    }
+    if (chunk_ == chunks_.size()) {
+      const size_t size = std::max(n, size_t{64} << 20);
+      chunks_.push_back({std::make_unique<char[]>(size), size});
+    }
+    char* p = chunks_[chunk_].data.get() + used_;
+    used_ += n;
+    return p;
+  }
+  void reset() { chunk_ = used_ = 0; }
+
+ private:
+  struct Chunk {
+    std::unique_ptr<char[]> data;
+    size_t size = 0;
+  };
+  std::vector<Chunk> chunks_;
+  size_t chunk_ = 0, used_ = 0;
+};
+
 // The block of `src`'s tensor at `offset` of shape `shape` as pieces of the slices: for each of
 // its rows (all dimensions but the last), the runs of the source slices it crosses, consecutive
-// ones joined. Pieces of less than kSmallPiece bytes on average are copied into one tensor
-// (kept in `keep`) instead: so many views would cost the writes more than one copy.
-constexpr size_t kSmallPiece = 512;
+// ones joined. Pieces of less than kGatherBelow bytes on average are copied into one piece of
+// `arena` instead: write_file_atomically splices a piece that large from memory, where small
+// pieces would go through writev, which runs at a fraction of that speed (bench/README.md,
+// "ckpt": a transform of row slices into column slices, 4 KiB rows).
+constexpr size_t kGatherBelow = size_t{64} << 10;
 TensorBytes block_of(const SourceSlices& src, const std::vector<int64_t>& offset,
-                     const Shape& shape, std::vector<Tensor>& keep) {
+                     const Shape& shape, GatherArena& arena) {
   TensorBytes out{.dtype = src.dtype, .shape = shape};
   const int64_t n = shape.rank();
   const size_t elem = dtype_size(src.dtype);
@@ -743,15 +776,14 @@ TensorBytes block_of(const SourceSlices& src, const std::vector<int64_t>& offset
     }
   }
   const size_t total = static_cast<size_t>(shape.numel()) * elem;
-  if (out.pieces.size() > 1 && total / out.pieces.size() < kSmallPiece) {
-    Tensor copy = Tensor::empty(shape, src.dtype);
+  if (out.pieces.size() > 1 && total / out.pieces.size() < kGatherBelow) {
+    char* copy = arena.take(total);
     size_t at = 0;
     for (std::string_view piece : out.pieces) {
-      std::memcpy(static_cast<char*>(copy.raw_data()) + at, piece.data(), piece.size());
+      std::memcpy(copy + at, piece.data(), piece.size());
       at += piece.size();
     }
-    out.pieces = {std::string_view(static_cast<const char*>(copy.raw_data()), total)};
-    keep.push_back(std::move(copy));
+    out.pieces = {std::string_view(copy, total)};
   }
   return out;
 }
@@ -778,13 +810,13 @@ MergeSummary merge_checkpoint_files(const std::vector<std::string>& files,
   std::vector<std::string> names;
   const std::vector<SourceSlices> slices = all_source_slices(src, files, layouts, names);
   std::vector<std::pair<std::string, TensorBytes>> out;
-  std::vector<Tensor> keep;
+  GatherArena arena;
   MergeSummary summary{.tensors = names.size()};
   for (size_t i = 0; i < names.size(); ++i) {
     const SourceSlices& t = slices[i];
-    out.emplace_back(
-        names[i],
-        block_of(t, std::vector<int64_t>(static_cast<size_t>(t.global.rank()), 0), t.global, keep));
+    out.emplace_back(names[i],
+                     block_of(t, std::vector<int64_t>(static_cast<size_t>(t.global.rank()), 0),
+                              t.global, arena));
     if (t.global != t.slice) ++summary.from_slices;
   }
   save_ckpt_bytes(out, output, src.regions());
@@ -798,16 +830,17 @@ void transform_checkpoint_files(const std::vector<std::string>& files,
   const MappedSources src = map_sources(files);
   std::vector<std::string> names;
   const std::vector<SourceSlices> slices = all_source_slices(src, files, source, names);
+  GatherArena arena;  // reused by every destination file
   for (int64_t d = 0; d < destination.device_num; ++d) {
     std::vector<std::pair<std::string, TensorBytes>> out;
-    std::vector<Tensor> keep;
+    arena.reset();  // the previous file is written
     for (size_t i = 0; i < names.size(); ++i) {
       const SourceSlices& t = slices[i];
       const std::pair<Layout, Shape>* laid = layout_of(destination, names[i]);
       if (laid == nullptr || laid->first.is_replicated()) {
         out.emplace_back(names[i],
                          block_of(t, std::vector<int64_t>(static_cast<size_t>(t.global.rank()), 0),
-                                  t.global, keep));
+                                  t.global, arena));
         continue;
       }
       const auto& [layout, global] = *laid;
@@ -816,7 +849,7 @@ void transform_checkpoint_files(const std::vector<std::string>& files,
                        "the single-device checkpoint of the network the strategy was planned for",
                        names[i], t.global.to_string(), global.to_string());
       out.emplace_back(
-          names[i], block_of(t, layout.slice_offset(global, d), layout.slice_shape(global), keep));
+          names[i], block_of(t, layout.slice_offset(global, d), layout.slice_shape(global), arena));
     }
     const fs::path folder = fs::path(output_dir) / std::to_string(d);
     fs::create_directories(folder);
