@@ -94,7 +94,8 @@ void all_reduce_gradients_in_buckets(std::vector<Tensor>& grads,
   flush();
 }
 
-int hoist_collectives(ir::Graph& g, int begin, int end) {
+int hoist_collectives(ir::Graph& g, int begin, int end,
+                      const std::function<bool(const ir::Node&)>& which) {
   const int count = static_cast<int>(g.nodes.size());
   std::vector<std::vector<int>> consumers(static_cast<size_t>(count));
   for (int j = 0; j < count; ++j) {
@@ -109,7 +110,7 @@ int hoist_collectives(ir::Graph& g, int begin, int end) {
     const ir::Node& n = g.nodes[static_cast<size_t>(i)];
     if (!n.is_op() || n.op->mutates_inputs || returned[static_cast<size_t>(i)]) continue;
     if (n.op->communicates) {
-      movable[static_cast<size_t>(i)] = true;
+      movable[static_cast<size_t>(i)] = !which || which(n);
       continue;
     }
     const std::vector<int>& users = consumers[static_cast<size_t>(i)];

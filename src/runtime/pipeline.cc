@@ -17,6 +17,7 @@
 #include "cleave/ir/passes.h"
 #include "cleave/ir/registry.h"
 #include "cleave/ops/elementwise.h"
+#include "cleave/ops/shape.h"
 #include "cleave/parallel/calibrated_cost_model.h"
 #include "cleave/parallel/data_parallel.h"
 #include "cleave/parallel/partition.h"
@@ -283,15 +284,73 @@ void split_parameters(CompileState& s) {
     }
   }
   if (gathers.empty()) return;
-  std::map<int, int> gathered;  // parameter node -> its AllGather
+  // NOTE [Parallel optimizer buckets]
+  // The split parameters are gathered in buckets, as DATA_PARALLEL all-reduces its gradients (NOTE
+  // [Gradient buckets] in cleave/parallel/data_parallel.h): consecutive parameters (in graph
+  // order, the order the forward first reads them) of one dtype and one shard group, at most
+  // bucket_cap_mb of whole tensors per bucket and at most 1 MiB in the first, so that the forward
+  // can start while the rest is gathered. A bucket's slices are flattened and joined, one
+  // AllGather over the group gives every rank's join, one after another, and each parameter is
+  // its columns of that (group size, bucket) table (Split with size_splits), reshaped: the rows of
+  // each rank's slice in rank order, the whole tensor. The backward runs the same ops in reverse,
+  // so autodiff gives one ReduceScatter per bucket where there was one per parameter. Every
+  // element is gathered, and its gradient summed, as by its own collectives: training is
+  // bit-identical. bucket_cap_mb = 0: one AllGather per parameter.
+  const double cap = s.options.bucket_cap_mb * (1 << 20);
+  const auto whole_bytes = [&](int node) {
+    const Tensor& param = g.nodes[static_cast<size_t>(node)].value;
+    return static_cast<double>(global_shape(param).numel() * dtype_size(param.dtype()));
+  };
+  std::map<int, int> gathered;                    // parameter node -> the node giving it whole
+  std::vector<std::vector<int>> bucket_params;    // per bucket, its parameter nodes
+  std::vector<std::pair<int, int>> bucket_nodes;  // per bucket, the range of nodes it traced
   {
     ir::Tracer tracer(g);
-    for (const auto& [node, ranks] : gathers) {
-      const Tensor whole = parallel::all_gather_over(tracer.symbolic({node, 0}), ranks, 0);
-      gathered[node] = tracer.value_of(whole).node;
+    for (size_t b = 0; b < gathers.size();) {
+      const std::vector<int64_t>& ranks = gathers[b].second;
+      const DType dtype = g.nodes[static_cast<size_t>(gathers[b].first)].value.dtype();
+      const double limit = bucket_params.empty() ? std::min(cap, double{1 << 20}) : cap;
+      size_t e = b + 1;
+      for (double bytes = whole_bytes(gathers[b].first);
+           e < gathers.size() && gathers[e].second == ranks &&
+           g.nodes[static_cast<size_t>(gathers[e].first)].value.dtype() == dtype &&
+           bytes + whole_bytes(gathers[e].first) <= limit;
+           ++e) {
+        bytes += whole_bytes(gathers[e].first);
+      }
+      const int first_node = static_cast<int>(g.nodes.size());
+      std::vector<int>& params = bucket_params.emplace_back();
+      if (e == b + 1) {
+        const int node = gathers[b].first;
+        params.push_back(node);
+        const Tensor whole = parallel::all_gather_over(tracer.symbolic({node, 0}), ranks, 0);
+        gathered[node] = tracer.value_of(whole).node;
+      } else {
+        std::vector<Tensor> flat;
+        std::vector<int64_t> sizes;
+        for (size_t i = b; i < e; ++i) {
+          const int node = gathers[i].first;
+          params.push_back(node);
+          const Tensor slice = tracer.symbolic({node, 0});
+          sizes.push_back(slice.numel());
+          flat.push_back(ops::reshape(slice, Shape({slice.numel()})));
+        }
+        const Tensor joined = ops::concat(flat, 0);
+        const Tensor all = parallel::all_gather_over(joined, ranks, 0);
+        const auto k = static_cast<int64_t>(ranks.size());
+        const std::vector<Tensor> columns =
+            ops::split(ops::reshape(all, Shape({k, joined.numel()})), 1, sizes);
+        for (size_t i = b; i < e; ++i) {
+          const int node = gathers[i].first;
+          const Tensor whole =
+              ops::reshape(columns[i - b], global_shape(g.nodes[static_cast<size_t>(node)].value));
+          gathered[node] = tracer.value_of(whole).node;
+        }
+      }
+      bucket_nodes.emplace_back(first_node, static_cast<int>(g.nodes.size()));
+      b = e;
     }
   }
-  CLEAVE_ASSERT(g.nodes.size() == static_cast<size_t>(count) + gathers.size());
   for (int j = 0; j < count; ++j) {
     for (ir::ValueRef& v : g.nodes[static_cast<size_t>(j)].inputs) {
       if (const auto it = gathered.find(v.node); it != gathered.end()) v.node = it->second;
@@ -300,20 +359,41 @@ void split_parameters(CompileState& s) {
   for (ir::ValueRef& v : g.outputs) {
     if (const auto it = gathered.find(v.node); it != gathered.end()) v.node = it->second;
   }
+  // Each bucket's parameters (which read nothing) and then its nodes at the place of its first
+  // parameter, before anything reads them.
+  std::map<int, size_t> bucket_of;  // parameter node -> its bucket
+  for (size_t b = 0; b < bucket_params.size(); ++b) {
+    for (int node : bucket_params[b]) bucket_of[node] = b;
+  }
   std::vector<int> order;
   for (int i = 0; i < count; ++i) {
-    order.push_back(i);
-    if (const auto it = gathered.find(i); it != gathered.end()) {
-      ir::Node& all_gather = g.nodes[static_cast<size_t>(it->second)];
-      all_gather.name =
-          fmt::format("{}/optimizer_all_gather", g.nodes[static_cast<size_t>(i)].name);
-      order.push_back(it->second);
+    const auto it = bucket_of.find(i);
+    if (it == bucket_of.end()) {
+      order.push_back(i);
+      continue;
+    }
+    const std::vector<int>& params = bucket_params[it->second];
+    if (params.front() != i) continue;  // placed with its bucket's first
+    order.insert(order.end(), params.begin(), params.end());
+    const auto [begin, end] = bucket_nodes[it->second];
+    for (int n = begin; n < end; ++n) {
+      ir::Node& node = g.nodes[static_cast<size_t>(n)];
+      if (node.is_op() && node.op->name == "AllGather") {
+        node.name = params.size() == 1 ? fmt::format("{}/optimizer_all_gather",
+                                                     g.nodes[static_cast<size_t>(params[0])].name)
+                                       : fmt::format("optimizer_all_gather_bucket{}", it->second);
+        s.optimizer_gathers.insert(node.name);
+      }
+      order.push_back(n);
     }
   }
+  CLEAVE_ASSERT(order.size() == g.nodes.size(), "split_parameters: {} nodes ordered of {}",
+                order.size(), g.nodes.size());
   ir::reorder_nodes(g, order);
 }
 
 void autodiff(CompileState& s) {
+  s.backward_begin = static_cast<int>(s.graph.nodes.size());
   ir::Tracer tracer(s.graph);
   const Tensor loss = tracer.symbolic(s.graph.outputs[0]);
   s.grads = autodiff::graph_grad(loss, s.program.wrt, s.loss_seed);
@@ -391,6 +471,18 @@ void optimizer(CompileState& s) {
 void mark_literals(CompileState& s) { ir::Tracer(s.graph).finish(); }
 
 void hoist_collectives(CompileState& s) {
+  // NOTE [Parallel optimizer buckets]: first each bucket's ReduceScatter, which autodiff puts
+  // where the backward reaches the bucket's AllGather (its end: the gathers come first in the
+  // forward), with the ops joining its gradients, to right after the last of them, so that it runs
+  // while the backward goes on (NOTE [Collectives in flight] in cleave/runtime/executor.h).
+  // Nothing else in the backward moves, and nothing crosses into the gradient reduction (its
+  // inputs all come before it), so mirrors_begin and step_begin still hold.
+  if (!s.optimizer_gathers.empty()) {
+    parallel::hoist_collectives(s.graph, s.backward_begin, s.mirrors_begin, [&](const ir::Node& n) {
+      const size_t grad = n.name.find(".grad.");
+      return grad != std::string::npos && s.optimizer_gathers.contains(n.name.substr(0, grad));
+    });
+  }
   s.tail_begin = parallel::hoist_collectives(s.graph, s.mirrors_begin, s.step_begin);
 }
 
@@ -494,7 +586,8 @@ const std::vector<Pass>& compile_passes() {
       {"mark_literals", "constants only the graph holds become foldable literals", "always", always,
        mark_literals},
       {"hoist_collectives",
-       "each gradient reduction (a bucket's or a mirror AllReduce) right after its last gradient",
+       "each gradient reduction (a bucket's or a mirror AllReduce, the parallel optimizer's "
+       "ReduceScatters) right after its last gradient",
        "DATA_PARALLEL, SEMI_AUTO/AUTO_PARALLEL training, one micro-batch, not placed",
        overlapped_gradients, hoist_collectives},
       {"order_tail_by_collectives", "each update right after its own gradient reduction",

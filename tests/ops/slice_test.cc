@@ -58,7 +58,7 @@ TEST(Concat, BadInputs) {
 }
 
 TEST(Concat, Gradient) {
-  // Equal pieces (the rule uses Split) and unequal ones (Slice), negative axis.
+  // Equal pieces and unequal ones (both Split), negative axis.
   EXPECT_TRUE(gradcheck(
       [](auto& in) {
         return ops::concat({in[0], in[1]}, 1);
@@ -91,11 +91,27 @@ TEST(Split, HandChecked) {
   EXPECT_EQ(ops::split(iota({3, 2}), 0, 1)[0].shape(), (Shape{3, 2}));
 }
 
+TEST(Split, SizeSplitsHandChecked) {
+  std::vector<Tensor> parts = ops::split(iota({2, 6}), 1, std::vector<int64_t>{1, 0, 3, 2});
+  ASSERT_EQ(parts.size(), 4u);
+  EXPECT_TRUE(all_close(parts[0], vec({0, 6}, {2, 1})));
+  EXPECT_EQ(parts[1].shape(), (Shape{2, 0}));
+  EXPECT_TRUE(all_close(parts[2], vec({1, 2, 3, 7, 8, 9}, {2, 3})));
+  EXPECT_TRUE(all_close(parts[3], vec({4, 5, 10, 11}, {2, 2})));
+  parts = ops::split(iota({5}, DType::kInt32), 0, std::vector<int64_t>{5});
+  EXPECT_EQ(parts[0].to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2, 3, 4}));
+}
+
 TEST(Split, BadInputs) {
   EXPECT_ERROR(ops::split(iota({5, 2}), 0, 2), "Split", "shape (5, 2) has size 5 along axis 0",
                "output_num 2 does not divide");
   EXPECT_ERROR(ops::split(iota({4}), 0, 0), "output_num is 0", "expected output_num >= 1");
   EXPECT_ERROR(ops::split(iota({4}), 1, 2), "axis 1 is out of range", "[-1, 0]");
+  EXPECT_ERROR(ops::split(iota({5, 2}), 0, std::vector<int64_t>{2, 2}), "size_splits (2, 2)",
+               "shape (5, 2) along axis 0", "adding up to 5");
+  EXPECT_ERROR(ops::split(iota({5}), 0, std::vector<int64_t>{6, -1}), "size_splits (6, -1)",
+               "sizes >= 0");
+  EXPECT_ERROR(ops::split(iota({5}), 0, std::vector<int64_t>{}), "output_num is 0");
 }
 
 TEST(Split, Gradient) {
@@ -108,6 +124,13 @@ TEST(Split, Gradient) {
       {random_f64({2, 6})}));
   // Only one output used: the others get zero gradient.
   EXPECT_TRUE(gradcheck([](auto& in) { return ops::split(in[0], 0, 3)[1]; }, {random_f64({6, 2})}));
+  // Sizes of their own (size_splits), one part unused.
+  EXPECT_TRUE(gradcheck(
+      [](auto& in) {
+        std::vector<Tensor> p = ops::split(in[0], 1, std::vector<int64_t>{1, 3, 2});
+        return ops::concat({ops::mul(p[2], 3.0), p[0]}, 1);
+      },
+      {random_f64({2, 6})}));
 }
 
 // ---- Slice ----

@@ -21,6 +21,8 @@ Tensor flatten(const Tensor& x);
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis = 0);
 // `output_num` equal parts along `axis` (the size must divide).
 std::vector<Tensor> split(const Tensor& x, int64_t axis, int64_t output_num);
+// Parts of the sizes `size_splits` along `axis` (they must add up to its size): MindSpore's SplitV.
+std::vector<Tensor> split(const Tensor& x, int64_t axis, const std::vector<int64_t>& size_splits);
 // x[begin[i] : begin[i] + size[i]] per axis; size -1 means "to the end".
 Tensor slice(const Tensor& x, const std::vector<int64_t>& begin, const std::vector<int64_t>& size);
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "cleave/core/tensor.h"
@@ -35,13 +36,14 @@ struct GradientBucketOptions {
 void all_reduce_gradients_in_buckets(std::vector<Tensor>& grads,
                                      const GradientBucketOptions& options);
 
-// Moves the communication ops among nodes [begin, end), and the ops there that only feed them, to
-// right after the last node they read, so each bucket's AllReduce runs on its group's
-// communication thread while the rest of the backward pass computes (NOTE [Collectives in flight]
-// in cleave/runtime/executor.h); every other node keeps its place. Returns the new index of the
-// first node of [begin, end) that stayed (the start of the step's tail: the buckets' slices, then
-// the optimizer), or the node count when none stayed.
-int hoist_collectives(ir::Graph& graph, int begin, int end);
+// Moves the communication ops among nodes [begin, end) (those `which` accepts, when given), and
+// the ops there that only feed them, to right after the last node they read, so each bucket's
+// AllReduce runs on its group's communication thread while the rest of the backward pass computes
+// (NOTE [Collectives in flight] in cleave/runtime/executor.h); every other node keeps its place.
+// Returns the new index of the first node of [begin, end) that stayed (the start of the step's
+// tail: the buckets' slices, then the optimizer), or the node count when none stayed.
+int hoist_collectives(ir::Graph& graph, int begin, int end,
+                      const std::function<bool(const ir::Node&)>& which = {});
 
 // NOTE [Updates in bucket order]
 // After hoisting, the step ends with a tail that reads the buckets' AllReduces: each bucket's

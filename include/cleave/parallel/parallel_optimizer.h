@@ -5,8 +5,9 @@
 // DATA_PARALLEL; the ranks of its mirror group in SEMI_AUTO/AUTO_PARALLEL) is split once more,
 // along its first dimension, over those ranks: each keeps 1/k of its weight and of its optimizer
 // state (k: the ranks of the split, its *shard group*) and updates only that slice. The step then
-//   - gathers the weight where the forward reads it: an AllGather over the shard group on
-//     dimension 0 right after the parameter, which gives the layout the plan had before;
+//   - gathers the weight before the forward reads it: an AllGather over the shard group on
+//     dimension 0, which gives the layout the plan had before (in buckets of parameters: NOTE
+//     [Parallel optimizer buckets] in src/runtime/pipeline.cc);
 //   - gets the gradient of that slice from the AllGather's gradient, a ReduceScatter (sum) over
 //     the same group: it replaces that group's share of the gradient AllReduce. Replicas the
 //     shard group does not cover (optimizer_weight_shard_size smaller than the mirror group)

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -142,8 +143,12 @@ struct CompileState {
   std::map<const TensorImpl*, parallel::Layout> layouts;  // sharded parameters of this step
   // The parameters the parallel optimizer splits, with their split (parallel_optimizer onwards).
   std::map<const TensorImpl*, parallel::OptimizerShard> optimizer_shards;
+  // The names of its AllGathers (NOTE [Parallel optimizer buckets] in pipeline.cc): their
+  // gradients, the ReduceScatters autodiff adds, are named "<name>.grad.<...>".
+  std::set<std::string> optimizer_gathers;
   double loss_seed = 1.0;     // the loss's gradient seed (NOTE [Step-parallel rewrite])
   std::vector<Tensor> grads;  // one per program.wrt (autodiff onwards)
+  int backward_begin = -1;    // the first node autodiff added
   int mirrors_begin = -1;     // the first node of the gradient reduction
   int step_begin = -1;        // the first node of the optimizer's update
   int tail_begin = -1;        // hoist_collectives: the first node of the step's tail

@@ -3,6 +3,9 @@
 //
 // Every one of them is a copy of a (strided) box between a dense tensor and a region of another
 // (kernels::cpu::Box); NOTE [Coalesced copies] in kernels/cpu/copy.h says how such copies run.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cstring>
 
 #include "cleave/ops/shape.h"
@@ -74,6 +77,13 @@ std::vector<Tensor> concat_grad(const GradContext& ctx) {
   }
   if (n == 1) return {dy};
   if (equal) return ops::split(dy, axis, static_cast<int64_t>(n));
+  bool all = true;
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < n; ++i) {
+    all = all && ctx.needs_input_grad[i];
+    sizes.push_back(ctx.inputs[i].shape()[axis]);
+  }
+  if (all) return ops::split(dy, axis, sizes);  // one pass over dy
   std::vector<Tensor> grads(n);
   std::vector<int64_t> begin(dy.rank(), 0);
   for (size_t i = 0; i < n; ++i) {
@@ -86,30 +96,50 @@ std::vector<Tensor> concat_grad(const GradContext& ctx) {
 
 // ---- Split ----
 
-// The output count and normalised axis, checked against input 0.
-std::pair<int64_t, int64_t> checked_split(const InferContext& ctx) {
+// The normalised axis and each output's size along it, checked against input 0: output_num equal
+// parts, or the sizes `size_splits` gives (MindSpore's SplitV), output_num of them.
+std::pair<int64_t, std::vector<int64_t>> checked_split(const InferContext& ctx) {
   expect_min_rank(ctx, 0, 1);
   const Shape& in = ctx.inputs[0].shape;
   const int64_t axis = checked_axis(ctx, ctx.attrs.get<int64_t>("axis", ctx.op.name), in.rank());
   const int64_t n = ctx.attrs.get<int64_t>("output_num", ctx.op.name);
   CLEAVE_CHECK_ARG(n >= 1, "{}: output_num is {}; expected output_num >= 1", ctx.op.name, n);
+  if (ctx.attrs.has("size_splits")) {
+    const auto& sizes = ctx.attrs.get<std::vector<int64_t>>("size_splits", ctx.op.name);
+    int64_t sum = 0;
+    bool non_negative = true;
+    for (int64_t size : sizes) {
+      non_negative = non_negative && size >= 0;
+      sum += size;
+    }
+    CLEAVE_CHECK_ARG(static_cast<int64_t>(sizes.size()) == n && non_negative && sum == in[axis],
+                     "{}: size_splits {} for input 0 of shape {} along axis {}; expected "
+                     "output_num ({}) sizes >= 0 adding up to {}",
+                     ctx.op.name, fmt::format("({})", fmt::join(sizes, ", ")), in.to_string(), axis,
+                     n, in[axis]);
+    return {axis, sizes};
+  }
   CLEAVE_CHECK_ARG(in[axis] % n == 0,
                    "{}: input 0 of shape {} has size {} along axis {}, which output_num {} does "
                    "not divide; expected a size divisible by {}",
                    ctx.op.name, in.to_string(), in[axis], axis, n, n);
-  return {axis, n};
+  return {axis, std::vector<int64_t>(static_cast<size_t>(n), in[axis] / n)};
 }
 
 std::vector<TensorMeta> infer_split(const InferContext& ctx) {
-  const auto [axis, n] = checked_split(ctx);
-  Shape piece = ctx.inputs[0].shape;
-  piece[axis] /= n;
-  return std::vector<TensorMeta>(static_cast<size_t>(n), {piece, ctx.inputs[0].dtype});
+  const auto [axis, sizes] = checked_split(ctx);
+  std::vector<TensorMeta> out;
+  for (int64_t size : sizes) {
+    Shape piece = ctx.inputs[0].shape;
+    piece[axis] = size;
+    out.push_back({piece, ctx.inputs[0].dtype});
+  }
+  return out;
 }
 
 void split_kernel(const KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
-  const auto [axis, n] = checked_split(InferContext{ctx.op, ctx.attrs, meta_of(x)});
+  const int64_t axis = checked_split(InferContext{ctx.op, ctx.attrs, meta_of(x)}).first;
   Box box{std::vector<int64_t>(x.rank(), 0), std::vector<int64_t>(x.rank(), 1), {}};
   for (const Tensor& out : ctx.outputs) {
     box.dims = out.shape().dims();
@@ -121,7 +151,7 @@ void split_kernel(const KernelContext& ctx) {
 // dx is the output gradients joined again; an output that got no gradient contributes zeros.
 std::vector<Tensor> split_grad(const GradContext& ctx) {
   const Tensor& x = ctx.inputs[0];
-  const auto [axis, n] = checked_split(InferContext{ctx.op, ctx.attrs, meta_of(x)});
+  const int64_t axis = checked_split(InferContext{ctx.op, ctx.attrs, meta_of(x)}).first;
   std::vector<Tensor> pieces;
   bool any = false;
   for (size_t i = 0; i < ctx.output_grads.size(); ++i) {
@@ -130,7 +160,7 @@ std::vector<Tensor> split_grad(const GradContext& ctx) {
     pieces.push_back(g.defined() ? g : zeros_for_grad(ctx.outputs[i].shape(), x.dtype()));
   }
   if (!any) return {Tensor()};
-  return {n == 1 ? pieces[0] : ops::concat(pieces, axis)};
+  return {pieces.size() == 1 ? pieces[0] : ops::concat(pieces, axis)};
 }
 
 // ---- Slice ----
@@ -391,6 +421,14 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
 std::vector<Tensor> split(const Tensor& x, int64_t axis, int64_t output_num) {
   static const ir::OpDef& op = ir::op_def("Split");
   return ir::call(op, {x}, {{"axis", axis}, {"output_num", output_num}});
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t axis, const std::vector<int64_t>& size_splits) {
+  static const ir::OpDef& op = ir::op_def("Split");
+  return ir::call(op, {x},
+                  {{"axis", axis},
+                   {"output_num", static_cast<int64_t>(size_splits.size())},
+                   {"size_splits", size_splits}});
 }
 
 Tensor slice(const Tensor& x, const std::vector<int64_t>& begin, const std::vector<int64_t>& size) {
