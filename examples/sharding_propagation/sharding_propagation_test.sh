@@ -182,9 +182,13 @@ cat > "$work/two.json" <<'JSON'
  "parallel_layout_item": {"_backbone.w": {"dev_matrix": [2], "tensor_map": [[0], []],
                                           "tensor_shape": [32, 16]}}}
 JSON
+# --plan: each destination rank needs four source slices of w, each held by two ranks; rank 1
+# reads its own file for the slice it holds and replica 1 of each other slice (NOTE [Reading only
+# what a rank needs]), so the two ranks share one file instead of reading the same four.
 "$bin/cleave-ckpt" transform "$work/job" --src-strategy "$work/strategy.json" \
   --dst-strategy "$work/two.json" --plan > "$work/plan.out" || fail "cleave-ckpt transform --plan failed"
-grep -qx "destination rank 1 reads source ranks 0, 1, 2, 3" "$work/plan.out" ||
+grep -qx "destination rank 0 reads source ranks 0, 1, 2, 3" "$work/plan.out" &&
+grep -qx "destination rank 1 reads source ranks 1, 4, 6, 7" "$work/plan.out" ||
   fail "transform --plan said: $(cat "$work/plan.out")"
 "$bin/cleave-ckpt" transform "$work/job" --src-strategy "$work/strategy.json" \
   --dst-strategy "$work/two.json" -o "$work/two" > "$work/transform.out" ||

@@ -527,7 +527,11 @@ void bind_tensor(py::module_& m) {
   f.def(
       "concat", [](const std::vector<Tensor>& xs, int64_t axis) { return ops::concat(xs, axis); },
       py::arg("tensors"), py::arg("axis") = 0);
-  f.def("split", &ops::split, py::arg("x"), py::arg("axis"), py::arg("output_num"));
+  f.def("split", py::overload_cast<const Tensor&, int64_t, int64_t>(&ops::split), py::arg("x"),
+        py::arg("axis"), py::arg("output_num"));
+  f.def("split",
+        py::overload_cast<const Tensor&, int64_t, const std::vector<int64_t>&>(&ops::split),
+        py::arg("x"), py::arg("axis"), py::arg("size_splits"));
   f.def("tile",
         [](const Tensor& x, const py::handle& m) { return ops::tile(x, int_list(m, "tile")); });
   f.def("broadcast_to", [](const Tensor& x, const py::handle& s) {

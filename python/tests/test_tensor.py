@@ -76,6 +76,11 @@ class TensorTest(unittest.TestCase):
         np.testing.assert_allclose(ops.MatMul(transpose_b=True)(x, x).asnumpy(), a @ a.T,
                                    rtol=1e-5)
         np.testing.assert_allclose(ops.reshape(x, (3, 4)).asnumpy(), a.reshape(3, 4))
+        halves = ops.split(ops.reshape(x, (2, 6)), axis=1, output_num=2)
+        np.testing.assert_allclose(halves[1].asnumpy(), a.reshape(2, 6)[:, 3:])
+        parts = ops.split(x, axis=0, size_splits=[1, 3])
+        self.assertEqual([p.shape for p in parts], [(1, 3), (3, 3)])
+        np.testing.assert_allclose(parts[1].asnumpy(), a[1:])
         # AllReduce alone: the group of one rank.
         np.testing.assert_allclose(ops.AllReduce()(x).asnumpy(), a)
         with self.assertRaisesRegex(TypeError, "unexpected keyword argument 'transpose_c'"):

@@ -153,6 +153,37 @@ class TrainTest(unittest.TestCase):
             for (k, a), (_, b) in zip(net.parameters_and_names(), other.parameters_and_names()):
                 np.testing.assert_array_equal(a.asnumpy(), b.asnumpy(), err_msg=k)
 
+    def test_a_built_model_resumes_from_its_checkpoint_folder(self):
+        # Model.build compiles the step first; load_distributed_checkpoint then continues the
+        # uninterrupted run's losses, reading the one file the folder's one rank saved.
+        whole = Record()
+        fit(ms.GRAPH_MODE, [whole])
+        from cleave.train import ModelCheckpoint, CheckpointConfig
+        with tempfile.TemporaryDirectory() as d:
+            first = Record()
+            fit(ms.GRAPH_MODE, [first, ModelCheckpoint("CKP", os.path.join(d, "0"),
+                                                       CheckpointConfig(8, 1))])
+            ms.set_seed(5)
+            net = Net()
+            model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                          nn.Momentum(net.trainable_params(), 0.1, 0.9))
+            with self.assertRaisesRegex(ValueError, "valid_dataset is not supported"):
+                model.build(generator_dataset(), generator_dataset())
+            model.build(generator_dataset())
+            model.load_distributed_checkpoint(d, "")
+            self.assertEqual(model.loaded_files, [os.path.join(d, "0", "CKP-2_8.ckpt")])
+            rest = Record()
+            model.train(3, generator_dataset(), callbacks=[rest])
+        np.testing.assert_allclose(first.losses, whole.losses, rtol=1e-6)
+        self.assertEqual(len(rest.losses), 8)
+        fit3 = Record()
+        ms.set_seed(5)
+        net = Net()
+        Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+              nn.Momentum(net.trainable_params(), 0.1, 0.9)).train(
+                  3, generator_dataset(), callbacks=[fit3])
+        np.testing.assert_allclose(rest.losses, fit3.losses[16:], rtol=1e-5)
+
     def test_ctrl_c_stops_a_training_loop(self):
         script = textwrap.dedent("""
             import sys, numpy as np, cleave as ms, cleave.dataset as ds

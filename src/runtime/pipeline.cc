@@ -288,18 +288,20 @@ void split_parameters(CompileState& s) {
   // The split parameters are gathered in buckets, as DATA_PARALLEL all-reduces its gradients (NOTE
   // [Gradient buckets] in cleave/parallel/data_parallel.h): consecutive parameters (in graph
   // order, the order the forward first reads them) of one dtype and one shard group, at most
-  // bucket_cap_mb of whole tensors per bucket and at most 1 MiB in the first, so that the forward
+  // bucket_cap_mb gathered per bucket and at most 1 MiB in the first, so that the forward
   // can start while the rest is gathered. A bucket's slices are flattened and joined, one
   // AllGather over the group gives every rank's join, one after another, and each parameter is
   // its columns of that (group size, bucket) table (Split with size_splits), reshaped: the rows of
-  // each rank's slice in rank order, the whole tensor. The backward runs the same ops in reverse,
+  // each rank's slice in rank order, the plan's slice of it (the whole tensor in DATA_PARALLEL).
+  // The backward runs the same ops in reverse,
   // so autodiff gives one ReduceScatter per bucket where there was one per parameter. Every
   // element is gathered, and its gradient summed, as by its own collectives: training is
   // bit-identical. bucket_cap_mb = 0: one AllGather per parameter.
   const double cap = s.options.bucket_cap_mb * (1 << 20);
-  const auto whole_bytes = [&](int node) {
-    const Tensor& param = g.nodes[static_cast<size_t>(node)].value;
-    return static_cast<double>(global_shape(param).numel() * dtype_size(param.dtype()));
+  const auto gathered_bytes = [&](size_t i) {  // of gathers[i]'s parameter, once gathered
+    const ir::Node& n = g.nodes[static_cast<size_t>(gathers[i].first)];
+    return static_cast<double>(n.outputs[0].shape.numel() * dtype_size(n.outputs[0].dtype)) *
+           static_cast<double>(gathers[i].second.size());
   };
   std::map<int, int> gathered;                    // parameter node -> the node giving it whole
   std::vector<std::vector<int>> bucket_params;    // per bucket, its parameter nodes
@@ -311,12 +313,12 @@ void split_parameters(CompileState& s) {
       const DType dtype = g.nodes[static_cast<size_t>(gathers[b].first)].value.dtype();
       const double limit = bucket_params.empty() ? std::min(cap, double{1 << 20}) : cap;
       size_t e = b + 1;
-      for (double bytes = whole_bytes(gathers[b].first);
+      for (double bytes = gathered_bytes(b);
            e < gathers.size() && gathers[e].second == ranks &&
            g.nodes[static_cast<size_t>(gathers[e].first)].value.dtype() == dtype &&
-           bytes + whole_bytes(gathers[e].first) <= limit;
+           bytes + gathered_bytes(e) <= limit;
            ++e) {
-        bytes += whole_bytes(gathers[e].first);
+        bytes += gathered_bytes(e);
       }
       const int first_node = static_cast<int>(g.nodes.size());
       std::vector<int>& params = bucket_params.emplace_back();
@@ -326,25 +328,27 @@ void split_parameters(CompileState& s) {
         const Tensor whole = parallel::all_gather_over(tracer.symbolic({node, 0}), ranks, 0);
         gathered[node] = tracer.value_of(whole).node;
       } else {
+        const auto k = static_cast<int64_t>(ranks.size());
         std::vector<Tensor> flat;
         std::vector<int64_t> sizes;
+        std::vector<Shape> gathered_shapes;  // the plan's slice: k of L' stacked on dimension 0
         for (size_t i = b; i < e; ++i) {
           const int node = gathers[i].first;
           params.push_back(node);
           const Tensor slice = tracer.symbolic({node, 0});
           sizes.push_back(slice.numel());
           flat.push_back(ops::reshape(slice, Shape({slice.numel()})));
+          Shape shape = slice.shape();
+          shape[0] *= k;
+          gathered_shapes.push_back(shape);
         }
         const Tensor joined = ops::concat(flat, 0);
         const Tensor all = parallel::all_gather_over(joined, ranks, 0);
-        const auto k = static_cast<int64_t>(ranks.size());
         const std::vector<Tensor> columns =
             ops::split(ops::reshape(all, Shape({k, joined.numel()})), 1, sizes);
         for (size_t i = b; i < e; ++i) {
-          const int node = gathers[i].first;
-          const Tensor whole =
-              ops::reshape(columns[i - b], global_shape(g.nodes[static_cast<size_t>(node)].value));
-          gathered[node] = tracer.value_of(whole).node;
+          const Tensor whole = ops::reshape(columns[i - b], gathered_shapes[i - b]);
+          gathered[gathers[i].first] = tracer.value_of(whole).node;
         }
       }
       bucket_nodes.emplace_back(first_node, static_cast<int>(g.nodes.size()));

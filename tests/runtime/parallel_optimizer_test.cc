@@ -245,7 +245,12 @@ TEST(ParallelOptimizer, SemiAutoParallelSplitsOverEachParametersMirrorGroup) {
       const auto it = t.ops.find("AllGather");
       return it == t.ops.end() ? 0 : it->second;
     };
-    EXPECT_EQ(gathers(sharded[0]) - gathers(replicated[0]), 6) << name;
+    // Two buckets (NOTE [Parallel optimizer buckets]): fc1's weight and bias and fc2's weight
+    // split over the replica pair of axis 0, then fc2's bias and fc3's weight and bias over all 8.
+    EXPECT_EQ(gathers(sharded[0]) - gathers(replicated[0]), 2) << name;
+    c.bucket_cap_mb = 0;  // one per parameter
+    EXPECT_EQ(gathers(train_ranks(c, world, x, y, o)[0]) - gathers(replicated[0]), 6) << name;
+    c.bucket_cap_mb = 25;
     // An evaluation compiled first splits the parameters the same way, without their state;
     // training then splits the state too.
     o.evaluate_first = true;
