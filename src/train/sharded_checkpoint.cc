@@ -707,7 +707,7 @@ class GatherArena {
     }
     if (chunk_ == chunks_.size()) {
       const size_t size = std::max(n, size_t{64} << 20);
-      chunks_.push_back({std::make_unique<char[]>(size), size});
+      chunks_.push_back({std::make_unique_for_overwrite<char[]>(size), size});  // no zeroing
     }
     char* p = chunks_[chunk_].data.get() + used_;
     used_ += n;
