@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -697,19 +699,34 @@ SourceSlices source_slices(const MappedSources& src, const std::vector<std::stri
 
 // Where block_of gathers the pieces of a block too small to write one by one: memory reused for
 // every file a merge or transform writes, since fresh memory costs a page fault per page on the
-// machines measured (bench/README.md, "ckpt"). What take() gives stays valid until reset().
+// machines measured (bench/README.md, "ckpt"). Each chunk is mapped with transparent huge pages
+// asked for and its pages made at once (MADV_POPULATE_WRITE, Linux 5.14): gathering 256 MiB of
+// 4 KiB rows into it took 0.15-0.18 s, against 1.25 s into memory faulted in page by page and
+// 0.5-0.9 s into memory populated in small pages. What take() gives stays valid until reset().
 class GatherArena {
  public:
+  GatherArena() = default;
+  GatherArena(const GatherArena&) = delete;
+  GatherArena& operator=(const GatherArena&) = delete;
+  ~GatherArena() {
+    for (const Chunk& c : chunks_) ::munmap(c.data, c.size);
+  }
   char* take(size_t n) {
     while (chunk_ < chunks_.size() && chunks_[chunk_].size - used_ < n) {
       ++chunk_;
       used_ = 0;
     }
     if (chunk_ == chunks_.size()) {
-      const size_t size = std::max(n, size_t{64} << 20);
-      chunks_.push_back({std::make_unique_for_overwrite<char[]>(size), size});  // no zeroing
+      constexpr size_t kHuge = size_t{2} << 20;
+      const size_t size = (std::max(n, size_t{64} << 20) + kHuge - 1) / kHuge * kHuge;
+      void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      CLEAVE_CHECK_ARG(p != MAP_FAILED, "cannot allocate {} bytes to gather checkpoint slices: {}",
+                       size, std::strerror(errno));
+      ::madvise(p, size, MADV_HUGEPAGE);
+      ::madvise(p, size, 23 /* MADV_POPULATE_WRITE; where refused, pages fault in as used */);
+      chunks_.push_back({static_cast<char*>(p), size});
     }
-    char* p = chunks_[chunk_].data.get() + used_;
+    char* p = chunks_[chunk_].data + used_;
     used_ += n;
     return p;
   }
@@ -717,7 +734,7 @@ class GatherArena {
 
  private:
   struct Chunk {
-    std::unique_ptr<char[]> data;
+    char* data = nullptr;
     size_t size = 0;
   };
   std::vector<Chunk> chunks_;
