@@ -308,10 +308,18 @@ RankReads plan_rank_reads(std::vector<std::string> names, const parallel::Parame
     }
     std::vector<SourcePiece>& pieces = out.pieces[name];
     for (const auto& [at, ranks] : replicas) pieces.push_back({at, choose(ranks)});
+    if (pieces.empty()) whole.push_back(&name);  // an empty block: a file says its dtype
   }
   std::vector<int64_t> every(static_cast<size_t>(source.device_num));
   for (int64_t s = 0; s < source.device_num; ++s) every[static_cast<size_t>(s)] = s;
-  for (const std::string* name : whole) out.pieces[*name] = {{{}, choose(every)}};
+  for (const std::string* name : whole) {
+    const int64_t r = choose(every);
+    const std::pair<Layout, Shape>* from = layout_of(source, *name);
+    out.pieces[*name] = {{from == nullptr || from->first.is_replicated()
+                              ? std::vector<int64_t>{}
+                              : from->first.slice_offset(from->second, r),
+                          r}};
+  }
   out.ranks.assign(chosen.begin(), chosen.end());
   return out;
 }
