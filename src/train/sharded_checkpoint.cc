@@ -266,7 +266,7 @@ std::pair<std::vector<int64_t>, Shape> destination_block(const std::pair<Layout,
     return {std::vector<int64_t>(static_cast<size_t>(global.rank()), 0), global};
   }
   CLEAVE_CHECK_ARG(to->second == global,
-                   "transform: '{}' is {} in the source and {} in the destination's strategy; "
+                   "'{}' is {} in the source checkpoints but {} in the destination's layouts; "
                    "expected the same network",
                    name, global.to_string(), to->second.to_string());
   return {to->first.slice_offset(global, d), to->first.slice_shape(global)};
@@ -711,6 +711,11 @@ SourceSlices source_slices(const MappedSources& src, const std::vector<std::stri
 // asked for and its pages made at once (MADV_POPULATE_WRITE, Linux 5.14): gathering 256 MiB of
 // 4 KiB rows into it took 0.15-0.18 s, against 1.25 s into memory faulted in page by page and
 // 0.5-0.9 s into memory populated in small pages. What take() gives stays valid until reset().
+#ifdef MADV_POPULATE_WRITE
+constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int kPopulateWrite = 23;  // Linux's value; older C library headers lack it
+#endif
 class GatherArena {
  public:
   GatherArena() = default;
@@ -731,7 +736,7 @@ class GatherArena {
       CLEAVE_CHECK_ARG(p != MAP_FAILED, "cannot allocate {} bytes to gather checkpoint slices: {}",
                        size, std::strerror(errno));
       ::madvise(p, size, MADV_HUGEPAGE);
-      ::madvise(p, size, 23 /* MADV_POPULATE_WRITE; where refused, pages fault in as used */);
+      ::madvise(p, size, kPopulateWrite);  // where refused, pages fault in as they are used
       chunks_.push_back({static_cast<char*>(p), size});
     }
     char* p = chunks_[chunk_].data + used_;
@@ -861,20 +866,9 @@ void transform_checkpoint_files(const std::vector<std::string>& files,
     arena.reset();  // the previous file is written
     for (size_t i = 0; i < names.size(); ++i) {
       const SourceSlices& t = slices[i];
-      const std::pair<Layout, Shape>* laid = layout_of(destination, names[i]);
-      if (laid == nullptr || laid->first.is_replicated()) {
-        out.emplace_back(names[i],
-                         block_of(t, std::vector<int64_t>(static_cast<size_t>(t.global.rank()), 0),
-                                  t.global, arena));
-        continue;
-      }
-      const auto& [layout, global] = *laid;
-      CLEAVE_CHECK_ARG(t.global == global,
-                       "split: '{}' is {} in the checkpoint but {} in the strategy file; expected "
-                       "the single-device checkpoint of the network the strategy was planned for",
-                       names[i], t.global.to_string(), global.to_string());
-      out.emplace_back(
-          names[i], block_of(t, layout.slice_offset(global, d), layout.slice_shape(global), arena));
+      const auto [at, shape] =
+          destination_block(layout_of(destination, names[i]), t.global, names[i], d);
+      out.emplace_back(names[i], block_of(t, at, shape, arena));
     }
     const fs::path folder = fs::path(output_dir) / std::to_string(d);
     fs::create_directories(folder);
