@@ -14,7 +14,9 @@ class ParallelMode:
 
 def set_context(**kwargs):
     """mode (GRAPH_MODE or PYNATIVE_MODE), device_target ('CPU', or 'GPU' where there is one),
-    save_graphs, save_graphs_path; device_id is accepted and cleave picks the device itself."""
+    save_graphs, save_graphs_path; device_id is accepted and cleave picks the device itself.
+    split_batch_over_threads (cleave's, default True): a GRAPH_MODE training step on several
+    threads cuts its batch into one block per thread when that gives the same step."""
     _set_context(**kwargs)
 
 

@@ -228,6 +228,8 @@ void set_context(const py::kwargs& kwargs) {
                                                    : setting<int>(v, "set_context", key);
     } else if (key == "save_graphs_path") {
       c.save_graphs_path = setting<std::string>(v, "set_context", key);
+    } else if (key == "split_batch_over_threads") {
+      c.split_batch_over_threads = setting<bool>(v, "set_context", key);
     } else if (key == "device_target") {
       const std::string target = setting<std::string>(v, "set_context", key);
       if (target != "CPU" && target != "GPU") {
@@ -244,7 +246,7 @@ void set_context(const py::kwargs& kwargs) {
     } else {
       throw py::value_error(fmt::format(
           "set_context: '{}' is not a setting; expected mode, device_target, device_id, "
-          "save_graphs or save_graphs_path",
+          "save_graphs, save_graphs_path or split_batch_over_threads",
           key));
     }
   }
@@ -266,6 +268,7 @@ void bind_train(py::module_& m) {
     if (key == "mode") return py::int_(static_cast<int>(c.mode));
     if (key == "save_graphs") return py::int_(c.save_graphs);
     if (key == "save_graphs_path") return py::str(c.save_graphs_path);
+    if (key == "split_batch_over_threads") return py::bool_(c.split_batch_over_threads);
     if (key == "device_target") return py::str("CPU");
     throw py::value_error(fmt::format("get_context: '{}' is not a setting", key));
   });

@@ -1,4 +1,9 @@
 """Cells written in Python: registration, tracing in GRAPH_MODE, eager PYNATIVE_MODE, errors."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
 import unittest
 
 import numpy as np
@@ -41,6 +46,55 @@ def train_steps(mode, steps=4):
 class CellTest(unittest.TestCase):
     def tearDown(self):
         ms.set_context(mode=ms.GRAPH_MODE)
+
+    def test_two_threads_split_the_batch_and_train_as_one_step(self):
+        # The threads are read when the process starts: each run is a process of its own, on 2
+        # threads, with split_batch_over_threads on and off.
+        script = textwrap.dedent("""
+            import json, os, sys, tempfile
+            import numpy as np
+            import cleave as ms
+            from cleave import nn
+
+            class Net(nn.Cell):
+                def __init__(self):
+                    super().__init__()
+                    self.fc1 = nn.Dense(256, 512)
+                    self.relu = nn.ReLU()
+                    self.fc2 = nn.Dense(512, 10)
+
+                def construct(self, x):
+                    return self.fc2(self.relu(self.fc1(x)))
+
+            d = tempfile.mkdtemp()
+            ms.set_context(mode=ms.GRAPH_MODE, save_graphs=1, save_graphs_path=d,
+                           split_batch_over_threads=sys.argv[1] == "on")
+            ms.set_seed(5)
+            net = Net()
+            loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+            step = nn.TrainOneStepCell(nn.WithLossCell(net, loss),
+                                       nn.Momentum(net.trainable_params(), 0.05, 0.9))
+            r = np.random.RandomState(0)
+            x = ms.Tensor(r.rand(32, 256).astype(np.float32))
+            y = ms.Tensor(r.randint(0, 10, size=(32,)).astype(np.int32))
+            losses = [float(step(x, y)) for _ in range(10)]
+            blocks = sorted(f for _, _, files in os.walk(d) for f in files
+                            if "execute_block" in f and f.endswith(".ir"))
+            print(json.dumps({"losses": losses, "blocks": blocks,
+                              "setting": ms.get_context("split_batch_over_threads")}))
+        """)
+        runs = {}
+        for split in ("on", "off"):
+            out = subprocess.run([sys.executable, "-c", script, split],
+                                 env=dict(os.environ, OMP_NUM_THREADS="2"),
+                                 capture_output=True, text=True, timeout=120)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            runs[split] = json.loads(out.stdout.strip().splitlines()[-1])
+        self.assertEqual(len(runs["on"]["blocks"]), 2, runs["on"]["blocks"])
+        self.assertEqual(runs["off"]["blocks"], [])
+        self.assertEqual((runs["on"]["setting"], runs["off"]["setting"]), (True, False))
+        np.testing.assert_allclose(runs["on"]["losses"], runs["off"]["losses"], rtol=1e-5)
+        self.assertLess(runs["on"]["losses"][-1], runs["on"]["losses"][0])
 
     def test_attributes_register_cells_and_parameters_by_name(self):
         net = Mlp()

@@ -147,7 +147,7 @@ void Executor::release_slots(size_t node) {
   for (const MailboxSlot& slot : cut_edges_.release_after[node]) slot.boxes->release(slot.tag);
 }
 
-std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
+std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, bool copy_outputs) {
   bind_inputs(inputs);
   const size_t count = graph_.nodes.size();
   const bool slots = cut_edges_.count > 0;  // NOTE [Zero-copy cut edges]
@@ -197,7 +197,8 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   std::vector<Tensor> out;
   out.reserve(graph_.outputs.size());
   for (const ir::ValueRef& v : graph_.outputs) {
-    out.push_back(values_[slot_base_[v.node] + v.output].clone());
+    const Tensor& value = values_[slot_base_[v.node] + v.output];
+    out.push_back(copy_outputs ? value.clone() : value);
   }
   for (int in : graph_.inputs) values_[slot_base_[in]] = Tensor();  // do not keep the caller's data
   if (slots) release_slots(count);

@@ -14,6 +14,7 @@
 #include "cleave/runtime/rpc.h"
 #include "cleave/runtime/sharded_parameters.h"
 #include "runtime/dump.h"
+#include "runtime/thread_split.h"
 
 namespace cleave::runtime {
 namespace {
@@ -91,6 +92,18 @@ std::unique_ptr<CompiledStep> load(CompiledPlan plan) {
   }
   prepare_comm_groups(plan.graph);
   if (plan.placed && options.rpc_shm) use_shared_memory(plan, options);
+  if (plan.options.thread_split > 1) {  // NOTE [Threads split the batch]
+    auto split =
+        std::make_unique<ThreadSplit>(plan.graph, plan.options.thread_split, plan.num_inputs);
+    dump_graph(plan.options, split->update().graph(), plan.execute_dump_number, "execute",
+               split->update().plan_notes());
+    for (int b = 0; b < split->parts(); ++b) {
+      const Executor& block = split->block(b);
+      dump_graph(plan.options, block.graph(), plan.execute_dump_number,
+                 fmt::format("execute_block{}", b), block.plan_notes());
+    }
+    return std::make_unique<CompiledStep>(std::move(split), plan.num_inputs);
+  }
   auto executor = std::make_unique<Executor>(std::move(plan.graph),
                                              ExecutorOptions{.zero_copy = options.zero_copy});
   dump_graph(plan.options, executor->graph(), plan.execute_dump_number, "execute",
@@ -111,29 +124,43 @@ std::unique_ptr<CompiledStep> compile_step(const StepProgram& program) {
 CompiledStep::CompiledStep(std::unique_ptr<Executor> executor, int micro_batches, size_t num_inputs)
     : executor_(std::move(executor)), micro_batches_(micro_batches), num_inputs_(num_inputs) {}
 
-std::vector<Tensor> CompiledStep::run(const std::vector<Tensor>& inputs) {
-  CLEAVE_CHECK_ARG(inputs.size() == num_inputs_, "graph '{}': {} inputs given; expected {}",
-                   executor_->graph().name, inputs.size(), num_inputs_);
-  if (micro_batches_ == 1) return executor_->run(inputs);
-  // Micro-batch-major: (data_0, label_0, data_1, label_1, ...) (NOTE [Micro-batches]).
+CompiledStep::CompiledStep(std::unique_ptr<ThreadSplit> split, size_t num_inputs)
+    : split_(std::move(split)), micro_batches_(split_->parts()), num_inputs_(num_inputs) {}
+
+CompiledStep::~CompiledStep() = default;
+
+Executor& CompiledStep::executor() { return split_ ? split_->update() : *executor_; }
+const Executor& CompiledStep::executor() const { return split_ ? split_->update() : *executor_; }
+int CompiledStep::thread_split() const { return split_ ? split_->parts() : 1; }
+
+// Micro-batch-major: (data_0, label_0, data_1, label_1, ...) (NOTE [Micro-batches]).
+std::vector<Tensor> CompiledStep::micro_batch_feed(const std::vector<Tensor>& inputs) const {
   std::vector<Tensor> feed;
   for (int k = 0; k < micro_batches_; ++k) {
     for (const Tensor& t : inputs) {
       CLEAVE_CHECK_ARG(t.defined() && t.rank() >= 1 && t.shape()[0] % micro_batches_ == 0,
                        "graph '{}': an input of shape {} cannot be cut into {} micro-batches",
-                       executor_->graph().name,
+                       executor().graph().name,
                        t.defined() ? t.shape().to_string() : std::string("(undefined)"),
                        micro_batches_);
       const int64_t rows = t.shape()[0] / micro_batches_;
       feed.push_back(t.narrow_rows(k * rows, rows));
     }
   }
-  return executor_->run(feed);
+  return feed;
+}
+
+std::vector<Tensor> CompiledStep::run(const std::vector<Tensor>& inputs) {
+  CLEAVE_CHECK_ARG(inputs.size() == num_inputs_, "graph '{}': {} inputs given; expected {}",
+                   executor().graph().name, inputs.size(), num_inputs_);
+  if (split_) return split_->run(micro_batch_feed(inputs));
+  if (micro_batches_ == 1) return executor_->run(inputs);
+  return executor_->run(micro_batch_feed(inputs));
 }
 
 std::vector<bool> CompiledStep::inputs_read() const {
   std::vector<bool> read(num_inputs_, false);
-  const std::vector<bool>& per_input = executor_->inputs_read();
+  const std::vector<bool> per_input = split_ ? split_->inputs_read() : executor_->inputs_read();
   for (size_t k = 0; k < per_input.size(); ++k) {
     read[k % num_inputs_] = read[k % num_inputs_] || per_input[k];
   }

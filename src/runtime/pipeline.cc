@@ -18,6 +18,7 @@
 #include "cleave/ir/registry.h"
 #include "cleave/ops/elementwise.h"
 #include "cleave/ops/shape.h"
+#include "cleave/parallel/batch_split.h"
 #include "cleave/parallel/calibrated_cost_model.h"
 #include "cleave/parallel/data_parallel.h"
 #include "cleave/parallel/partition.h"
@@ -115,7 +116,9 @@ void trace(CompileState& s) {
     check_placement_and_mode(s);
     return;
   }
-  s.graph.name = fmt::format("{}_{}", p.name, g_graph_counter++);
+  if (s.graph.name == ir::Graph{}.name) {  // a retrace keeps the name (NOTE [Threads split ...])
+    s.graph.name = fmt::format("{}_{}", p.name, g_graph_counter++);
+  }
   const std::vector<ir::TensorMeta> metas = traced_inputs(p, s.options);
   ir::Tracer tracer(s.graph);
   std::vector<Tensor> inputs;
@@ -653,6 +656,10 @@ CompileOptions compile_options(const StepProgram& program) {
   o.enable_alltoall = c.enable_alltoall;
   // Micro-batches pipeline a training step; an evaluation runs its batch at once.
   o.micro_batches = program.training() ? c.pipeline_micro_batches : 1;
+  if (program.training() && ctx.split_batch_over_threads && o.mode == STAND_ALONE &&
+      o.micro_batches == 1) {
+    o.thread_split = threads::intra_op_threads();  // NOTE [Threads split the batch]
+  }
   o.device_num = c.device_num > 0 ? c.device_num : o.world_size;
   o.gradients_mean = c.gradients_mean || c.mirror_mean;
   o.parameter_broadcast = c.parameter_broadcast;
@@ -692,12 +699,16 @@ void CompileState::dump(const ir::Graph& g, const std::string& stage, const std:
   dump_graph(options, g, pass_number, stage, notes, folder);
 }
 
-CompiledPlan compile(const StepProgram& program, const CompileOptions& options) {
-  CompileState s{.program = program, .options = options};
+namespace {
+
+// The passes from the second on (the trace has run on `s`), and the plan they make.
+CompiledPlan finish_compile(CompileState& s) {
   const std::vector<Pass>& passes = compile_passes();
-  for (const Pass& pass : passes) {
-    if (pass.applies(s)) run_pass(pass.name, s);
+  for (size_t k = 1; k < passes.size(); ++k) {
+    if (passes[k].applies(s)) run_pass(passes[k].name, s);
   }
+  const StepProgram& program = s.program;
+  const CompileOptions& options = s.options;
   CompiledPlan plan;
   plan.options = options;
   plan.num_inputs = program.inputs.size();
@@ -718,6 +729,62 @@ CompiledPlan compile(const StepProgram& program, const CompileOptions& options) 
   plan.messages = std::move(s.messages);
   plan.execute_dump_number = static_cast<int>(passes.size()) + 1;
   plan.graph = std::move(s.graph);
+  return plan;
+}
+
+// Traces `program` for `options` (keeping the graph name `name` when one is given) and compiles.
+CompiledPlan compile_traced(const StepProgram& program, const CompileOptions& options,
+                            const std::string& name) {
+  CompileState s{.program = program, .options = options};
+  if (!name.empty()) s.graph.name = name;
+  run_pass(compile_passes().front().name, s);
+  return finish_compile(s);
+}
+
+// NOTE [Threads split the batch]: below this a block's forward is too short for the threads'
+// hand-over (an OpenMP team's start and join, a few microseconds) to pay. On 2 threads
+// (bench/README.md, "Threads split the batch"): TwoMatMul at batch 16 (13 kFLOP a block) ran
+// 0.63x one thread when split, LeNet and the MLP at batch 32 (14 and 22 MFLOP a block) 1.88x and
+// 1.50x.
+constexpr double kMinBlockFlops = 1e6;
+
+// Why the batch of `p` cannot be cut into `parts` blocks before it is traced; empty when it may be
+// (NOTE [Threads split the batch]).
+std::string thread_split_precheck(const StepProgram& p, int parts) {
+  if (p.traced != nullptr) return "the step is a graph traced already, which compiles once";
+  for (const StepProgram::Input& in : p.inputs) {
+    const Shape& shape = in.meta.shape;
+    if (shape.rank() == 0 || shape[0] % parts != 0 || shape[0] / parts % parts != 0) {
+      return fmt::format(
+          "{} has shape {}: its batch is not {} blocks whose rows divide {} ways again", in.name,
+          shape.to_string(), parts, parts);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+CompiledPlan compile(const StepProgram& program, const CompileOptions& options) {
+  if (options.thread_split <= 1) return compile_traced(program, options, "");
+  // NOTE [Threads split the batch]: traced for one block, kept when the blocks are exact.
+  CompileOptions split = options;
+  split.micro_batches = options.thread_split;
+  std::string why = thread_split_precheck(program, options.thread_split);
+  std::string name;
+  if (why.empty()) {
+    CompileState s{.program = program, .options = split};
+    run_pass(compile_passes().front().name, s);
+    why = placed(s) ? "the network is placed on the job's workers (its micro-batches are "
+                      "pipeline_micro_batches)"
+                    : parallel::batch_split_blocker(s.graph, options.thread_split, kMinBlockFlops);
+    if (why.empty()) return finish_compile(s);
+    name = s.graph.name;
+  }
+  CompileOptions whole = options;
+  whole.thread_split = 1;
+  CompiledPlan plan = compile_traced(program, whole, name);
+  plan.thread_split_blocker = std::move(why);
   return plan;
 }
 

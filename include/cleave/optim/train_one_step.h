@@ -85,6 +85,9 @@ class TrainOneStep {
   // on every worker; collective: NOTE [Saving a placed network] in cleave/runtime/placed_state.h).
   // Not placed: nothing to do.
   void share_placed_state(const std::vector<Tensor>& tensors) const;
+  // The threads that split the last call's batch (NOTE [Threads split the batch] in
+  // cleave/runtime/pipeline.h); 1 when none did, in PYNATIVE_MODE and before the first call.
+  int thread_split() const { return last_step_ == nullptr ? 1 : last_step_->thread_split(); }
   // Graphs compiled so far (GRAPH_MODE).
   size_t num_compiled() const { return cache_.size(); }
   // The executor the last GRAPH_MODE call ran (null before one): its graph and memory plan.

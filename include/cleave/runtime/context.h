@@ -20,6 +20,10 @@ struct Context {
   // save_graphs_path/<graph name>/ (NOTE [Compile pipeline] in cleave/runtime/pipeline.h).
   int save_graphs = 0;
   std::string save_graphs_path = ".";
+  // GRAPH_MODE training on several threads: the threads split each batch into blocks computed
+  // apart when that gives the same step (NOTE [Threads split the batch] in
+  // cleave/runtime/pipeline.h); false: every op spreads over the threads on its own.
+  bool split_batch_over_threads = true;
 };
 
 // Replaces the process-wide context. save_graphs must be >= 0.

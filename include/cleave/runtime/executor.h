@@ -50,9 +50,10 @@ class Executor {
 
   // Runs the graph on `inputs` (one per graph input, with the traced shapes and dtypes; throws
   // Error naming the input otherwise). A graph with RpcSend ops returns once its sends are done.
-  // Returns the graph outputs as new tensors owned by the caller. Side-effecting ops (optimizer
-  // updates) write their bound parameters and state.
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  // Returns the graph outputs as new tensors owned by the caller (copy_outputs = false: views of
+  // the executor's memory, valid until the next run). Side-effecting ops (optimizer updates)
+  // write their bound parameters and state.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, bool copy_outputs = true);
 
   const ir::Graph& graph() const { return graph_; }
   // Whether any op (or output) of the graph reads one of its inputs.

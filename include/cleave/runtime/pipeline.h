@@ -84,6 +84,9 @@ struct CompileOptions {
   bool enable_alltoall = true;  // AutoParallelContext::enable_alltoall
   int64_t device_num = 1;       // the devices a parallel step is planned for
   int micro_batches = 1;        // of a training step (an evaluation runs its batch at once)
+  // > 1: the threads that may split the batch (NOTE [Threads split the batch]); compile() sets
+  // micro_batches to it when the step allows, else sets it back to 1.
+  int thread_split = 1;
   parallel::StepParallelOptions step_parallel;
   bool gradients_mean = false;  // gradients_mean or mirror_mean
   bool parameter_broadcast = false;
@@ -116,6 +119,23 @@ struct CompileOptions {
 // max(1, ranks / available cores) for a job whose ranks all run on this host; 1 otherwise.
 double shared_cores_slowdown();
 
+// NOTE [Threads split the batch]
+// A small batch spread op by op over a process's threads gains little: each op is too short for
+// its threads to pay (LeNet, batch 32, 2 threads: 1.04-1.09x one thread, bench/README.md "core"),
+// while two processes each training half the batch reach 1.9x. So a GRAPH_MODE training step of
+// STAND_ALONE on T > 1 intra-op threads (threads::intra_op_threads()), one micro-batch, not
+// placed on a job's workers, whose batch T divides, is traced for batch / T rows and expanded into T blocks (NOTE [Micro-batches]:
+// the blocks' losses and gradients averaged before the one update), when that is the same step
+// (NOTE [Exact batch blocks] in cleave/parallel/batch_split.h: no batch statistics, random
+// numbers or sum losses). load() then runs block b's forward and backward on thread b, each with
+// one intra-op thread and its own memory, and the update on all T (runtime/thread_split.h).
+// Results equal the one-thread step up to the order of the sums (tests/runtime/
+// thread_split_test.cc: losses and parameters within 1e-5 relative over 20 steps; like any change
+// of summation order the difference grows slowly as training goes on: 2.5e-5 after 100 MLP
+// steps). Otherwise -- BatchNorm in training, Dropout, a
+// batch T does not divide -- the step compiles as before, and CompiledPlan::thread_split_blocker
+// says why. Context::split_batch_over_threads = false turns it off.
+//
 // The options of `program` in this process: the contexts (get_context,
 // get_auto_parallel_context) and the world group's size and this rank. Throws Error for a context
 // the job cannot run (a device_num other than the world size, a global_rank other than the job's).
@@ -200,6 +220,9 @@ struct CompiledPlan {
   std::vector<Tensor> broadcast_parameters;  // DATA_PARALLEL with parameter_broadcast
   std::vector<std::string> messages;
   int execute_dump_number = 0;  // the load step's NN_execute dump
+  // Why the threads do not split this step's batch (NOTE [Threads split the batch]), when
+  // options.thread_split asked and the step did not allow it; empty otherwise.
+  std::string thread_split_blocker;
 };
 
 // Traces and compiles `program` for options.rank (NOTE [Compile pipeline]). Throws Error for a
@@ -207,10 +230,15 @@ struct CompiledPlan {
 // placement combined with a parallel mode).
 CompiledPlan compile(const StepProgram& program, const CompileOptions& options);
 
+class ThreadSplit;  // runtime/thread_split.h
+
 // A step loaded on this process, and how to feed it.
 class CompiledStep {
  public:
   CompiledStep(std::unique_ptr<Executor> executor, int micro_batches, size_t num_inputs);
+  // A step whose batch the threads split (NOTE [Threads split the batch]).
+  CompiledStep(std::unique_ptr<ThreadSplit> split, size_t num_inputs);
+  ~CompiledStep();
 
   // Runs the step on this rank's inputs (one per StepProgram::inputs, whole batches: with
   // micro-batches they are cut here). Returns the outputs; none on a rank of a placed step that
@@ -218,12 +246,19 @@ class CompiledStep {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   // Per input of StepProgram::inputs: whether the step reads it (any micro-batch's slice of it).
   std::vector<bool> inputs_read() const;
-  Executor& executor() { return *executor_; }
-  const Executor& executor() const { return *executor_; }
+  // The step's executor; with threads splitting the batch, the update's (the blocks' executors
+  // are ThreadSplit's).
+  Executor& executor();
+  const Executor& executor() const;
   int micro_batches() const { return micro_batches_; }
+  // The threads splitting the batch (1: none).
+  int thread_split() const;
 
  private:
+  std::vector<Tensor> micro_batch_feed(const std::vector<Tensor>& inputs) const;
+
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<ThreadSplit> split_;
   int micro_batches_;
   size_t num_inputs_;
 };
