@@ -6,6 +6,10 @@
 # thread count saying how the peer runs (NOTE [Peers at their best] below).
 #   core: training-step throughput against PyTorch (Debian python3-torch), same threads.
 #     Prints one line per row: BENCH <row> cleave=<samples/s> torch=<samples/s> ratio=<cleave/torch>
+#     (the MLP's training rows add gemm_gflops, onednn_gflops and gemm_peak_fraction: the step's
+#     matrix products per second against oneDNN's own matmul, NOTE [GEMM peak] in core_bench.cc),
+#     then, per training row run on 1 and 2 threads, the second thread's gain:
+#     BENCH <model>_train_b<B>_scaling cleave_t2_over_t1=.. torch_t2_over_t1=..
 #   python: the LeNet-5 training step (GRAPH_MODE, batch 32, 1 and 2 threads) driven from
 #     Python (bench/python_core.py) against the C++ row of core. Prints per row
 #     BENCH <row> python=<samples/s> cpp=<samples/s> ratio=<python/cpp>
@@ -118,15 +122,29 @@ exec > >(awk -v m="$machine_fields" '/^BENCH / { print $0 " " m; fflush(); next 
 
 case "$suite" in
   core)
-    rows="lenet5_train_b32_t1 lenet5_train_b32_t2 lenet5_eval_b256_t2 mlp_train_b32_t1 mlp_train_b256_t1 twomatmul_train_b16_t1"
+    rows="lenet5_train_b32_t1 lenet5_train_b32_t2 lenet5_eval_b256_t2 mlp_train_b32_t1 mlp_train_b32_t2 mlp_train_b256_t1 mlp_train_b256_t2 twomatmul_train_b16_t1"
     peer_line 1
     peer_line 2
+    declare -A cleave_rate torch_rate
     for row in $rows; do
       threads=${row##*_t}
-      c=$(OMP_NUM_THREADS=$threads "$build/bench/core_bench" "$row" "$seconds" | awk '{print $2}')
+      out=$(OMP_NUM_THREADS=$threads "$build/bench/core_bench" "$row" "$seconds")
+      c=$(echo "$out" | awk '{print $2}')
+      extra=$(echo "$out" | cut -s -d' ' -f3-)  # the MLP's gemm_peak_fraction (NOTE [GEMM peak])
       t=$(OMP_NUM_THREADS=$threads peer "$python" "$root/bench/torch_core.py" "$row" "$seconds" | awk '{print $2}')
       ratio=$(awk -v c="$c" -v t="$t" 'BEGIN { printf "%.2f", c / t }')
-      echo "BENCH $row cleave=$c torch=$t ratio=$ratio"
+      echo "BENCH $row cleave=$c torch=$t ratio=$ratio${extra:+ $extra}"
+      cleave_rate[$row]=$c
+      torch_rate[$row]=$t
+    done
+    # Each training row run on 1 and 2 threads: the second thread's gain, for both.
+    for row in $rows; do
+      case "$row" in *_train_*_t2) ;; *) continue ;; esac
+      one=${row%_t2}_t1
+      [ -n "${cleave_rate[$one]:-}" ] || continue
+      awk -v r="${row%_t2}" -v c1="${cleave_rate[$one]}" -v c2="${cleave_rate[$row]}" \
+          -v t1="${torch_rate[$one]}" -v t2="${torch_rate[$row]}" \
+          'BEGIN { printf "BENCH %s_scaling cleave_t2_over_t1=%.2f torch_t2_over_t1=%.2f\n", r, c2 / c1, t2 / t1 }'
     done
     ;;
   python)
