@@ -10,8 +10,35 @@
 
 #include "cleave/core/error.h"
 
+// NOTE [OpenMP joins under TSan]: ThreadSanitizer does not see the OpenMP runtime's own
+// synchronisation (it is not instrumented), so the hand-over of the blocks' inputs to the team and
+// of their outputs back would look like races. Under TSan the fork and the join are told to it.
+#if defined(__SANITIZE_THREAD__)
+#define CLEAVE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CLEAVE_TSAN 1
+#endif
+#endif
+#ifdef CLEAVE_TSAN
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
 namespace cleave::runtime {
 namespace {
+
+// Fork and join as TSan should see them (no-ops otherwise).
+inline void tsan_release([[maybe_unused]] void* at) {
+#ifdef CLEAVE_TSAN
+  __tsan_release(at);
+#endif
+}
+inline void tsan_acquire([[maybe_unused]] void* at) {
+#ifdef CLEAVE_TSAN
+  __tsan_acquire(at);
+#endif
+}
 
 constexpr int kShared = -1;  // parameters, constants and the ops computed from them alone
 constexpr int kUpdate = -2;  // the blocks' sums, the updates and what follows them
@@ -146,8 +173,11 @@ std::vector<Tensor> ThreadSplit::run(const std::vector<Tensor>& feed) {
   // As many threads as the process has now (set_intra_op_threads may have changed it since the
   // step compiled); a smaller team (or a step run inside a parallel region) takes several blocks
   // per thread. The blocks and the sums are the same whichever thread runs them.
+  int fork = 0, join = 0;  // NOTE [OpenMP joins under TSan]
+  tsan_release(&fork);
 #pragma omp parallel num_threads(std::min(parts, omp_get_max_threads()))
   {
+    tsan_acquire(&fork);
     omp_set_num_threads(1);
     for (int b = omp_get_thread_num(); b < parts; b += omp_get_num_threads()) {
       const size_t at = static_cast<size_t>(b);
@@ -159,7 +189,9 @@ std::vector<Tensor> ThreadSplit::run(const std::vector<Tensor>& feed) {
         errors[at] = std::current_exception();
       }
     }
+    tsan_release(&join);
   }
+  tsan_acquire(&join);
   for (const std::exception_ptr& e : errors) {
     if (e) std::rethrow_exception(e);
   }

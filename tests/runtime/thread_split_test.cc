@@ -96,6 +96,8 @@ StepRun train(int threads, int64_t batch, const std::string& reduction = "mean",
   for (int i = 0; i < steps; ++i) run.losses.push_back(step(x, labels).item());
   for (const Tensor& p : net->trainable_params()) run.params.push_back(p.to_double_vector());
   run.split = step.thread_split();
+  // The blocks ran on one intra-op thread each; the caller keeps its own count.
+  EXPECT_EQ(threads::intra_op_threads(), threads);
   return run;
 }
 
