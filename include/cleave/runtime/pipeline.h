@@ -124,17 +124,18 @@ double shared_cores_slowdown();
 // its threads to pay (LeNet, batch 32, 2 threads: 1.04-1.09x one thread, bench/README.md "core"),
 // while two processes each training half the batch reach 1.9x. So a GRAPH_MODE training step of
 // STAND_ALONE on T > 1 intra-op threads (threads::intra_op_threads()), one micro-batch, not
-// placed on a job's workers, whose batch T divides, is traced for batch / T rows and expanded into T blocks (NOTE [Micro-batches]:
-// the blocks' losses and gradients averaged before the one update), when that is the same step
-// (NOTE [Exact batch blocks] in cleave/parallel/batch_split.h: no batch statistics, random
-// numbers or sum losses). load() then runs block b's forward and backward on thread b, each with
-// one intra-op thread and its own memory, and the update on all T (runtime/thread_split.h).
-// Results equal the one-thread step up to the order of the sums (tests/runtime/
-// thread_split_test.cc: losses and parameters within 1e-5 relative over 20 steps; like any change
-// of summation order the difference grows slowly as training goes on: 2.5e-5 after 100 MLP
-// steps). Otherwise -- BatchNorm in training, Dropout, a
-// batch T does not divide -- the step compiles as before, and CompiledPlan::thread_split_blocker
-// says why. Context::split_batch_over_threads = false turns it off.
+// placed on a job's workers, whose batch T divides, is traced for batch / T rows and expanded
+// into T blocks (NOTE [Micro-batches]: the blocks' losses and gradients averaged before the one
+// update), when that is the same step (NOTE [Exact batch blocks] in cleave/parallel/batch_split.h:
+// no batch statistics, random numbers or sum losses) and a block's forward costs at least 1 MFLOP.
+// load() then runs block b's forward and backward on thread b, each with one intra-op thread and
+// its own memory, and the update on all T (runtime/thread_split.h). Results equal the one-thread
+// step up to the order of the sums (tests/runtime/thread_split_test.cc: losses and parameters
+// within 1e-5 relative over 20 steps; like any change of summation order, the difference grows
+// slowly as training goes on: 2.5e-5 after 100 MLP steps). Otherwise -- BatchNorm in training,
+// Dropout, a batch T does not divide, a step too small -- the step compiles as before, and
+// CompiledPlan::thread_split_blocker says why. Context::split_batch_over_threads = false turns it
+// off.
 //
 // The options of `program` in this process: the contexts (get_context,
 // get_auto_parallel_context) and the world group's size and this rank. Throws Error for a context
