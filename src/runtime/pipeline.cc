@@ -774,12 +774,20 @@ CompiledPlan compile(const StepProgram& program, const CompileOptions& options) 
   std::string name;
   if (why.empty()) {
     CompileState s{.program = program, .options = split};
-    run_pass(compile_passes().front().name, s);
-    why = placed(s) ? "the network is placed on the job's workers (its micro-batches are "
-                      "pipeline_micro_batches)"
-                    : parallel::batch_split_blocker(s.graph, options.thread_split, kMinBlockFlops);
+    try {
+      run_pass(compile_passes().front().name, s);
+      why = placed(s)
+                ? "the network is placed on the job's workers (its micro-batches are "
+                  "pipeline_micro_batches)"
+                : parallel::batch_split_blocker(s.graph, options.thread_split, kMinBlockFlops);
+    } catch (const std::exception& e) {
+      // A forward written for its batch size (a Reshape to (32, -1)) cannot trace one block's
+      // rows; traced for the whole batch it either works or raises its error again there.
+      why = fmt::format("the forward traced for 1/{} of the batch failed: {}", options.thread_split,
+                        e.what());
+    }
     if (why.empty()) return finish_compile(s);
-    name = s.graph.name;
+    name = s.graph.name == ir::Graph{}.name ? "" : s.graph.name;
   }
   CompileOptions whole = options;
   whole.thread_split = 1;

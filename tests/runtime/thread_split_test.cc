@@ -54,6 +54,16 @@ class DropoutNet : public nn::Cell {
   std::shared_ptr<nn::Dropout> drop;
 };
 
+// A forward written for batch 16: one block's 8 rows cannot be reshaped to (16, -1).
+class FixedBatch : public nn::Cell {
+ public:
+  FixedBatch() : Cell("FixedBatch") {
+    fc = register_module("fc", std::make_shared<nn::Dense>(64, 10));
+  }
+  Tensor construct(const Tensor& x) override { return (*fc)(ops::reshape(x, Shape{16, -1})); }
+  std::shared_ptr<nn::Dense> fc;
+};
+
 // A network whose MatMul contracts the batch: x^T x mixes every row.
 class Gram : public nn::Cell {
  public:
@@ -170,6 +180,8 @@ TEST(ThreadSplit, StepsThatWouldChangeDoNotSplit) {
   const std::string sum = blocker<testing::LeNet5>(32, "sum", 32);
   EXPECT_NE(sum.find("ReduceSum"), std::string::npos) << sum;
   EXPECT_NE(sum.find("a reduction over the blocks"), std::string::npos) << sum;
+  const std::string fixed = blocker<FixedBatch>(16);
+  EXPECT_NE(fixed.find("traced for 1/2 of the batch failed"), std::string::npos) << fixed;
   const std::string odd = blocker<testing::LeNet5>(30, "mean", 32);
   EXPECT_NE(odd.find("(30, 1, 32, 32)"), std::string::npos) << odd;
 }
@@ -179,6 +191,11 @@ TEST(ThreadSplit, StepsThatDoNotSplitStillTrainAsOneThread) {
   const StepRun two = train<ConvBn>(2, 16);
   EXPECT_EQ(two.split, 1);
   testing::expect_same_training(two.losses, one.losses, two.params, one.params, 1e-5);
+  const StepRun fixed_one = train<FixedBatch>(1, 16);
+  const StepRun fixed_two = train<FixedBatch>(2, 16);
+  EXPECT_EQ(fixed_two.split, 1);
+  testing::expect_same_training(fixed_two.losses, fixed_one.losses, fixed_two.params,
+                                fixed_one.params, 1e-5);
 }
 
 TEST(ThreadSplit, TheContextTurnsItOff) {
