@@ -6,8 +6,9 @@
 // step is optim::TrainOneStep (forward, loss, backward and a Momentum(0.01, 0.9) update); eval is
 // optim::Forward. Both run in GRAPH_MODE (compiled once, in the warm-up) unless
 // CLEAVE_MODE=pynative. The figure is the median of 5 trials of at least SECONDS/5 each, after a
-// warm-up. The MLP's training rows add how close the step comes to oneDNN's matmul (NOTE [GEMM
-// peak] below): "ROW <samples/s> gemm_gflops=.. onednn_gflops=.. gemm_peak_fraction=..".
+// warm-up. The MLP's and LeNet's training rows add how close the step comes to oneDNN's own
+// matmul and convolution (NOTE [GEMM peak] below):
+// "ROW <samples/s> gemm_gflops=.. onednn_gflops=.. gemm_peak_fraction=..".
 #include <omp.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <dnnl.hpp>
 #include <string>
+#include <unordered_map>
 
 #include "testing/models.h"
 
@@ -45,36 +47,21 @@ Row parse_row(const std::string& name) {
 }
 
 // NOTE [GEMM peak]
-// The MLP's training step is matrix products and little else, so its rows also print how close
-// the step comes to oneDNN's own matmul: the step's products (forward X·Wᵀ per layer; backward
-// dY·W for the two layers whose input has a gradient, dYᵀ·X for every weight), timed one by one
-// as plain oneDNN matmuls of the whole batch on the row's threads, over the step's time:
+// The MLP's and LeNet's training steps are mostly matrix products and convolutions, so their
+// rows also print how close the step comes to oneDNN's own kernels on the same work: the step's
+// products (the MLP: forward X·Wᵀ per layer, backward dY·W for the layers whose input has a
+// gradient, dYᵀ·X for every weight; LeNet: the same for its three Dense layers, and for its two
+// convolutions the forward, the weights' gradient and, for conv2, the input's), each timed alone
+// as a oneDNN matmul or convolution of the whole batch on the row's threads (layouts of oneDNN's
+// choosing, reorders not counted), over the step's time:
 //   gemm_peak_fraction = (products' FLOPs per step × steps/s) / (products' FLOPs / oneDNN's time).
-// 1 means the step runs at oneDNN's matmul speed with nothing else costing; the threads split
-// the batch (NOTE [Threads split the batch]) while the reference runs each product on all
-// threads, as a user calling oneDNN would.
-struct Gemm {
-  int64_t m, k, n;
-  bool transpose_a, transpose_b;
-};
+// 1 means the step runs at oneDNN's speed with nothing else costing (ReLU, pooling, the loss, the
+// update cost the rest); the threads split the batch (NOTE [Threads split the batch]) while the
+// reference runs each product on all threads, as a user calling oneDNN would.
 
-double onednn_seconds(const Gemm& g) {
-  using dt = dnnl::memory::data_type;
-  using tag = dnnl::memory::format_tag;
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  dnnl::stream stream(engine);
-  const dnnl::memory::desc a({g.m, g.k}, dt::f32, g.transpose_a ? tag::ba : tag::ab);
-  const dnnl::memory::desc b({g.k, g.n}, dt::f32, g.transpose_b ? tag::ba : tag::ab);
-  const dnnl::memory::desc c({g.m, g.n}, dt::f32, tag::ab);
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine);
-  const dnnl::matmul product(pd);
-  std::vector<float> va(static_cast<size_t>(g.m * g.k), 0.5f),
-      vb(static_cast<size_t>(g.k * g.n), 0.25f), vc(static_cast<size_t>(g.m * g.n));
-  dnnl::memory ma(a, engine, va.data()), mb(b, engine, vb.data()), mc(c, engine, vc.data());
-  auto once = [&] {
-    product.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-    stream.wait();
-  };
+// Median seconds of `once` over 5 trials of at least 50 ms, after 5 warm-up calls.
+template <typename F>
+double median_seconds(F&& once) {
   for (int i = 0; i < 5; ++i) once();
   using clock = std::chrono::steady_clock;
   std::vector<double> trials;
@@ -93,11 +80,121 @@ double onednn_seconds(const Gemm& g) {
   return trials[trials.size() / 2];
 }
 
-// The MLP's (testing::Mlp: 784 -> 512 -> 512 -> 10) training-step products at batch `b`.
-std::vector<Gemm> mlp_step_gemms(int64_t b) {
-  return {{b, 784, 512, false, true}, {b, 512, 512, false, true},  {b, 512, 10, false, true},
-          {b, 10, 512, false, false}, {b, 512, 512, false, false}, {512, b, 784, true, false},
-          {512, b, 512, true, false}, {10, b, 512, true, false}};
+const dnnl::engine& engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// Runs `primitive` on buffers of the descs it asks for (contents irrelevant to its speed).
+double time_primitive(const dnnl::primitive& primitive,
+                      const std::vector<std::pair<int, dnnl::memory::desc>>& args) {
+  dnnl::stream stream(engine());
+  std::unordered_map<int, dnnl::memory> memories;
+  std::vector<std::vector<float>> buffers;
+  for (const auto& [arg, desc] : args) {
+    buffers.emplace_back(desc.get_size() / sizeof(float) + 1, 0.25f);
+    memories.emplace(arg, dnnl::memory(desc, engine(), buffers.back().data()));
+  }
+  return median_seconds([&] {
+    primitive.execute(stream, memories);
+    stream.wait();
+  });
+}
+
+struct Gemm {
+  int64_t m, k, n;
+  bool transpose_a, transpose_b;
+  double flops() const { return 2.0 * static_cast<double>(m * k * n); }
+};
+
+double onednn_seconds(const Gemm& g) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  const dnnl::memory::desc a({g.m, g.k}, dt::f32, g.transpose_a ? tag::ba : tag::ab);
+  const dnnl::memory::desc b({g.k, g.n}, dt::f32, g.transpose_b ? tag::ba : tag::ab);
+  const dnnl::memory::desc c({g.m, g.n}, dt::f32, tag::ab);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine());
+  return time_primitive(dnnl::matmul(pd),
+                        {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+}
+
+// A valid, stride-1 convolution (n, c, h, w) * (o, c, k, k) and which of its passes a step runs.
+struct Conv {
+  int64_t n, c, h, w, o, k;
+  enum Pass { kForward, kBackwardData, kBackwardWeights } pass;
+  double flops() const {
+    return 2.0 * static_cast<double>(n * o * (h - k + 1) * (w - k + 1) * c * k * k);
+  }
+};
+
+double onednn_seconds(const Conv& v) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  const dnnl::memory::desc src({v.n, v.c, v.h, v.w}, dt::f32, tag::any);
+  const dnnl::memory::desc weights({v.o, v.c, v.k, v.k}, dt::f32, tag::any);
+  const dnnl::memory::desc dst({v.n, v.o, v.h - v.k + 1, v.w - v.k + 1}, dt::f32, tag::any);
+  const dnnl::memory::dims strides{1, 1}, pad{0, 0};
+  const auto alg = dnnl::algorithm::convolution_direct;
+  const dnnl::convolution_forward::primitive_desc fwd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, weights, dst,
+                                      strides, pad, pad),
+      engine());
+  switch (v.pass) {
+    case Conv::kForward:
+      return time_primitive(dnnl::convolution_forward(fwd), {{DNNL_ARG_SRC, fwd.src_desc()},
+                                                             {DNNL_ARG_WEIGHTS, fwd.weights_desc()},
+                                                             {DNNL_ARG_DST, fwd.dst_desc()}});
+    case Conv::kBackwardData: {
+      const dnnl::convolution_backward_data::primitive_desc pd(
+          dnnl::convolution_backward_data::desc(alg, src, weights, dst, strides, pad, pad),
+          engine(), fwd);
+      return time_primitive(dnnl::convolution_backward_data(pd),
+                            {{DNNL_ARG_DIFF_DST, pd.diff_dst_desc()},
+                             {DNNL_ARG_WEIGHTS, pd.weights_desc()},
+                             {DNNL_ARG_DIFF_SRC, pd.diff_src_desc()}});
+    }
+    case Conv::kBackwardWeights: {
+      const dnnl::convolution_backward_weights::primitive_desc pd(
+          dnnl::convolution_backward_weights::desc(alg, src, weights, dst, strides, pad, pad),
+          engine(), fwd);
+      return time_primitive(dnnl::convolution_backward_weights(pd),
+                            {{DNNL_ARG_DIFF_DST, pd.diff_dst_desc()},
+                             {DNNL_ARG_SRC, pd.src_desc()},
+                             {DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc()}});
+    }
+  }
+  return 0;
+}
+
+// The training-step products of a row's model at batch `b` (NOTE [GEMM peak]); none for others.
+struct Products {
+  std::vector<Gemm> gemms;
+  std::vector<Conv> convs;
+};
+
+Products step_products(const std::string& model, int64_t b) {
+  // A Dense layer in -> out: forward, the input's gradient (unless first), the weight's.
+  auto dense = [b](Products& p, int64_t in, int64_t out, bool first) {
+    p.gemms.push_back({b, in, out, false, true});
+    if (!first) p.gemms.push_back({b, out, in, false, false});
+    p.gemms.push_back({out, b, in, true, false});
+  };
+  Products p;
+  if (model == "mlp") {  // testing::Mlp: 784 -> 512 -> 512 -> 10
+    dense(p, 784, 512, true);
+    dense(p, 512, 512, false);
+    dense(p, 512, 10, false);
+  } else if (model == "lenet5") {  // testing::LeNet5 on 32x32
+    p.convs = {{b, 1, 32, 32, 6, 5, Conv::kForward},
+               {b, 1, 32, 32, 6, 5, Conv::kBackwardWeights},
+               {b, 6, 14, 14, 16, 5, Conv::kForward},
+               {b, 6, 14, 14, 16, 5, Conv::kBackwardData},
+               {b, 6, 14, 14, 16, 5, Conv::kBackwardWeights}};
+    dense(p, 400, 120, false);
+    dense(p, 120, 84, false);
+    dense(p, 84, 10, false);
+  }
+  return p;
 }
 
 }  // namespace
@@ -172,11 +269,16 @@ int main(int argc, char** argv) {
     std::sort(rates.begin(), rates.end());
     const double rate = rates[rates.size() / 2];
     std::printf("%s %.1f", argv[1], rate);
-    if (row.model == "mlp" && row.train) {  // NOTE [GEMM peak]
+    const Products products = step_products(row.model, row.batch);
+    if (row.train && !(products.gemms.empty() && products.convs.empty())) {  // NOTE [GEMM peak]
       double flops = 0, seconds_onednn = 0;
-      for (const Gemm& g : mlp_step_gemms(row.batch)) {
-        flops += 2.0 * static_cast<double>(g.m * g.k * g.n);
+      for (const Gemm& g : products.gemms) {
+        flops += g.flops();
         seconds_onednn += onednn_seconds(g);
+      }
+      for (const Conv& v : products.convs) {
+        flops += v.flops();
+        seconds_onednn += onednn_seconds(v);
       }
       const double step_rate = flops * rate / static_cast<double>(row.batch);
       const double peak = flops / seconds_onednn;

@@ -6,8 +6,9 @@
 # thread count saying how the peer runs (NOTE [Peers at their best] below).
 #   core: training-step throughput against PyTorch (Debian python3-torch), same threads.
 #     Prints one line per row: BENCH <row> cleave=<samples/s> torch=<samples/s> ratio=<cleave/torch>
-#     (the MLP's training rows add gemm_gflops, onednn_gflops and gemm_peak_fraction: the step's
-#     matrix products per second against oneDNN's own matmul, NOTE [GEMM peak] in core_bench.cc),
+#     (the MLP's and LeNet's training rows add gemm_gflops, onednn_gflops and gemm_peak_fraction:
+#     the step's matrix products and convolutions per second against oneDNN's own kernels on the
+#     same work, NOTE [GEMM peak] in core_bench.cc),
 #     then, per training row run on 1 and 2 threads, the second thread's gain:
 #     BENCH <model>_train_b<B>_scaling cleave_t2_over_t1=.. torch_t2_over_t1=..
 #   python: the LeNet-5 training step (GRAPH_MODE, batch 32, 1 and 2 threads) driven from
@@ -130,7 +131,7 @@ case "$suite" in
       threads=${row##*_t}
       out=$(OMP_NUM_THREADS=$threads "$build/bench/core_bench" "$row" "$seconds")
       c=$(echo "$out" | awk '{print $2}')
-      extra=$(echo "$out" | cut -s -d' ' -f3-)  # the MLP's gemm_peak_fraction (NOTE [GEMM peak])
+      extra=$(echo "$out" | cut -s -d' ' -f3-)  # gemm_peak_fraction (NOTE [GEMM peak])
       t=$(OMP_NUM_THREADS=$threads peer "$python" "$root/bench/torch_core.py" "$row" "$seconds" | awk '{print $2}')
       ratio=$(awk -v c="$c" -v t="$t" 'BEGIN { printf "%.2f", c / t }')
       echo "BENCH $row cleave=$c torch=$t ratio=$ratio${extra:+ $extra}"
