@@ -4,14 +4,16 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
-#include <regex>
+#include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cleave/core/error.h"
 #include "cleave/train/checkpoint.h"
 #include "cleave/train/checkpoint_set.h"
 #include "cleave/train/model.h"
+#include "train/checkpoint_names.h"
 
 namespace cleave::train {
 namespace {
@@ -176,15 +178,12 @@ using CheckpointFile = std::tuple<int64_t, int64_t, std::filesystem::path>;
 // epoch, then step) first.
 std::vector<CheckpointFile> checkpoint_files(const std::string& directory,
                                              const std::string& prefix, const std::string& format) {
-  const std::regex pattern(
-      std::regex_replace(prefix, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
-      R"(-(\d+)_(\d+)\.()" + format + ")");
   std::vector<CheckpointFile> files;
   for (const auto& entry : std::filesystem::directory_iterator(directory)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, m, pattern)) {
-      files.emplace_back(std::stoll(m[1]), std::stoll(m[2]), entry.path());
+    const std::optional<SavedName> saved = parse_saved_name(entry.path().filename().string());
+    if (saved && saved->prefix == prefix &&
+        (format == saved->format || format == "ckpt|safetensors")) {
+      files.emplace_back(saved->epoch, saved->step, entry.path());
     }
   }
   std::sort(files.begin(), files.end());

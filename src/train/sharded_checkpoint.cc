@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 #include <tuple>
 
@@ -21,6 +20,7 @@
 #include "cleave/core/error.h"
 #include "cleave/train/checkpoint_set.h"
 #include "train/checkpoint_bytes.h"
+#include "train/checkpoint_names.h"
 
 namespace cleave::train {
 namespace {
@@ -446,7 +446,6 @@ std::vector<std::string> rank_checkpoint_files(const std::string& directory, int
                    directory);
   CLEAVE_CHECK_ARG(device_num >= 1, "merge: device_num {} is not positive", device_num);
   const std::string fingerprint = layouts != nullptr ? layouts_fingerprint(*layouts) : "";
-  const std::regex saved(R"((.+)-([0-9]+)_([0-9]+)\.(ckpt|safetensors))");
   std::vector<std::vector<SavedFile>> folders;
   std::vector<fs::path> folder_paths;
   bool any_marker = false;
@@ -467,12 +466,10 @@ std::vector<std::string> rank_checkpoint_files(const std::string& directory, int
       const std::string ext = e.path().extension().string();
       if (!e.is_regular_file() || (ext != ".ckpt" && ext != ".safetensors")) continue;
       SavedFile f{.path = e.path()};
-      std::smatch m;
-      const std::string file = e.path().filename().string();
-      if (std::regex_match(file, m, saved)) {
-        f.prefix = m[1].str();
-        f.epoch = std::stoll(m[2].str());
-        f.step = std::stoll(m[3].str());
+      if (const std::optional<SavedName> saved = parse_saved_name(e.path().filename().string())) {
+        f.prefix = saved->prefix;
+        f.epoch = saved->epoch;
+        f.step = saved->step;
       }
       if (!prefix.empty() && f.prefix != prefix) continue;
       prefixes.insert(f.prefix);

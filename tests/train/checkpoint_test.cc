@@ -11,6 +11,7 @@
 
 #include "checkpoint.pb.h"  // the generated reference (tests/CMakeLists.txt)
 #include "testing/gradcheck.h"
+#include "train/checkpoint_names.h"
 #include "train/train_testing.h"
 
 namespace cleave::train {
@@ -412,4 +413,24 @@ TEST(ModelCheckpoint, NamesFilesAndKeepsTheNewest) {
 }
 
 }  // namespace
+TEST(CheckpointNames, SavedNamesReadBackAndOthersAreNot) {
+  const std::optional<SavedName> plain = parse_saved_name("lenet-1_5.ckpt");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->prefix, "lenet");
+  EXPECT_EQ(plain->epoch, 1);
+  EXPECT_EQ(plain->step, 5);
+  EXPECT_EQ(plain->format, "ckpt");
+  const std::optional<SavedName> dashed = parse_saved_name("lenet-v2_a-10_3.safetensors");
+  ASSERT_TRUE(dashed);
+  EXPECT_EQ(dashed->prefix, "lenet-v2_a");
+  EXPECT_EQ(dashed->epoch, 10);
+  EXPECT_EQ(dashed->step, 3);
+  EXPECT_EQ(dashed->format, "safetensors");
+  for (const char* other :
+       {"lenet-1_5.txt", "lenet-x_5.ckpt", "-1_2.ckpt", "lenet-1_.ckpt", "lenet-_1.ckpt",
+        "lenet1_5.ckpt", "lenet-1-5.ckpt", "lenet-99999999999999999999_1.ckpt", "ckpt", ""}) {
+    EXPECT_FALSE(parse_saved_name(other)) << other;
+  }
+}
+
 }  // namespace cleave::train
