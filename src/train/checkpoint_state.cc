@@ -4,9 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
-#include <string_view>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include "cleave/core/error.h"
