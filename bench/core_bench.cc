@@ -59,10 +59,11 @@ Row parse_row(const std::string& name) {
 // update cost the rest); the threads split the batch (NOTE [Threads split the batch]) while the
 // reference runs each product on all threads, as a user calling oneDNN would.
 
-// Median seconds of `once` over 5 trials of at least 50 ms, after 5 warm-up calls.
+// Median seconds per call of `once` over 5 trials of at least `trial_seconds` each, after
+// `warm_calls` calls.
 template <typename F>
-double median_seconds(F&& once) {
-  for (int i = 0; i < 5; ++i) once();
+double median_seconds(F&& once, double trial_seconds = 0.05, int warm_calls = 5) {
+  for (int i = 0; i < warm_calls; ++i) once();
   using clock = std::chrono::steady_clock;
   std::vector<double> trials;
   for (int t = 0; t < 5; ++t) {
@@ -73,7 +74,7 @@ double median_seconds(F&& once) {
       once();
       ++calls;
       elapsed = std::chrono::duration<double>(clock::now() - start).count();
-    } while (elapsed < 0.05);
+    } while (elapsed < trial_seconds);
     trials.push_back(elapsed / static_cast<double>(calls));
   }
   std::sort(trials.begin(), trials.end());
@@ -254,20 +255,9 @@ int main(int argc, char** argv) {
     const auto warm_end = clock::now() + std::chrono::duration<double>(std::min(0.5, seconds / 4));
     while (clock::now() < warm_end) step();
 
-    std::vector<double> rates;
-    for (int trial = 0; trial < 5; ++trial) {
-      int64_t steps = 0;
-      const auto start = clock::now();
-      double elapsed = 0;
-      do {
-        step();
-        ++steps;
-        elapsed = std::chrono::duration<double>(clock::now() - start).count();
-      } while (elapsed < seconds / 5);
-      rates.push_back(static_cast<double>(steps * row.batch) / elapsed);
-    }
-    std::sort(rates.begin(), rates.end());
-    const double rate = rates[rates.size() / 2];
+    // The median trial's rate: the batch over the median seconds per step.
+    const double rate =
+        static_cast<double>(row.batch) / median_seconds(step, seconds / 5, /*warm_calls=*/0);
     std::printf("%s %.1f", argv[1], rate);
     const Products products = step_products(row.model, row.batch);
     if (row.train && !(products.gemms.empty() && products.convs.empty())) {  // NOTE [GEMM peak]

@@ -414,18 +414,17 @@ TEST(ModelCheckpoint, NamesFilesAndKeepsTheNewest) {
 
 }  // namespace
 TEST(CheckpointNames, SavedNamesReadBackAndOthersAreNot) {
-  const std::optional<SavedName> plain = parse_saved_name("lenet-1_5.ckpt");
-  ASSERT_TRUE(plain);
-  EXPECT_EQ(plain->prefix, "lenet");
-  EXPECT_EQ(plain->epoch, 1);
-  EXPECT_EQ(plain->step, 5);
-  EXPECT_EQ(plain->format, "ckpt");
-  const std::optional<SavedName> dashed = parse_saved_name("lenet-v2_a-10_3.safetensors");
-  ASSERT_TRUE(dashed);
-  EXPECT_EQ(dashed->prefix, "lenet-v2_a");
-  EXPECT_EQ(dashed->epoch, 10);
-  EXPECT_EQ(dashed->step, 3);
-  EXPECT_EQ(dashed->format, "safetensors");
+  const SavedName saved[] = {{"lenet", 1, 5, "ckpt"}, {"lenet-v2_a", 10, 3, "safetensors"}};
+  for (const SavedName& want : saved) {
+    const std::string name =
+        fmt::format("{}-{}_{}.{}", want.prefix, want.epoch, want.step, want.format);
+    const std::optional<SavedName> got = parse_saved_name(name);
+    ASSERT_TRUE(got) << name;
+    EXPECT_EQ(got->prefix, want.prefix) << name;
+    EXPECT_EQ(got->epoch, want.epoch) << name;
+    EXPECT_EQ(got->step, want.step) << name;
+    EXPECT_EQ(got->format, want.format) << name;
+  }
   for (const char* other :
        {"lenet-1_5.txt", "lenet-x_5.ckpt", "-1_2.ckpt", "lenet-1_.ckpt", "lenet-_1.ckpt",
         "lenet1_5.ckpt", "lenet-1-5.ckpt", "lenet-99999999999999999999_1.ckpt", "ckpt", ""}) {
