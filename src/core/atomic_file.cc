@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <utility>
 
 #include "cleave/core/error.h"
 
@@ -47,6 +48,12 @@ void write_file_atomically(const std::string& path, std::string_view contents, c
 
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& parts,
                            const char* what, const std::vector<FileRegion>& regions) {
+  PendingFile(path, parts, what, regions).commit();
+}
+
+PendingFile::PendingFile(const std::string& path, const std::vector<std::string_view>& parts,
+                         const char* what, const std::vector<FileRegion>& regions)
+    : path_(path), what_(what) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -70,44 +77,24 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
     CLEAVE_FAIL("cannot save {} '{}': {} failed: {}; the previous file (if any) is unchanged", what,
                 path, step, reason);
   };
-  // writev of up to kBatch parts at a time (a transform's column slices are thousands of rows);
-  // a large part lying in an open file is copied from it by the kernel (copy_file_range: no copy
-  // through this process's memory, as cp does), falling back to writing it where the file
-  // systems refuse.
+  // NOTE [Splicing from memory]: the parts in this process's memory go to the file through a pipe
+  // (vmsplice hands the kernel their pages, splice copies them into the file) rather than write():
+  // on the virtual machines measured, write() from user memory ran at a fifth of splice's speed
+  // (bench/README.md, "ckpt"). They go in batches of up to kBatch parts (a transform's column
+  // slices are thousands of rows of a few KiB, each in place in a mapped source file), so small
+  // parts need no gathering into one buffer first. A part is not touched after splice has copied
+  // it: when a batch's splice returns, the pipe is empty again. Where vmsplice or splice is
+  // refused, writev does it. A large part lying in an open file is copied from it by the kernel
+  // instead (copy_file_range: no copy through this process's memory, as cp does), falling back to
+  // the batches where the file systems refuse.
   constexpr size_t kBatch = 1024;  // IOV_MAX on Linux
   constexpr size_t kCopyInKernel = size_t{1} << 20;
-  off64_t written = 0;
   std::vector<iovec> batch;
-  const auto flush = [&] {
-    size_t first = 0;
-    while (first < batch.size()) {
-      const ssize_t n =
-          ::writev(file.fd, batch.data() + first, static_cast<int>(batch.size() - first));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail("writing");
-      written += n;
-      auto left = static_cast<size_t>(n);  // drop what was written; a part may be cut
-      while (first < batch.size() && left >= batch[first].iov_len) left -= batch[first++].iov_len;
-      if (left > 0) {
-        batch[first].iov_base = static_cast<char*>(batch[first].iov_base) + left;
-        batch[first].iov_len -= left;
-      }
-    }
-    batch.clear();
-  };
-  bool copy_in_kernel = true;  // until a file system refuses
-  // NOTE [Splicing from memory]: a large part in this process's memory goes to the file through
-  // a pipe (vmsplice hands the kernel its pages, splice copies them into the file) rather than
-  // write(): on the virtual machines measured, write() from user memory ran at a fifth of
-  // splice's speed (bench/README.md, "ckpt"). The parts are not touched until splice has copied
-  // them: when splice returns, the pipe is empty again. Where vmsplice or splice is refused,
-  // write() does it.
-  constexpr size_t kSpliceMin = size_t{64} << 10;
   bool splice_from_memory = true;
   Fd pipe_in, pipe_out;
-  size_t pipe_size = 0;
-  // How much of `part` went into the file by splicing (all of it, or less once refused).
-  const auto splice_part = [&](std::string_view part) -> size_t {
+  // Moves the start of `batch` into the file by splicing: the bytes moved, or 0 once splicing is
+  // refused (splice_from_memory is then false and nothing was moved).
+  const auto splice_batch = [&](const iovec* v, size_t count) -> size_t {
     if (pipe_in.fd < 0) {
       int ends[2];
       if (::pipe2(ends, O_CLOEXEC) != 0) {
@@ -116,42 +103,57 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
       }
       pipe_out.fd = ends[0];
       pipe_in.fd = ends[1];
-      const int size = ::fcntl(pipe_in.fd, F_SETPIPE_SZ, 1 << 20);  // else the default 64 KiB
-      pipe_size = static_cast<size_t>(size > 0 ? size : ::fcntl(pipe_in.fd, F_GETPIPE_SZ));
+      ::fcntl(pipe_in.fd, F_SETPIPE_SZ, 1 << 20);  // else the default 64 KiB
     }
-    size_t done = 0;
-    while (done < part.size()) {
-      iovec v{const_cast<char*>(part.data() + done), std::min(part.size() - done, pipe_size)};
-      const ssize_t in = ::vmsplice(pipe_in.fd, &v, 1, 0);
-      if (in < 0 && errno == EINTR) continue;
-      if (in <= 0) {
+    ssize_t in = 0;  // the pipe holds what it can of the batch; vmsplice returns that much
+    do {
+      in = ::vmsplice(pipe_in.fd, v, std::min(count, kBatch), 0);
+    } while (in < 0 && errno == EINTR);
+    if (in <= 0) {
+      splice_from_memory = false;
+      return 0;
+    }
+    for (ssize_t out = 0; out < in;) {
+      const ssize_t n =
+          ::splice(pipe_out.fd, nullptr, file.fd, nullptr, static_cast<size_t>(in - out), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && out == 0 && (errno == EINVAL || errno == ENOSYS)) {
+        // The file system takes no splice: drain the pipe, and write from memory from now on.
         splice_from_memory = false;
-        return done;
-      }
-      ssize_t out = 0;
-      while (out < in) {
-        const ssize_t n =
-            ::splice(pipe_out.fd, nullptr, file.fd, nullptr, static_cast<size_t>(in - out), 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && done == 0 && out == 0 && (errno == EINVAL || errno == ENOSYS)) {
-          // The file system takes no splice: drain the pipe and write from memory.
-          splice_from_memory = false;
-          char sink[4096];
-          for (ssize_t left = in; left > 0;) {
-            const ssize_t r = ::read(pipe_out.fd, sink, std::min<ssize_t>(left, sizeof sink));
-            if (r <= 0) fail("draining the pipe");
-            left -= r;
-          }
-          return 0;
+        char sink[4096];
+        for (ssize_t left = in; left > 0;) {
+          const ssize_t r = ::read(pipe_out.fd, sink, std::min<ssize_t>(left, sizeof sink));
+          if (r <= 0) fail("draining the pipe");
+          left -= r;
         }
-        if (n <= 0) fail("writing");
-        out += n;
-        written += n;
+        return 0;
       }
-      done += static_cast<size_t>(in);
+      if (n <= 0) fail("writing");
+      out += n;
     }
-    return done;
+    return static_cast<size_t>(in);
   };
+  const auto flush = [&] {
+    size_t first = 0;
+    while (first < batch.size()) {
+      const iovec* v = batch.data() + first;
+      const size_t count = batch.size() - first;
+      size_t n = splice_from_memory ? splice_batch(v, count) : 0;
+      if (n == 0) {
+        const ssize_t w = ::writev(file.fd, v, static_cast<int>(std::min(count, kBatch)));
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) fail("writing");
+        n = static_cast<size_t>(w);
+      }
+      while (first < batch.size() && n >= batch[first].iov_len) n -= batch[first++].iov_len;
+      if (n > 0) {  // a part was cut: drop what was written of it
+        batch[first].iov_base = static_cast<char*>(batch[first].iov_base) + n;
+        batch[first].iov_len -= n;
+      }
+    }
+    batch.clear();
+  };
+  bool copy_in_kernel = true;  // until a file system refuses
   for (std::string_view part : parts) {
     if (part.empty()) continue;
     const FileRegion* in = nullptr;
@@ -182,34 +184,50 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
       }
       if (done == part.size()) continue;
     }
-    if (splice_from_memory && part.size() >= kSpliceMin) {
-      flush();
-      const size_t done = splice_part(part);
-      if (done == part.size()) continue;
-      part = part.substr(done);  // splicing is refused here: write the rest
-    }
     batch.push_back({const_cast<char*>(part.data()), part.size()});
     if (batch.size() == kBatch) flush();
   }
   flush();
-  if (::fsync(file.fd) != 0) fail("fsync");
-  if (::close(file.fd) != 0) {
-    file.fd = -1;
+  // Start the writeback now (NOTE [Files committed together]); commit() waits for it. Where the
+  // file system refuses, fsync does all of it.
+  ::sync_file_range(file.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+  temp_ = temp.string();
+  std::swap(fd_, file.fd);
+}
+
+PendingFile::PendingFile(PendingFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      temp_(std::move(other.temp_)),
+      what_(other.what_),
+      fd_(std::exchange(other.fd_, -1)) {}
+
+PendingFile::~PendingFile() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(temp_.c_str());
+}
+
+void PendingFile::commit() {
+  namespace fs = std::filesystem;
+  CLEAVE_ASSERT(fd_ >= 0, "PendingFile::commit: '{}' is already committed", path_);
+  const int fd = std::exchange(fd_, -1);
+  const auto fail = [&](const char* step, bool close_it) {
     const std::string reason = system_error();
-    ::unlink(temp.c_str());
-    CLEAVE_FAIL("cannot save {} '{}': close failed: {}", what, path, reason);
-  }
-  file.fd = -1;
-  if (::rename(temp.c_str(), target.c_str()) != 0) {
-    const std::string reason = system_error();
-    ::unlink(temp.c_str());
-    CLEAVE_FAIL("cannot save {} '{}': renaming the temporary file failed: {}", what, path, reason);
-  }
+    if (close_it) ::close(fd);
+    ::unlink(temp_.c_str());
+    CLEAVE_FAIL("cannot save {} '{}': {} failed: {}; the previous file (if any) is unchanged",
+                what_, path_, step, reason);
+  };
+  if (::fsync(fd) != 0) fail("fsync", true);
+  if (::close(fd) != 0) fail("close", false);
+  if (::rename(temp_.c_str(), path_.c_str()) != 0) fail("renaming the temporary file", false);
   // The rename is durable once the folder's entry is on disk.
+  const fs::path target(path_);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   Fd dir_fd;
   dir_fd.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   CLEAVE_CHECK_ARG(dir_fd.fd >= 0 && ::fsync(dir_fd.fd) == 0,
-                   "cannot save {} '{}': fsync of the folder '{}' failed: {}", what, path,
+                   "cannot save {} '{}': fsync of the folder '{}' failed: {}", what_, path_,
                    dir.string(), system_error());
 }
 

@@ -34,5 +34,8 @@ std::map<std::string, TensorBytes> ckpt_tensor_bytes(const std::string& path,
 // kernel (write_file_atomically's regions).
 void save_ckpt_bytes(const std::vector<std::pair<std::string, TensorBytes>>& tensors,
                      const std::string& path, const std::vector<FileRegion>& sources = {});
+// The same, left to be committed (NOTE [Files committed together] in cleave/core/atomic_file.h).
+PendingFile write_ckpt_bytes(const std::vector<std::pair<std::string, TensorBytes>>& tensors,
+                             const std::string& path, const std::vector<FileRegion>& sources = {});
 
 }  // namespace cleave::train

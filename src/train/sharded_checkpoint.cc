@@ -4,20 +4,22 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sys/mman.h>
 
 #include <algorithm>
-#include <cerrno>
+#include <atomic>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include "cleave/comm/group_registry.h"
 #include "cleave/core/atomic_file.h"
 #include "cleave/core/error.h"
+#include "cleave/core/threads.h"
 #include "cleave/train/checkpoint_set.h"
 #include "train/checkpoint_bytes.h"
 #include "train/checkpoint_names.h"
@@ -617,15 +619,40 @@ TrainProgress load_distributed_checkpoint(nn::Cell& net, optim::Optimizer* optim
 // destination rank's slice) is walked row by row (all dimensions but the last); each row is the
 // runs of the source slices it crosses, and runs that follow each other in one source are joined:
 // a layout splitting only the first dimension gives one piece per source slice, a column split
-// one per row and slice. Where the pieces would average less than 64 KiB (kGatherBelow), the
-// block is copied into one piece of reused memory first, which the write then splices (NOTE
-// [Splicing from memory] in src/core/atomic_file.cc): small pieces went through writev, a
-// kernel copy from user memory that runs at a fraction of splice's speed here. Each source file
+// one per row and slice. Small pieces are spliced from the mappings in batches (NOTE [Splicing
+// from memory] in src/core/atomic_file.cc): gathering them into one buffer first cost a copy and
+// fresh memory, and writev of them ran at a fraction of splice's speed here. Each source file
 // is mapped once; its checksum reads it once, and the pieces then come from the page cache;
 // pieces of 1 MiB or more are copied from the source files inside the kernel (copy_file_range,
 // write_file_atomically's regions), as cp does. The checks and the files written are
 // merge_checkpoints' and split_checkpoint's, byte for byte.
 namespace {
+
+// Runs fn(i) for every i in [0, n), on up to this thread's OpenMP thread count of threads (a
+// worker sharing its host's cores keeps to its share). Every i runs, even after one throws; the
+// Error of the lowest i that threw is then rethrown, so the message does not depend on timing.
+template <class Fn>
+void on_threads(size_t n, const Fn& fn) {
+  const size_t count = std::min(n, static_cast<size_t>(std::max(1, threads::intra_op_threads())));
+  std::vector<std::exception_ptr> errors(n);
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      try {
+        fn(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < count; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
 
 struct MappedSources {
   std::vector<std::unique_ptr<MappedFile>> files;
@@ -637,12 +664,15 @@ struct MappedSources {
   }
 };
 
+// The files mapped and checked (their checksums), several at once.
 MappedSources map_sources(const std::vector<std::string>& files) {
   MappedSources out;
-  for (const std::string& f : files) {
-    out.files.push_back(std::make_unique<MappedFile>(f, "checkpoint"));
-    out.tensors.push_back(ckpt_tensor_bytes(f, out.files.back()->bytes()));
-  }
+  out.files.resize(files.size());
+  out.tensors.resize(files.size());
+  on_threads(files.size(), [&](size_t i) {
+    out.files[i] = std::make_unique<MappedFile>(files[i], "checkpoint");
+    out.tensors[i] = ckpt_tensor_bytes(files[i], out.files[i]->bytes());
+  });
   return out;
 }
 
@@ -702,64 +732,12 @@ SourceSlices source_slices(const MappedSources& src, const std::vector<std::stri
   return out;
 }
 
-// Where block_of gathers the pieces of a block too small to write one by one: memory reused for
-// every file a merge or transform writes, since fresh memory costs a page fault per page on the
-// machines measured (bench/README.md, "ckpt"). Each chunk is mapped with transparent huge pages
-// asked for and its pages made at once (MADV_POPULATE_WRITE, Linux 5.14): gathering 256 MiB of
-// 4 KiB rows into it took 0.15-0.18 s, against 1.25 s into memory faulted in page by page and
-// 0.5-0.9 s into memory populated in small pages. What take() gives stays valid until reset().
-#ifdef MADV_POPULATE_WRITE
-constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
-#else
-constexpr int kPopulateWrite = 23;  // Linux's value; older C library headers lack it
-#endif
-class GatherArena {
- public:
-  GatherArena() = default;
-  GatherArena(const GatherArena&) = delete;
-  GatherArena& operator=(const GatherArena&) = delete;
-  ~GatherArena() {
-    for (const Chunk& c : chunks_) ::munmap(c.data, c.size);
-  }
-  char* take(size_t n) {
-    while (chunk_ < chunks_.size() && chunks_[chunk_].size - used_ < n) {
-      ++chunk_;
-      used_ = 0;
-    }
-    if (chunk_ == chunks_.size()) {
-      constexpr size_t kHuge = size_t{2} << 20;
-      const size_t size = (std::max(n, size_t{64} << 20) + kHuge - 1) / kHuge * kHuge;
-      void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      CLEAVE_CHECK_ARG(p != MAP_FAILED, "cannot allocate {} bytes to gather checkpoint slices: {}",
-                       size, std::strerror(errno));
-      ::madvise(p, size, MADV_HUGEPAGE);
-      ::madvise(p, size, kPopulateWrite);  // where refused, pages fault in as they are used
-      chunks_.push_back({static_cast<char*>(p), size});
-    }
-    char* p = chunks_[chunk_].data + used_;
-    used_ += n;
-    return p;
-  }
-  void reset() { chunk_ = used_ = 0; }
-
- private:
-  struct Chunk {
-    char* data = nullptr;
-    size_t size = 0;
-  };
-  std::vector<Chunk> chunks_;
-  size_t chunk_ = 0, used_ = 0;
-};
-
 // The block of `src`'s tensor at `offset` of shape `shape` as pieces of the slices: for each of
 // its rows (all dimensions but the last), the runs of the source slices it crosses, consecutive
-// ones joined. Pieces of less than kGatherBelow bytes on average are copied into one piece of
-// `arena` instead: write_file_atomically splices a piece that large from memory, where small
-// pieces would go through writev, which runs at a fraction of that speed (bench/README.md,
-// "ckpt": a transform of row slices into column slices, 4 KiB rows).
-constexpr size_t kGatherBelow = size_t{64} << 10;
+// ones joined. The pieces stay where they are: the write splices them from the mapped sources in
+// batches (NOTE [Splicing from memory] in src/core/atomic_file.cc).
 TensorBytes block_of(const SourceSlices& src, const std::vector<int64_t>& offset,
-                     const Shape& shape, GatherArena& arena) {
+                     const Shape& shape) {
   TensorBytes out{.dtype = src.dtype, .shape = shape};
   const int64_t n = shape.rank();
   const size_t elem = dtype_size(src.dtype);
@@ -802,16 +780,6 @@ TensorBytes block_of(const SourceSlices& src, const std::vector<int64_t>& offset
       row[static_cast<size_t>(d)] = 0;
     }
   }
-  const size_t total = static_cast<size_t>(shape.numel()) * elem;
-  if (out.pieces.size() > 1 && total / out.pieces.size() < kGatherBelow) {
-    char* copy = arena.take(total);
-    size_t at = 0;
-    for (std::string_view piece : out.pieces) {
-      std::memcpy(copy + at, piece.data(), piece.size());
-      at += piece.size();
-    }
-    out.pieces = {std::string_view(copy, total)};
-  }
   return out;
 }
 
@@ -837,13 +805,12 @@ MergeSummary merge_checkpoint_files(const std::vector<std::string>& files,
   std::vector<std::string> names;
   const std::vector<SourceSlices> slices = all_source_slices(src, files, layouts, names);
   std::vector<std::pair<std::string, TensorBytes>> out;
-  GatherArena arena;
   MergeSummary summary{.tensors = names.size()};
   for (size_t i = 0; i < names.size(); ++i) {
     const SourceSlices& t = slices[i];
-    out.emplace_back(names[i],
-                     block_of(t, std::vector<int64_t>(static_cast<size_t>(t.global.rank()), 0),
-                              t.global, arena));
+    out.emplace_back(
+        names[i],
+        block_of(t, std::vector<int64_t>(static_cast<size_t>(t.global.rank()), 0), t.global));
     if (t.global != t.slice) ++summary.from_slices;
   }
   save_ckpt_bytes(out, output, src.regions());
@@ -857,20 +824,27 @@ void transform_checkpoint_files(const std::vector<std::string>& files,
   const MappedSources src = map_sources(files);
   std::vector<std::string> names;
   const std::vector<SourceSlices> slices = all_source_slices(src, files, source, names);
-  GatherArena arena;  // reused by every destination file
-  for (int64_t d = 0; d < destination.device_num; ++d) {
-    std::vector<std::pair<std::string, TensorBytes>> out;
-    arena.reset();  // the previous file is written
-    for (size_t i = 0; i < names.size(); ++i) {
-      const SourceSlices& t = slices[i];
-      const auto [at, shape] =
-          destination_block(layout_of(destination, names[i]), t.global, names[i], d);
-      out.emplace_back(names[i], block_of(t, at, shape, arena));
-    }
+  const auto count = static_cast<size_t>(destination.device_num);
+  std::vector<fs::path> paths;
+  for (size_t d = 0; d < count; ++d) {
     const fs::path folder = fs::path(output_dir) / std::to_string(d);
     fs::create_directories(folder);
-    save_ckpt_bytes(out, (folder / file_name).string(), src.regions());
+    paths.push_back(folder / file_name);
   }
+  // Several files are written at once, and every one before any is committed: the disk takes one
+  // while the next is prepared (NOTE [Files committed together] in cleave/core/atomic_file.h).
+  std::vector<std::optional<PendingFile>> written(count);
+  on_threads(count, [&](size_t d) {
+    std::vector<std::pair<std::string, TensorBytes>> out;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const SourceSlices& t = slices[i];
+      const auto [at, shape] = destination_block(layout_of(destination, names[i]), t.global,
+                                                 names[i], static_cast<int64_t>(d));
+      out.emplace_back(names[i], block_of(t, at, shape));
+    }
+    written[d].emplace(write_ckpt_bytes(out, paths[d].string(), src.regions()));
+  });
+  for (std::optional<PendingFile>& f : written) f->commit();
 }
 
 }  // namespace cleave::train

@@ -12,6 +12,7 @@
 #include "checkpoint.pb.h"  // the generated reference (tests/CMakeLists.txt)
 #include "testing/gradcheck.h"
 #include "train/checkpoint_names.h"
+#include "train/crc32c.h"
 #include "train/train_testing.h"
 
 namespace cleave::train {
@@ -429,6 +430,35 @@ TEST(CheckpointNames, SavedNamesReadBackAndOthersAreNot) {
        {"lenet-1_5.txt", "lenet-x_5.ckpt", "-1_2.ckpt", "lenet-1_.ckpt", "lenet-_1.ckpt",
         "lenet1_5.ckpt", "lenet-1-5.ckpt", "lenet-99999999999999999999_1.ckpt", "ckpt", ""}) {
     EXPECT_FALSE(parse_saved_name(other)) << other;
+  }
+}
+
+// The three-stream instruction path (NOTE [Three CRC streams]) against the one-byte table, on
+// lengths around its 768-byte and 24 KiB blocks, at every alignment, whole and in two calls.
+TEST(Crc32c, ThreeStreamsEqualTheTableAtEveryLengthAndSplit) {
+  {
+    Crc32c check;
+    check.update("123456789", 9);
+    EXPECT_EQ(check.value(), 0xE3069283u);  // CRC32C's published check value
+  }
+  std::mt19937 rng(7);
+  std::vector<unsigned char> data(3 * 8192 * 2 + 64);
+  for (auto& b : data) b = static_cast<unsigned char>(rng());
+  std::vector<size_t> lengths = {0,   1,   7,    8,     9,     255,   767,
+                                 768, 769, 4096, 24575, 24576, 24577, data.size() - 64};
+  for (int i = 0; i < 30; ++i) lengths.push_back(rng() % (data.size() - 64));
+  for (const size_t n : lengths) {
+    for (size_t align = 0; align < 8; ++align) {
+      const unsigned char* p = data.data() + align;
+      Crc32c fast, table, split;
+      fast.update(p, n);
+      table.update_bytewise(p, n);
+      const size_t cut = n / 3;
+      split.update(p, cut);
+      split.update(p + cut, n - cut);
+      EXPECT_EQ(fast.value(), table.value()) << "length " << n << ", alignment " << align;
+      EXPECT_EQ(split.value(), table.value()) << "length " << n << " cut at " << cut;
+    }
   }
 }
 

@@ -23,6 +23,33 @@ struct FileRegion {
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& parts,
                            const char* what, const std::vector<FileRegion>& regions = {});
 
+// NOTE [Files committed together]
+// write_file_atomically in two halves, for a program writing several files (cleave-ckpt
+// transform: one per destination rank): the constructor writes the parts to a temporary file in
+// the target's folder and starts its writeback (sync_file_range), and commit() waits for it
+// (fsync), renames the file into place and makes the rename durable (fsync of the folder). Writing
+// every file before committing any lets the disk take one file while this process prepares the
+// next, where committing each in turn left the disk idle during the preparing and the processor
+// idle during the fsync (bench/README.md, "ckpt"). Each file is still replaced atomically; one
+// destroyed uncommitted (an Error before commit) removes its temporary file and leaves the target
+// as it was. Errors are write_file_atomically's.
+class PendingFile {
+ public:
+  PendingFile(const std::string& path, const std::vector<std::string_view>& parts, const char* what,
+              const std::vector<FileRegion>& regions = {});
+  PendingFile(PendingFile&& other) noexcept;
+  PendingFile& operator=(PendingFile&&) = delete;
+  PendingFile(const PendingFile&) = delete;
+  PendingFile& operator=(const PendingFile&) = delete;
+  ~PendingFile();
+  void commit();
+
+ private:
+  std::string path_, temp_;
+  const char* what_ = "";
+  int fd_ = -1;  // the temporary file until commit()
+};
+
 // The whole contents of `path`; throws Error naming it when it cannot be read.
 std::string read_whole_file(const std::string& path, const char* what);
 
