@@ -3,7 +3,7 @@
 // prediction for the same plan (bench/run.sh search; the plans: bench/README.md, "search").
 //
 //   plan_train_bench --net mlp|lenet|transformer --plan NAME [--steps S] [--warmup W]
-//                    [--batch-per-device B]
+//                    [--batch-per-device B] [--profile FILE]
 //
 // NAME is a hand-written plan of the network (plans(): strategies set with shard() on its
 // operators, the others data parallel where their batch allows, as SEMI_AUTO_PARALLEL gives
@@ -13,7 +13,8 @@
 //       samples_per_s=<global batch / median step> predicted_ms=<predicted step time>
 //       cost_ms=<the search's cost of the plan>
 // The prediction traces the same step with global shapes and costs the plan the compiler will
-// run (parallel::estimate_plan) with the shipped machine profile and the search's own cost model:
+// run (parallel::estimate_plan) with the search's own cost model, of the machine profile --profile
+// names (cleave-calibrate's; the search plans with it too) or else the one shipped with cleave:
 // when the job's ranks outnumber this host's cores, the computation is costed that many times
 // slower (NOTE [Ranks sharing cores] in cleave/runtime/pipeline.h), and the gradient reductions
 // count as hidden behind the backward only when a core is left for them (fewer ranks than cores).
@@ -239,6 +240,10 @@ int main(int argc, char** argv) {
       ->check(cleave::flags::positive());
   app.add_option("--batch-per-device", batch_per_device, "each rank's share of the batch")
       ->check(cleave::flags::positive());
+  std::string profile;
+  app.add_option("--profile", profile,
+                 "the machine profile (cleave-calibrate) the search and the prediction use; "
+                 "default: the one shipped with cleave");
   if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
   try {
     init();
@@ -254,7 +259,8 @@ int main(int argc, char** argv) {
     runtime::set_auto_parallel_context(
         {.parallel_mode = searched ? runtime::AUTO_PARALLEL : runtime::SEMI_AUTO_PARALLEL,
          .search_mode = "dynamic_programming",
-         .dataset_strategy = "full_batch"});
+         .dataset_strategy = "full_batch",
+         .cost_model_profile = profile});
     set_seed(1);
     const TransformerConfig tc{.layers = 2, .hidden = 128, .heads = 4, .seq = 16};
     nn::CellPtr net;
@@ -295,7 +301,7 @@ int main(int argc, char** argv) {
       const int64_t cores = threads::available_cores();
       // The search's own model (NOTE [Ranks sharing cores] in cleave/runtime/pipeline.h).
       const parallel::CostModel& model = parallel::cost_model_for_profile(
-          "", {.compute_slowdown = runtime::shared_cores_slowdown()});
+          profile, {.compute_slowdown = runtime::shared_cores_slowdown()});
       parallel::EstimateOptions eo;
       eo.search = {.step_parallel = options.step_parallel, .cost_model = &model};
       // A gradient reduction in flight needs a core of its own to hide behind the backward: with

@@ -80,6 +80,9 @@
 #     every network of bench/plan_train_bench.cc trained with each hand plan and the searched one
 #     on 2 and 4 workers: measured beside predicted step time, the searched plan against the best
 #     hand plan, and the rank correlation of predicted and measured (bench/README.md "search").
+#     The trained plans are searched and predicted with this machine's profile: cleave-calibrate
+#     writes one first (about 20 s), unless SEARCH_PROFILE names one. SEARCH_PARTS (default
+#     "times train") picks the halves to run.
 #   ckpt: a sharded job's checkpoints (bench/ckpt_bench.cc: CKPT_MIB, default 1024 MiB, of Float32
 #     matrices over 8 ranks by rows) saved, merged into one file (cleave-ckpt merge) and transformed
 #     to 4 ranks splitting by columns (cleave-ckpt transform), each beside `cp -r` of the same
@@ -406,13 +409,16 @@ case "$suite" in
     # images per device and a 24-block transformer stack. A row past SEARCH_TIMEOUT seconds
     # (default 300) prints timeout=1.
     limit=${SEARCH_TIMEOUT:-300}
+    parts=${SEARCH_PARTS:-times train}
     golden=$root/tests/runtime/golden/seeds/001_resnet50_data_parallel/train_step/01_trace.ir
+    [[ " $parts " == *" times "* ]] &&
     for row in "residual 8 1000" "residual 64 1000" "residual 1024 1000" "text 8 $golden" \
                "text 64 $golden"; do
       # shellcheck disable=SC2086
       out=$(timeout "$limit" "$build/bench/search_bench" $row 2>&1 | grep '^ROW') || out="ROW ${row%% *}_d$(echo "$row" | awk '{print $2}') timeout=1"
       echo "BENCH ${out#ROW }"
     done
+    [[ " $parts " == *" times "* ]] &&
     for row in "resnet50 --device-num 8" "resnet50 --device-num 64" "resnet50 --device-num 1024" \
                "transformer --device-num 8 --layers 24 --hidden 512 --heads 8 --seq 128" \
                "transformer --device-num 64 --layers 24 --hidden 512 --heads 8 --seq 128"; do
@@ -433,8 +439,16 @@ case "$suite" in
     #   BENCH search_<net>_np<N> searched_ms=.. best_hand=<plan> best_hand_ms=..
     #     searched_vs_best=<searched / best hand step> spearman=<rank correlation of predicted
     #     and measured step times over all its plans>
+    [[ " $parts " == *" train "* ]] || exit 0
     runs=${SEARCH_RUNS:-5}
     work=$(mktemp -d)
+    # This machine's profile (the shipped one was measured on another: its cores, ISA and
+    # collectives differ), so that the search and the prediction cost what this machine runs.
+    profile=${SEARCH_PROFILE:-$work/machine.json}
+    if [ -z "${SEARCH_PROFILE:-}" ]; then
+      "$bin/cleave-calibrate" -o "$profile" >/dev/null
+    fi
+    echo "BENCH search_profile file=$profile"
     declare -A plans=(
       [mlp]="data replicated column megatron row hybrid data_fc1_column megatron_tail_replicated"
       [lenet]="data replicated example fc_megatron fc_column conv_channels conv2_out fc_replicated"
@@ -445,7 +459,8 @@ case "$suite" in
         for plan in ${plans[$net]} searched; do
           for ((r = 0; r < runs; ++r)); do
             OMP_NUM_THREADS=1 "$bin/cleave-run" --worker_num "$np" --log_dir "$work/log" -- \
-              "$build/bench/plan_train_bench" --net "$net" --plan "$plan" >/dev/null 2>&1 || true
+              "$build/bench/plan_train_bench" --net "$net" --plan "$plan" --profile "$profile" \
+              >/dev/null 2>&1 || true
             grep -h '^ROW' "$work/log/worker_0.log" >>"$work/rows" || true
           done
         done

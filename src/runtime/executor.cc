@@ -16,7 +16,9 @@ namespace cleave::runtime {
 
 Executor::Executor(ir::Graph graph, ExecutorOptions options) : graph_(std::move(graph)) {
   ir::verify(graph_);
-  wait_at_ = collective_waits(graph_);
+  wait_at_ = options.collectives_in_flight
+                 ? collective_waits(graph_)
+                 : std::vector<int>(graph_.nodes.size(), -1);  // every one runs inline
   plan_ = plan_memory(graph_, {}, wait_at_);
   if (options.zero_copy) {
     cut_edges_ =

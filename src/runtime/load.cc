@@ -104,8 +104,10 @@ std::unique_ptr<CompiledStep> load(CompiledPlan plan) {
     }
     return std::make_unique<CompiledStep>(std::move(split), plan.num_inputs);
   }
-  auto executor = std::make_unique<Executor>(std::move(plan.graph),
-                                             ExecutorOptions{.zero_copy = options.zero_copy});
+  auto executor = std::make_unique<Executor>(
+      std::move(plan.graph),
+      ExecutorOptions{.zero_copy = options.zero_copy,
+                      .collectives_in_flight = core_left_for_communication()});
   dump_graph(plan.options, executor->graph(), plan.execute_dump_number, "execute",
              executor->plan_notes());
   if (plan.placed) executor->mark_placed();

@@ -641,6 +641,13 @@ double shared_cores_slowdown() {
   return std::max(1.0, static_cast<double>(local) / threads::available_cores());
 }
 
+bool core_left_for_communication() {
+  if (!is_initialized()) return true;
+  const int local = get_local_size();
+  if (local <= 1 || local != get_group_size()) return true;
+  return local * threads::intra_op_threads() < threads::available_cores();
+}
+
 CompileOptions compile_options(const StepProgram& program) {
   const Context& ctx = get_context();
   const AutoParallelContext& c = get_auto_parallel_context();

@@ -101,6 +101,19 @@ TEST(Executor, ACollectiveReadByTheNextOpRunsInline) {
   EXPECT_EQ(events(), (std::vector<std::string>{"all_reduce", "reader"}));  // its cpu_kernel
 }
 
+// NOTE [Collectives in place]: with no core left for the communication thread, the same
+// collective runs where it stands, by its cpu_kernel.
+TEST(Executor, WithoutACoreForCommunicationACollectiveRunsInPlace) {
+  Builder b;
+  const int reduced = b.op(kAllReduce, {0});
+  const int a = b.op(kA, {0});
+  b.op(kReader, {reduced, b.op(kB, {a})});
+  Executor exec(b.done(), {.collectives_in_flight = false});
+  events().clear();
+  exec.run({Tensor::zeros({4})});
+  EXPECT_EQ(events(), (std::vector<std::string>{"all_reduce", "A", "B", "reader"}));
+}
+
 TEST(Executor, AFailureWhileACollectiveIsInFlightStillWaitsForIt) {
   Builder b;
   const int reduced = b.op(kAllReduce, {0});

@@ -24,7 +24,9 @@ namespace cleave::runtime {
 // last reader (an output nobody reads included), so nothing reuses them while the thread works.
 // Collectives of one group still run in the order they were started. When the wait would come right
 // after the op, it runs synchronously. collective_waits (cleave/runtime/memory_plan.h) computes
-// where each one is waited for.
+// where each one is waited for. Where no core is left for the communication thread, every
+// collective runs synchronously instead (NOTE [Collectives in place] in
+// cleave/runtime/pipeline.h; ExecutorOptions::collectives_in_flight).
 
 // NOTE [Zero-copy cut edges]
 // In a placed graph whose cut edges go through shared-memory mailboxes (NOTE [Messages in place]
@@ -41,6 +43,9 @@ namespace cleave::runtime {
 struct ExecutorOptions {
   // NOTE [Zero-copy cut edges]; false copies every message (CLEAVE_RPC_ZERO_COPY=0).
   bool zero_copy = true;
+  // NOTE [Collectives in flight]; false runs every collective where it stands, on this thread
+  // (NOTE [Collectives in place] in cleave/runtime/pipeline.h).
+  bool collectives_in_flight = true;
 };
 
 class Executor {

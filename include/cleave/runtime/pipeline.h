@@ -119,6 +119,33 @@ struct CompileOptions {
 // max(1, ranks / available cores) for a job whose ranks all run on this host; 1 otherwise.
 double shared_cores_slowdown();
 
+// NOTE [Collectives in place]
+// A collective in flight (NOTE [Collectives in flight] in cleave/runtime/executor.h) runs on its
+// group's communication thread while the step's thread computes on. Between ranks on one host
+// (the shared-memory transport) a collective is work for a core: copying and summing the buffers.
+// When the host's ranks times their OpenMP threads fill its cores, no core is left for that
+// thread. The collective then only takes turns with the computation, and each of its barriers
+// costs a wake-up, because a waiting communication thread sleeps at once (NOTE [Waiting beside
+// computation] in src/comm/wait.h). So a job whose ranks all run on this host and fill its cores
+// runs every collective in place, on the step's thread. It waits there by polling, as a blocking
+// call does.
+//
+// Measured with `plan_train_bench` under `cleave-run` on 2 cores (bench/README.md, "search"):
+// - the MLP's data-parallel step took 7.05 ms in flight against 5.65 ms in place on 4 ranks, and
+//   2.50 ms against 2.21 ms on 2 ranks;
+// - LeNet's took 2.78 ms against 2.65 ms on 2 ranks;
+// - plans with little to reduce did not change.
+//
+// A job with ranks on other hosts keeps collectives in flight: a network transfer proceeds in the
+// kernel and the NIC while the step computes. So does a process that joined no job (ranks as
+// threads). This is what the search's prediction assumes too: a gradient reduction hides behind
+// the backward only with a core left for it.
+//
+// Whether a core is left for a communication thread: false for a job whose ranks all run on this
+// host when their count times this thread's OpenMP threads is at least the host's available
+// cores; true otherwise.
+bool core_left_for_communication();
+
 // NOTE [Threads split the batch]
 // A small batch spread op by op over a process's threads gains little: each op is too short for
 // its threads to pay (LeNet, batch 32, 2 threads: 1.04-1.09x one thread, bench/README.md "core"),
