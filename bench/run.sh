@@ -78,7 +78,7 @@
 #       param_mib=<parameters on rank 0> replicated_param_mib=..
 #   search: the strategy search's time (search_bench, cleave-plan) at 8, 64 and 1024 devices, then
 #     every network of bench/plan_train_bench.cc trained with each hand plan and the searched one
-#     on 2 and 4 workers: measured beside predicted step time, the searched plan against the best
+#     on 2, 4 and 8 workers: measured beside predicted step time, the searched plan against the best
 #     hand plan, and the rank correlation of predicted and measured (bench/README.md "search").
 #     The trained plans are searched and predicted with this machine's profile: cleave-calibrate
 #     writes one first (about 20 s), unless SEARCH_PROFILE names one. SEARCH_PARTS (default
@@ -433,7 +433,7 @@ case "$suite" in
     done
     # 2. Is the searched plan fast when measured? Each network with every hand plan of
     # bench/plan_train_bench.cc (NOTE [Hand plans]; bench/README.md "search" lists them) and the
-    # searched one, on 2 and 4 workers under cleave-run, SEARCH_RUNS runs each (default 5):
+    # searched one, on 2, 4 and 8 workers under cleave-run, SEARCH_RUNS runs each (default 5):
     #   BENCH search_<net>_np<N>_<plan> step_ms=<median> predicted_ms=.. samples_per_s=..
     # and per network and worker count
     #   BENCH search_<net>_np<N> searched_ms=.. best_hand=<plan> best_hand_ms=..
@@ -454,7 +454,7 @@ case "$suite" in
       [lenet]="data replicated example fc_megatron fc_column conv_channels conv2_out fc_replicated"
       [transformer]="data replicated megatron mlp_megatron attention_megatron column row hybrid")
     for net in mlp lenet transformer; do
-      for np in 2 4; do
+      for np in 2 4 8; do
         : >"$work/rows"
         for plan in ${plans[$net]} searched; do
           for ((r = 0; r < runs; ++r)); do
