@@ -81,7 +81,7 @@
 #     on 2, 4 and 8 workers: measured beside predicted step time, the searched plan against the best
 #     hand plan, and the rank correlation of predicted and measured (bench/README.md "search").
 #     The trained plans are searched and predicted with this machine's profile: cleave-calibrate
-#     writes one first (about 20 s), unless SEARCH_PROFILE names one. SEARCH_PARTS (default
+#     writes one first (groups of up to 8 ranks, about 50 s), unless SEARCH_PROFILE names one. SEARCH_PARTS (default
 #     "times train") picks the halves to run.
 #   ckpt: a sharded job's checkpoints (bench/ckpt_bench.cc: CKPT_MIB, default 1024 MiB, of Float32
 #     matrices over 8 ranks by rows) saved, merged into one file (cleave-ckpt merge) and transformed
@@ -445,8 +445,8 @@ case "$suite" in
     # This machine's profile (the shipped one was measured on another: its cores, ISA and
     # collectives differ), so that the search and the prediction cost what this machine runs.
     profile=${SEARCH_PROFILE:-$work/machine.json}
-    if [ -z "${SEARCH_PROFILE:-}" ]; then
-      "$bin/cleave-calibrate" -o "$profile" >/dev/null
+    if [ -z "${SEARCH_PROFILE:-}" ]; then  # groups of up to 8 ranks, as the largest job below
+      "$bin/cleave-calibrate" --max-ranks 8 -o "$profile" >/dev/null 2>&1
     fi
     echo "BENCH search_profile file=$profile"
     declare -A plans=(
