@@ -3,7 +3,7 @@
 // prediction for the same plan (bench/run.sh search; the plans: bench/README.md, "search").
 //
 //   plan_train_bench --net mlp|lenet|transformer --plan NAME [--steps S] [--warmup W]
-//                    [--batch-per-device B] [--profile FILE]
+//                    [--batch-per-device B] [--profile FILE] [--save-graphs DIR]
 //
 // NAME is a hand-written plan of the network (plans(): strategies set with shard() on its
 // operators, the others data parallel where their batch allows, as SEMI_AUTO_PARALLEL gives
@@ -244,6 +244,9 @@ int main(int argc, char** argv) {
   app.add_option("--profile", profile,
                  "the machine profile (cleave-calibrate) the search and the prediction use; "
                  "default: the one shipped with cleave");
+  std::string save_graphs;
+  app.add_option("--save-graphs", save_graphs,
+                 "dump the compiled step's graphs (the strategies chosen included) under DIR");
   if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
   try {
     init();
@@ -255,7 +258,9 @@ int main(int argc, char** argv) {
     CLEAVE_CHECK_ARG(searched || plans.count(plan_name) == 1,
                      "--plan {} is not a plan of {}; expected searched or one of the hand plans",
                      plan_name, net_name);
-    runtime::set_context({.mode = runtime::GRAPH_MODE});
+    runtime::set_context({.mode = runtime::GRAPH_MODE,
+                          .save_graphs = save_graphs.empty() ? 0 : 1,
+                          .save_graphs_path = save_graphs.empty() ? "." : save_graphs});
     runtime::set_auto_parallel_context(
         {.parallel_mode = searched ? runtime::AUTO_PARALLEL : runtime::SEMI_AUTO_PARALLEL,
          .search_mode = "dynamic_programming",
