@@ -70,11 +70,18 @@ TEST(PlanEstimate, TheSearchedPlansEstimateIsTheCostTheSearchMinimised) {
         // Its parts add up.
         double ops_cost = 0;
         for (const OpEstimate& op : e.ops) ops_cost += op.cost;
-        double gradients = 0;
-        for (const ParameterEstimate& p : e.parameters) gradients += p.gradient_s;
-        EXPECT_NEAR(e.cost, ops_cost + beta * gradients, 1e-9 * e.cost);
+        double gradients = 0, updates = 0;  // NOTE [Optimizer updates in the cost]
+        for (const ParameterEstimate& p : e.parameters) {
+          gradients += p.gradient_s;
+          updates += p.update_s;
+          if (training) EXPECT_GT(p.update_s, 0) << p.name;
+        }
+        EXPECT_NEAR(e.cost, ops_cost + beta * gradients + updates, 1e-9 * e.cost);
         EXPECT_NEAR(e.gradient_s, gradients, 1e-15);
-        if (!training) EXPECT_EQ(e.gradient_s, 0);
+        if (!training) {
+          EXPECT_EQ(e.gradient_s, 0);
+          EXPECT_EQ(updates, 0);
+        }
       }
     }
   }

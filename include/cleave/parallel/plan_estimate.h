@@ -60,6 +60,7 @@ struct ParameterEstimate {
   bool trainable = true;      // it has a gradient (not BatchNorm's moving statistics)
   double gradient_s = 0;      // the AllReduce of its gradient over them (training)
   double gradient_bytes = 0;  // sent per rank by it
+  double update_s = 0;        // the optimizer's update of its slice (training; NOTE [Cost graph])
 };
 
 struct PlanEstimate {
@@ -68,7 +69,7 @@ struct PlanEstimate {
   bool training = true;
   double compute_factor = 3, comm_factor = 2, beta = 1;  // c, m, beta of NOTE [Cost graph]
   // The step, per rank (NOTE [Plan estimate]).
-  double compute_s = 0;
+  double compute_s = 0;        // the ops' computation, times compute_factor, and the updates
   double communication_s = 0;  // forward and backward collectives, redistributions, gradients
   double gradient_s = 0;       // of which the gradient reductions
   double exposed_communication_s = 0;

@@ -114,14 +114,20 @@ bool is_elementwise(const ir::OpDef& op) {
 
 bool trainable(const ir::Node& n) { return !n.value.defined() || n.value.requires_grad(); }
 
+double update_s(const CostModel& model, double slice_bytes) {
+  return model.compute_s(ShardingRule::ComputeClass::kMemory, 0, kUpdateTraffic * slice_bytes);
+}
+
 double mirror_cost(const CostModel& model, const SearchOptions& o, const ir::TensorMeta& meta,
                    const Layout& l, bool trainable) {
-  if (!o.training || !trainable || l.replicas() <= 1) return 0;
+  if (!o.training || !trainable) return 0;
   const double slice = static_cast<double>(l.slice_shape(meta.shape).numel() *
                                            dtype_size(planned_dtype(meta.dtype)));
+  const double update = update_s(model, slice);
+  if (l.replicas() <= 1) return update;
   const double n = static_cast<double>(l.replicas());
-  return Factors(o).beta *
-         model.collective_s(Collective::kAllReduce, 2 * slice * (n - 1) / n, l.replicas());
+  return update + Factors(o).beta * model.collective_s(Collective::kAllReduce,
+                                                       2 * slice * (n - 1) / n, l.replicas());
 }
 
 void parallel_for(size_t count, size_t threads, size_t chunk,

@@ -57,11 +57,25 @@ void check_search_options(const SearchOptions& o);
 // Whether the op's rule is elementwise (elementwise_op_strategy_follow).
 bool is_elementwise(const ir::OpDef& op);
 
-// The gradient AllReduce a training step pays for a parameter of `meta` read in layout `l`
-// (NOTE [Cost graph]): 0 for an evaluation step, a layout without replicas, or a parameter
-// without gradient (BatchNorm's moving statistics).
+// What a training step pays for a parameter of `meta` read in layout `l` besides its ops (NOTE
+// [Cost graph]): the AllReduce of its gradient over the slice's replicas, and the optimizer's
+// update of the slice (update_s). 0 for an evaluation step or a parameter without gradient
+// (BatchNorm's moving statistics).
 double mirror_cost(const CostModel& model, const SearchOptions& o, const ir::TensorMeta& meta,
                    const Layout& l, bool trainable = true);
+
+// NOTE [Optimizer updates in the cost]
+// Each rank updates its slice of each trainable parameter once a step, after the backward. The
+// update is memory-bound: Momentum reads the slice, its gradient and its state, and writes the
+// slice and the state, 5 slices of traffic (kUpdateTraffic). Plans that keep whole weights on
+// every rank pay it in full on every rank. Plans that split the weights pay a share. Without it,
+// the model ranked data-parallel plans too cheap where ranks share cores: the MLP's
+// data-parallel step on 8 ranks of 2 cores was predicted at 7.97 ms and measured at 12.97 ms
+// (bench/README.md, "search", run F). The search does not know the optimizer; it costs
+// Momentum's traffic, as its memory objective counts one slice of state.
+inline constexpr double kUpdateTraffic = 5;
+// The update of a slice of `slice_bytes`, in seconds of memory-bound computation.
+double update_s(const CostModel& model, double slice_bytes);
 
 // Whether parameter node `n` has a gradient: its bound tensor requires one (a parsed graph binds
 // trainable tensors: NOTE [IR text]).

@@ -89,7 +89,7 @@ PlanEstimate estimate_plan(const Graph& global, const EstimateOptions& options) 
   e.compute_factor = so.training ? 3.0 : 1.0;
   e.comm_factor = so.training ? 2.0 : 1.0;
   e.beta = so.beta;
-  double forward_comm_s = 0, forward_comm_bytes = 0, compute_sum = 0;
+  double forward_comm_s = 0, forward_comm_bytes = 0, compute_sum = 0, update_sum = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     if (!n.is_op()) continue;
@@ -144,6 +144,9 @@ PlanEstimate estimate_plan(const Graph& global, const EstimateOptions& options) 
     }
     e.parameter_bytes += pe.slice_bytes;
     if (so.training && pe.trainable) {
+      // NOTE [Optimizer updates in the cost] in src/parallel/search/candidates.h.
+      pe.update_s = search_detail::update_s(model, pe.slice_bytes);
+      update_sum += pe.update_s;
       e.gradient_bytes += pe.slice_bytes;
       e.optimizer_state_bytes += options.optimizer_state_per_parameter * pe.slice_bytes;
     }
@@ -151,7 +154,7 @@ PlanEstimate estimate_plan(const Graph& global, const EstimateOptions& options) 
     e.traffic_bytes += pe.gradient_bytes;
     e.parameters.push_back(std::move(pe));
   }
-  e.compute_s = e.compute_factor * compute_sum;
+  e.compute_s = e.compute_factor * compute_sum + update_sum;
   e.communication_s = e.comm_factor * forward_comm_s + e.gradient_s;
   e.traffic_bytes += e.comm_factor * forward_comm_bytes;
   e.cost = e.compute_s + e.beta * e.communication_s;
