@@ -15,7 +15,9 @@
 //   - one *parameter node* per parameter read by ops, whose candidates are the layouts its
 //     users' candidates read it in; a training step pays, per candidate, beta times the
 //     AllReduce of the gradient over the ranks holding the same slice (the mirror operator),
-//     for a parameter with a gradient (not BatchNorm's moving statistics);
+//     and the optimizer's update of the slice (NOTE [Optimizer updates in the cost] in
+//     src/parallel/search/candidates.h), for a parameter with a gradient (not BatchNorm's moving
+//     statistics);
 //   - one *edge* per tensor between two operators, with the matrix of beta * m times the
 //     redistribution (CostModel::redistribution_s of redistribution_cost, plan_redistribution's
 //     plan) from the producer's completed output layout to the consumer's input layout, for every
