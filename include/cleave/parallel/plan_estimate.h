@@ -60,7 +60,8 @@ struct ParameterEstimate {
   bool trainable = true;      // it has a gradient (not BatchNorm's moving statistics)
   double gradient_s = 0;      // the AllReduce of its gradient over them (training)
   double gradient_bytes = 0;  // sent per rank by it
-  double update_s = 0;        // the optimizer's update of its slice (training; NOTE [Cost graph])
+  double update_s = 0;        // the optimizer's update of its slice (training; NOTE [Optimizer
+                              // updates in the cost] in src/parallel/search/candidates.h)
 };
 
 struct PlanEstimate {
