@@ -81,8 +81,8 @@
 #     on 2, 4 and 8 workers: measured beside predicted step time, the searched plan against the best
 #     hand plan, and the rank correlation of predicted and measured (bench/README.md "search").
 #     The trained plans are searched and predicted with this machine's profile: cleave-calibrate
-#     writes one first (groups of up to 8 ranks, about 50 s), unless SEARCH_PROFILE names one. SEARCH_PARTS (default
-#     "times train") picks the halves to run.
+#     writes one first (groups of up to 8 ranks, about 50 s), unless SEARCH_PROFILE names one.
+#     SEARCH_PARTS (default "times train") picks the halves to run.
 #   ckpt: a sharded job's checkpoints (bench/ckpt_bench.cc: CKPT_MIB, default 1024 MiB, of Float32
 #     matrices over 8 ranks by rows) saved, merged into one file (cleave-ckpt merge) and transformed
 #     to 4 ranks splitting by columns (cleave-ckpt transform), each beside `cp -r` of the same
@@ -446,7 +446,7 @@ case "$suite" in
     # collectives differ), so that the search and the prediction cost what this machine runs.
     profile=${SEARCH_PROFILE:-$work/machine.json}
     if [ -z "${SEARCH_PROFILE:-}" ]; then  # groups of up to 8 ranks, as the largest job below
-      "$bin/cleave-calibrate" --max-ranks 8 -o "$profile" >/dev/null 2>&1
+      "$bin/cleave-calibrate" --max-ranks 8 -o "$profile" >/dev/null  # progress on stderr
     fi
     echo "BENCH search_profile file=$profile"
     declare -A plans=(
