@@ -410,6 +410,12 @@ case "$suite" in
     # (default 300) prints timeout=1.
     limit=${SEARCH_TIMEOUT:-300}
     parts=${SEARCH_PARTS:-times train}
+    for part in $parts; do
+      if [ "$part" != times ] && [ "$part" != train ]; then
+        echo "bench/run.sh search: SEARCH_PARTS has '$part'; expected 'times', 'train' or both" >&2
+        exit 2
+      fi
+    done
     golden=$root/tests/runtime/golden/seeds/001_resnet50_data_parallel/train_step/01_trace.ir
     [[ " $parts " == *" times "* ]] &&
     for row in "residual 8 1000" "residual 64 1000" "residual 1024 1000" "text 8 $golden" \
