@@ -828,7 +828,12 @@ void transform_checkpoint_files(const std::vector<std::string>& files,
   std::vector<fs::path> paths;
   for (size_t d = 0; d < count; ++d) {
     const fs::path folder = fs::path(output_dir) / std::to_string(d);
-    fs::create_directories(folder);
+    std::error_code ec;
+    fs::create_directories(folder, ec);
+    CLEAVE_CHECK_ARG(fs::is_directory(folder),
+                     "transform: cannot create the output folder '{}': {}; expected a folder "
+                     "this process may write",
+                     folder.string(), ec ? ec.message() : "not a folder");
     paths.push_back(folder / file_name);
   }
   // Several files are written at once, and every one before any is committed: the disk takes one

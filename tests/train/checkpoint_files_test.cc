@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "cleave/cleave.h"
 #include "cleave/core/atomic_file.h"
@@ -165,6 +166,13 @@ TEST(CheckpointFiles, InconsistentSetsAreRefusedAsMergeRefusesThem) {
   EXPECT_ERROR(merge_checkpoint_files(files, layouts, out),
                "merge: 7 checkpoints for a strategy of 8 devices");
   EXPECT_FALSE(fs::exists(out));
+  // An output folder that cannot be made (a file stands where it would go) is an Error, not an
+  // escaped std::filesystem exception.
+  files = write_ranks(whole, layouts, dir.path / "src4");
+  std::ofstream(dir.path / "blocked") << "a file";
+  EXPECT_ERROR(transform_checkpoint_files(files, layouts, two(),
+                                          (dir.path / "blocked" / "t").string(), "x.ckpt"),
+               "transform: cannot create the output folder", "blocked");
 }
 
 }  // namespace
