@@ -817,6 +817,18 @@ MergeSummary merge_checkpoint_files(const std::vector<std::string>& files,
   return summary;
 }
 
+std::string transform_output_path(const std::string& output_dir, int64_t rank,
+                                  const std::string& file_name) {
+  const fs::path folder = fs::path(output_dir) / std::to_string(rank);
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  CLEAVE_CHECK_ARG(fs::is_directory(folder),
+                   "transform: cannot create the output folder '{}': {}; expected a folder this "
+                   "process may write",
+                   folder.string(), ec ? ec.message() : "not a folder");
+  return (folder / file_name).string();
+}
+
 void transform_checkpoint_files(const std::vector<std::string>& files,
                                 const parallel::ParameterLayouts& source,
                                 const parallel::ParameterLayouts& destination,
@@ -825,16 +837,9 @@ void transform_checkpoint_files(const std::vector<std::string>& files,
   std::vector<std::string> names;
   const std::vector<SourceSlices> slices = all_source_slices(src, files, source, names);
   const auto count = static_cast<size_t>(destination.device_num);
-  std::vector<fs::path> paths;
+  std::vector<std::string> paths;
   for (size_t d = 0; d < count; ++d) {
-    const fs::path folder = fs::path(output_dir) / std::to_string(d);
-    std::error_code ec;
-    fs::create_directories(folder, ec);
-    CLEAVE_CHECK_ARG(fs::is_directory(folder),
-                     "transform: cannot create the output folder '{}': {}; expected a folder "
-                     "this process may write",
-                     folder.string(), ec ? ec.message() : "not a folder");
-    paths.push_back(folder / file_name);
+    paths.push_back(transform_output_path(output_dir, static_cast<int64_t>(d), file_name));
   }
   // Several files are written at once, and every one before any is committed: the disk takes one
   // while the next is prepared (NOTE [Files committed together] in cleave/core/atomic_file.h).
@@ -847,7 +852,7 @@ void transform_checkpoint_files(const std::vector<std::string>& files,
                                                  names[i], static_cast<int64_t>(d));
       out.emplace_back(names[i], block_of(t, at, shape));
     }
-    written[d].emplace(write_ckpt_bytes(out, paths[d].string(), src.regions()));
+    written[d].emplace(write_ckpt_bytes(out, paths[d], src.regions()));
   });
   for (std::optional<PendingFile>& f : written) f->commit();
 }

@@ -161,14 +161,8 @@ int transform(int argc, char** argv) {
       for (const std::string& f : files) ranks.push_back({train::load_checkpoint(f), f});
       const train::NamedTensors whole = train::merge_checkpoints(ranks, from);
       for (int64_t d = 0; d < to.device_num; ++d) {
-        const fs::path folder = fs::path(output) / std::to_string(d);
-        std::error_code ec;
-        fs::create_directories(folder, ec);
-        CLEAVE_CHECK_ARG(fs::is_directory(folder),
-                         "transform: cannot create the output folder '{}': {}; expected a folder "
-                         "this process may write",
-                         folder.string(), ec ? ec.message() : "not a folder");
-        train::save_checkpoint(train::split_checkpoint(whole, to, d), (folder / file).string());
+        train::save_checkpoint(train::split_checkpoint(whole, to, d),
+                               train::transform_output_path(output, d, file));
       }
     }
     fmt::print("cleave-ckpt: {} source ranks -> {} destination ranks in {}/<rank>/{}\n",

@@ -74,6 +74,10 @@ void transform_checkpoint_files(const std::vector<std::string>& files,
                                 const parallel::ParameterLayouts& source,
                                 const parallel::ParameterLayouts& destination,
                                 const std::string& output_dir, const std::string& file_name);
+// `output_dir`/<rank>/`file_name`, the folder made first: where a transform writes destination
+// rank `rank`'s file. Throws Error naming the folder when it cannot be made.
+std::string transform_output_path(const std::string& output_dir, int64_t rank,
+                                  const std::string& file_name);
 
 // Each rank's checkpoint in `directory`: the folder "<r>" or "rank_<r>" of rank r, for r below
 // device_num. When the folders hold commit markers (NOTE [Checkpoint sets] in
