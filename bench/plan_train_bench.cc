@@ -290,7 +290,7 @@ int main(int argc, char** argv) {
 
     // The prediction: the same step traced with global shapes, searched as the job will search
     // it, costed as the rewrite lays it out.
-    double predicted_ms = 0, cost_ms = 0;
+    double predicted_ms = 0, cost_ms = 0, predicted_compute_ms = 0, predicted_comm_ms = 0;
     if (rank == 0) {
       runtime::StepProgram program =
           step.program({input, DType::kFloat32}, {Shape{batch}, DType::kInt32});
@@ -316,26 +316,34 @@ int main(int argc, char** argv) {
       const parallel::PlanEstimate e = parallel::estimate_plan(state.graph, eo);
       predicted_ms = e.predicted_step_s() * 1e3;
       cost_ms = e.cost * 1e3;
+      predicted_compute_ms = e.compute_s * 1e3;
+      predicted_comm_ms = e.exposed_communication_s * 1e3;
     }
 
     // Fixed random data, the same on every rank.
     const Tensor x = Tensor::normal(input);
     const Tensor y = ops::cast(Tensor::uniform({batch}, 0, 10), DType::kInt32);
     for (int64_t s = 0; s < warmup; ++s) step(x, y);
-    std::vector<double> times;
+    std::vector<double> times, waits;
     for (int64_t s = 0; s < steps; ++s) {
       const auto t0 = Clock::now();
+      const double waited_before = step.last_executor()->communication_wait_seconds();
       step(x, y);
       times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      waits.push_back(step.last_executor()->communication_wait_seconds() - waited_before);
     }
-    std::sort(times.begin(), times.end());
-    const double median = times[times.size() / 2];
+    const auto median_of = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    const double median = median_of(times);
     if (rank == 0) {
       fmt::print(
           "ROW net={} plan={} np={} step_ms={:.3f} samples_per_s={:.1f} predicted_ms={:.3f} "
-          "cost_ms={:.3f}\n",
+          "cost_ms={:.3f} predicted_compute_ms={:.3f} predicted_communication_ms={:.3f} "
+          "communication_ms={:.3f}\n",
           net_name, plan_name, n, median * 1e3, static_cast<double>(batch) / median, predicted_ms,
-          cost_ms);
+          cost_ms, predicted_compute_ms, predicted_comm_ms, median_of(waits) * 1e3);
     }
     std::fflush(stdout);
     release();
