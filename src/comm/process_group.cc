@@ -253,31 +253,99 @@ void ProcessGroup::worker_loop() {
 // ---- the operations: check, then run the backend hook (or the size-1 shortcut) ----
 
 namespace {
-std::function<void()> all_reduce_fn(ProcessGroup& g, const Tensor& t, ReduceOp op,
-                                    const std::function<void(const Tensor&, ReduceOp)>& hook) {
-  return [&g, t, op, hook] {
-    if (g.size() == 1 || t.numel() == 0) return;
-    hook(t, op == ReduceOp::kMean ? ReduceOp::kSum : op);
-    if (op == ReduceOp::kMean) scale_by_size(t, g.size());
-  };
+void check_all_reduce(const ProcessGroup& g, const std::vector<Tensor>& outs,
+                      const std::vector<Tensor>& ins, ReduceOp op) {
+  CLEAVE_CHECK_ARG(!ins.empty() && outs.size() == ins.size(),
+                   "AllReduce on group '{}' (rank {}): {} outputs for {} inputs; expected as many "
+                   "outputs as inputs, at least one",
+                   g.name(), g.rank(), outs.size(), ins.size());
+  for (size_t k = 0; k < ins.size(); ++k) {
+    const Tensor& in = ins[k];
+    const Tensor& out = outs[k];
+    check_tensor(g, "AllReduce", "input", in);
+    check_tensor(g, "AllReduce", "output", out);
+    check_same_dtype(g, "AllReduce", out, in);
+    CLEAVE_CHECK_ARG(in.dtype() == ins.front().dtype(),
+                     "AllReduce on group '{}' (rank {}): input {} has dtype {} but input 0 has {}; "
+                     "the buffers of one AllReduce share a dtype",
+                     g.name(), g.rank(), k, dtype_name(in.dtype()),
+                     dtype_name(ins.front().dtype()));
+    CLEAVE_CHECK_ARG(out.numel() == in.numel(),
+                     "AllReduce on group '{}' (rank {}): the output{} has {} elements but the "
+                     "input has {}; they must match",
+                     g.name(), g.rank(), ins.size() > 1 ? fmt::format(" {}", k) : "", out.numel(),
+                     in.numel());
+  }
+  check_reduce(g, "AllReduce", ins.front(), op);
 }
 }  // namespace
 
-void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
-  check_tensor(*this, "AllReduce", "input", tensor);
-  check_reduce(*this, "AllReduce", tensor, op);
-  run({"AllReduce"}, [&] {
-    all_reduce_fn(*this, tensor, op,
-                  [this](const Tensor& t, ReduceOp o) { do_all_reduce(t, o); })();
-  });
+void ProcessGroup::do_all_reduce_parts(const std::vector<Tensor>& outputs,
+                                       const std::vector<Tensor>& inputs, ReduceOp op) {
+  const auto reduce = [&](const Tensor& t) {
+    do_all_reduce(t, op == ReduceOp::kMean ? ReduceOp::kSum : op);
+    if (op == ReduceOp::kMean) scale_by_size(t, size());
+  };
+  if (inputs.size() == 1) {
+    if (outputs[0].raw_data() != inputs[0].raw_data()) copy_bytes(outputs[0], inputs[0]);
+    return reduce(outputs[0]);
+  }
+  int64_t total = 0;
+  for (const Tensor& t : inputs) total += t.numel();
+  const Tensor flat = Tensor::empty(Shape({total}), inputs[0].dtype());
+  size_t at = 0;
+  for (const Tensor& t : inputs) {
+    copy_bytes(flat, t, at);
+    at += t.nbytes();
+  }
+  reduce(flat);
+  at = 0;
+  for (const Tensor& t : outputs) {
+    std::memcpy(t.raw_data(), static_cast<const char*>(flat.raw_data()) + at, t.nbytes());
+    at += t.nbytes();
+  }
+}
+
+void ProcessGroup::all_reduce_checked(const std::vector<Tensor>& outputs,
+                                      const std::vector<Tensor>& inputs, ReduceOp op) {
+  int64_t total = 0;
+  for (const Tensor& t : inputs) total += t.numel();
+  if (size() == 1 || total == 0) {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (outputs[k].raw_data() != inputs[k].raw_data()) copy_bytes(outputs[k], inputs[k]);
+    }
+    return;
+  }
+  do_all_reduce_parts(outputs, inputs, op);
+}
+
+void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) { all_reduce(tensor, tensor, op); }
+
+void ProcessGroup::all_reduce(const Tensor& output, const Tensor& input, ReduceOp op) {
+  all_reduce(std::vector<Tensor>{output}, std::vector<Tensor>{input}, op);
+}
+
+void ProcessGroup::all_reduce(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                              ReduceOp op) {
+  check_all_reduce(*this, outputs, inputs, op);
+  run({"AllReduce"}, [&] { all_reduce_checked(outputs, inputs, op); });
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, ReduceOp op) {
-  check_tensor(*this, "AllReduce", "input", tensor);
-  check_reduce(*this, "AllReduce", tensor, op);
+  return all_reduce_async(tensor, tensor, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& output, const Tensor& input,
+                                                     ReduceOp op) {
+  return all_reduce_async(std::vector<Tensor>{output}, std::vector<Tensor>{input}, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_async(const std::vector<Tensor>& outputs,
+                                                     const std::vector<Tensor>& inputs,
+                                                     ReduceOp op) {
+  check_all_reduce(*this, outputs, inputs, op);
   return enqueue({"AllReduce"},
-                 all_reduce_fn(*this, tensor, op,
-                               [this](const Tensor& t, ReduceOp o) { do_all_reduce(t, o); }));
+                 [this, outputs, inputs, op] { all_reduce_checked(outputs, inputs, op); });
 }
 
 namespace {

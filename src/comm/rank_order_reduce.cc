@@ -38,7 +38,7 @@ T multiply(T a, T b) {
 // to any of the inputs.
 template <typename T, typename Op>
 void reduce_blocks(const std::vector<const std::byte*>& ins, int64_t n, std::byte* out,
-                   std::byte* also, Op op) {
+                   std::byte* also, Op op, bool mean = false) {
   constexpr int64_t kBlock = 4096 / sizeof(T);
   T acc[kBlock];
   for (int64_t b = 0; b < n; b += kBlock) {
@@ -48,6 +48,13 @@ void reduce_blocks(const std::vector<const std::byte*>& ins, int64_t n, std::byt
     for (size_t q = 1; q < ins.size(); ++q) {
       const T* in = reinterpret_cast<const T*>(ins[q]) + b;
       for (int64_t i = 0; i < m; ++i) acc[i] = op(acc[i], in[i]);
+    }
+    if constexpr (std::is_floating_point_v<T>) {
+      // The multiplication ProcessGroup's default mean makes (scale_by_size).
+      const T scale = static_cast<T>(1.0 / static_cast<double>(ins.size()));
+      if (mean) {
+        for (int64_t i = 0; i < m; ++i) acc[i] *= scale;
+      }
     }
     std::memcpy(out + b * sizeof(T), acc, bytes);
     if (also != nullptr) std::memcpy(also + b * sizeof(T), acc, bytes);
@@ -63,8 +70,15 @@ void reduce_in_rank_order(DType dtype, ReduceOp op, const std::vector<const std:
   CLEAVE_DISPATCH_ALL(dtype, [&] {
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kMean:
         return reduce_blocks<T>(ins, n, out, also, [](T a, T b) { return add(a, b); });
+      case ReduceOp::kMean:
+        if constexpr (std::is_floating_point_v<T>) {
+          return reduce_blocks<T>(
+              ins, n, out, also, [](T a, T b) { return a + b; }, true);
+        } else {
+          CLEAVE_ASSERT(false, "reduce_in_rank_order: mean of {}", dtype_name(dtype));
+          return;
+        }
       case ReduceOp::kProd:
         return reduce_blocks<T>(ins, n, out, also, [](T a, T b) { return multiply(a, b); });
       case ReduceOp::kMax:

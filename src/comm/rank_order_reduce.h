@@ -11,7 +11,8 @@
 // same bits on every rank and from run to run. Integer sums and products wrap around (two's
 // complement) instead of overflowing; on Bool, sum is "any" and product "all" (ProcessGroup only
 // lets max and min through). max(a, b) is a < b ? b : a and min(a, b) is b < a ? b : a, as
-// std::max and std::min. kMean reduces as kSum: ProcessGroup scales the result.
+// std::max and std::min. kMean (floating dtypes only) is the sum, then one multiplication by
+// T(1.0 / k) for k inputs: the bits ProcessGroup's default mean gives (a sum, then scaled).
 #pragma once
 
 #include <cstddef>

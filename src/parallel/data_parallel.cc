@@ -29,6 +29,7 @@ void all_reduce_gradients_in_buckets(std::vector<Tensor>& grads,
                         {"group", std::string(ir::kWorldCommGroup)},
                         {"group_size", options.device_num}};
   const ir::OpDef& all_reduce = ir::Registry::global().get("AllReduce");
+  const ir::OpDef& fused = ir::Registry::global().get("FusedAllReduce");
   auto reduce = [&](const Tensor& x) { return ir::call1(all_reduce, {x}, attrs); };
   std::vector<size_t> order;
   for (size_t i = 0; i < grads.size(); ++i) {
@@ -49,16 +50,11 @@ void all_reduce_gradients_in_buckets(std::vector<Tensor>& grads,
     if (bucket.empty()) return;
     if (bucket.size() == 1) {
       grads[bucket[0]] = reduce(grads[bucket[0]]);
-    } else {
-      std::vector<Tensor> flat;
-      for (size_t i : bucket) flat.push_back(ops::reshape(grads[i], Shape{grads[i].numel()}));
-      const Tensor sum = reduce(ops::concat(flat, 0));
-      int64_t offset = 0;
-      for (size_t i : bucket) {
-        const Shape shape = grads[i].shape();
-        grads[i] = ops::reshape(ops::slice(sum, {offset}, {shape.numel()}), shape);
-        offset += shape.numel();
-      }
+    } else {  // one AllReduce of the bucket's gradients where they lie
+      std::vector<Tensor> parts;
+      for (size_t i : bucket) parts.push_back(grads[i]);
+      const std::vector<Tensor> sums = ir::call(fused, parts, attrs);
+      for (size_t k = 0; k < bucket.size(); ++k) grads[bucket[k]] = sums[k];
     }
     bucket.clear();
     bytes = 0;

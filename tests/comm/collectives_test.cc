@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 #include "cleave/comm/process_group.h"
@@ -98,6 +99,112 @@ TEST_P(Collectives, AllReduceEveryOpSizeAndCount) {
       }
     });
   }
+}
+
+// NOTE [AllReduce into other buffers]: the input stays as it was, and the output has the bits
+// the in-place AllReduce gives, mean included (on shared memory the mean is folded into the
+// reduction; elsewhere it is the default copy, reduce and scale). 100003 Float32 elements span
+// several rounds of the shared-memory slots; 7919 is a prime.
+TEST_P(Collectives, AllReduceIntoAnotherBufferLeavesTheInputAndMatchesInPlace) {
+  for (int size : kWorldSizes) {
+    run_world(size, [&](ProcessGroup& g) {
+      for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7919}, int64_t{100003}}) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax}) {
+          for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+            // Values whose sums round: 1/3-ish fractions, different per rank and element.
+            const auto v = [&](int64_t i) { return (g.rank() + 1) / 3.0 + (i % 7) * 0.1; };
+            const Tensor in = make(n, dtype, v);
+            const Tensor out = Tensor::full(Shape({n}), -1.0, dtype);
+            g.all_reduce(out, in, op);
+            expect_values(in, v, "the input after AllReduce into another buffer");
+            const Tensor in_place = in.clone();
+            g.all_reduce(in_place, op);
+            ASSERT_EQ(std::memcmp(out.raw_data(), in_place.raw_data(), out.nbytes()), 0)
+                << reduce_op_name(op) << " " << dtype_name(dtype) << " n=" << n << " size " << size;
+            if (op == ReduceOp::kMean) {  // the sum, then one multiplication by 1 / size
+              const Tensor sum = in.clone();
+              g.all_reduce(sum, ReduceOp::kSum);
+              CLEAVE_DISPATCH_FLOAT(dtype, [&] {
+                const T s = static_cast<T>(1.0 / size);
+                for (int64_t i = 0; i < n; ++i) {
+                  ASSERT_EQ(out.data<T>()[i], sum.data<T>()[i] * s) << "mean element " << i;
+                }
+              });
+            }
+            // The async form, into a third buffer.
+            const Tensor out2 = Tensor::zeros(Shape({n}), dtype);
+            g.all_reduce_async(out2, in, op)->wait();
+            ASSERT_EQ(std::memcmp(out2.raw_data(), in_place.raw_data(), out.nbytes()), 0);
+          }
+        }
+      }
+    });
+  }
+}
+
+// Several buffers are one AllReduce of their concatenation: the bits of the AllReduce of one
+// joined buffer, whatever the buffers' sizes (empty ones, ones that straddle the shared-memory
+// rounds and chunks), into other buffers or in place.
+TEST_P(Collectives, AllReduceOfSeveralBuffersEqualsTheirConcatenation) {
+  for (int size : {2, 3, 8}) {
+    run_world(size, [&](ProcessGroup& g) {
+      const std::vector<int64_t> counts = {0, 3, 70001, 1, 0, 40000, 7};
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean}) {
+        std::vector<Tensor> ins, outs, in_place;
+        int64_t total = 0;
+        for (int64_t n : counts) {
+          const int64_t first = total;
+          ins.push_back(make(n, DType::kFloat32, [&](int64_t i) {
+            return (g.rank() + 1) / 3.0 + ((first + i) % 11) * 0.1;
+          }));
+          outs.push_back(Tensor::full(Shape({n}), -1.0));
+          in_place.push_back(ins.back().clone());
+          total += n;
+        }
+        Tensor joined = Tensor::empty(Shape({total}));
+        int64_t at = 0;
+        for (const Tensor& t : ins) {
+          std::memcpy(joined.data<float>() + at, t.data<float>(), t.nbytes());
+          at += t.numel();
+        }
+        g.all_reduce(joined, op);
+        g.all_reduce(outs, ins, op);
+        g.all_reduce_async(in_place, in_place, op)->wait();
+        at = 0;
+        for (size_t k = 0; k < counts.size(); ++k) {
+          ASSERT_EQ(std::memcmp(outs[k].raw_data(), joined.data<float>() + at, outs[k].nbytes()), 0)
+              << reduce_op_name(op) << " buffer " << k << " size " << size;
+          ASSERT_EQ(
+              std::memcmp(in_place[k].raw_data(), joined.data<float>() + at, outs[k].nbytes()), 0)
+              << reduce_op_name(op) << " buffer " << k << " in place, size " << size;
+          at += counts[k];
+        }
+      }
+      EXPECT_ERROR(
+          g.all_reduce(std::vector<Tensor>{Tensor::zeros(Shape({2}))},
+                       std::vector<Tensor>{Tensor::zeros(Shape({2})), Tensor::zeros(Shape({2}))}),
+          "1 outputs for 2 inputs");
+      EXPECT_ERROR(g.all_reduce(std::vector<Tensor>{Tensor::zeros(Shape({2})),
+                                                    Tensor::zeros(Shape({2}), DType::kFloat64)},
+                                std::vector<Tensor>{Tensor::zeros(Shape({2})),
+                                                    Tensor::zeros(Shape({2}), DType::kFloat64)}),
+                   "input 1 has dtype Float64 but input 0 has Float32");
+    });
+  }
+}
+
+TEST_P(Collectives, AllReduceIntoABufferOfAnotherSizeOrDtypeIsRefused) {
+  run_world(2, [&](ProcessGroup& g) {
+    EXPECT_ERROR(g.all_reduce(Tensor::zeros(Shape({3})), Tensor::zeros(Shape({4}))),
+                 "AllReduce on group 'world' (rank",
+                 "the output has 3 elements but the input has 4");
+    EXPECT_ERROR(
+        g.all_reduce(Tensor::zeros(Shape({4}), DType::kFloat64), Tensor::zeros(Shape({4}))),
+        "the output has dtype Float64 but the input has Float32");
+    EXPECT_ERROR(g.all_reduce(Tensor::zeros(Shape({4}), DType::kInt32),
+                              Tensor::zeros(Shape({4}), DType::kInt32), ReduceOp::kMean),
+                 "op mean needs a floating tensor");
+  });
 }
 
 TEST_P(Collectives, AllGatherConcatenatesInRankOrder) {

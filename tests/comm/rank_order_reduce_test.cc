@@ -93,6 +93,9 @@ T reference(ReduceOp op, const std::vector<Elements<T>>& xs, int64_t i) {
         break;
     }
   }
+  if constexpr (std::is_floating_point_v<T>) {  // the sum, then one multiplication by T(1 / k)
+    if (op == ReduceOp::kMean) acc *= static_cast<T>(1.0 / static_cast<double>(xs.size()));
+  }
   return acc;
 }
 
@@ -100,6 +103,7 @@ template <typename T>
 void check_dtype(DType dtype) {
   for (ReduceOp op :
        {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin}) {
+    if (op == ReduceOp::kMean && !std::is_floating_point_v<T>) continue;  // floating dtypes only
     for (int inputs : {1, 2, 3, 8}) {
       // 4096 / sizeof(T) elements is one block; primes and the block's neighbours around it.
       const int64_t block = 4096 / static_cast<int64_t>(sizeof(T));

@@ -55,7 +55,7 @@ TrainRun train(const Tensor& x, const Tensor& y, int steps, uint64_t seed) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
     if (!n.is_op()) continue;
-    if (n.op->name == "AllReduce") {
+    if (n.op->name == "AllReduce" || n.op->name == "FusedAllReduce") {
       ++run.all_reduces;
       if (first < 0) first = static_cast<int>(i);
     }
@@ -64,7 +64,9 @@ TrainRun train(const Tensor& x, const Tensor& y, int steps, uint64_t seed) {
   int last = -1, last_wait = -1;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
-    if (n.is_op() && n.op->name == "AllReduce") last = static_cast<int>(i);
+    if (n.is_op() && (n.op->name == "AllReduce" || n.op->name == "FusedAllReduce")) {
+      last = static_cast<int>(i);
+    }
     for (const ir::ValueRef& v : n.inputs) {
       if (last >= 0 && v.node == last && last_wait < last) last_wait = static_cast<int>(i);
     }
@@ -79,14 +81,18 @@ TrainRun train(const Tensor& x, const Tensor& y, int steps, uint64_t seed) {
 // Each of `world` thread ranks trains on its `batch` rows of x and y.
 std::vector<TrainRun> train_ranks(const runtime::AutoParallelContext& context, int world, int batch,
                                   const Tensor& x, const Tensor& y, int steps,
-                                  bool same_seed = true) {
+                                  bool same_seed = true,
+                                  const std::string& backend = testing::default_job_backend()) {
   runtime::set_auto_parallel_context(context);
   std::vector<TrainRun> runs(world);
-  testing::run_thread_job(world, [&](int rank) {
-    runs[rank] = train(x.narrow_rows(rank * batch, batch).clone(),
-                       y.narrow_rows(rank * batch, batch).clone(), steps,
-                       same_seed ? 5 : 100 + static_cast<uint64_t>(rank));
-  });
+  testing::run_thread_job(
+      world,
+      [&](int rank) {
+        runs[rank] = train(x.narrow_rows(rank * batch, batch).clone(),
+                           y.narrow_rows(rank * batch, batch).clone(), steps,
+                           same_seed ? 5 : 100 + static_cast<uint64_t>(rank));
+      },
+      backend);
   runtime::reset_auto_parallel_context();
   return runs;
 }
@@ -128,6 +134,9 @@ TEST(DataParallel, NRanksWithBatchBTrainAsOneProcessWithBatchNB) {
   }
 }
 
+// A bucket is one FusedAllReduce of its gradients: on inproc the default joins and splits them
+// (NOTE [AllReduce into other buffers] in cleave/comm/process_group.h), on gloo's shared memory the
+// transport reads and writes them where they lie. Both sum in rank order.
 TEST(DataParallel, BucketsAreBitIdenticalToOneAllReducePerGradient) {
   const int world = 4, b = 4, steps = 3;
   set_seed(22);
@@ -136,21 +145,28 @@ TEST(DataParallel, BucketsAreBitIdenticalToOneAllReducePerGradient) {
   runtime::AutoParallelContext per_gradient = kMean, small = kMean;
   per_gradient.bucket_cap_mb = 0;
   small.bucket_cap_mb = 5000.0 / (1 << 20);  // about 5 kB: fc2's weight (4 kB) and a bias or two
-  const std::vector<TrainRun> one = train_ranks(per_gradient, world, b, x, y, steps);
-  const std::vector<TrainRun> few = train_ranks(small, world, b, x, y, steps);
-  const std::vector<TrainRun> whole = train_ranks(kMean, world, b, x, y, steps);  // default 25 MB
-  EXPECT_EQ(one[0].all_reduces, 6);  // 3 weights and 3 biases
-  EXPECT_GT(few[0].all_reduces, 1);
-  EXPECT_LT(few[0].all_reduces, 6);
-  EXPECT_EQ(whole[0].all_reduces, 1);  // all of it fits the first bucket (1 MB)
-  for (int r = 0; r < world; ++r) {
-    for (size_t p = 0; p < one[r].params.size(); ++p) {
-      EXPECT_TRUE(bit_identical(few[r].params[p], one[r].params[p])) << "rank " << r << " " << p;
-      EXPECT_TRUE(bit_identical(whole[r].params[p], one[r].params[p])) << "rank " << r << " " << p;
-    }
-    for (int s = 0; s < steps; ++s) {
-      EXPECT_EQ(few[r].losses[s], one[r].losses[s]);
-      EXPECT_EQ(whole[r].losses[s], one[r].losses[s]);
+  for (const std::string backend : {"inproc", "gloo"}) {
+    if (!comm::backend_available(backend)) continue;
+    SCOPED_TRACE(backend);
+    const std::vector<TrainRun> one =
+        train_ranks(per_gradient, world, b, x, y, steps, true, backend);
+    const std::vector<TrainRun> few = train_ranks(small, world, b, x, y, steps, true, backend);
+    const std::vector<TrainRun> whole =
+        train_ranks(kMean, world, b, x, y, steps, true, backend);  // default 25 MB
+    EXPECT_EQ(one[0].all_reduces, 6);                              // 3 weights and 3 biases
+    EXPECT_GT(few[0].all_reduces, 1);
+    EXPECT_LT(few[0].all_reduces, 6);
+    EXPECT_EQ(whole[0].all_reduces, 1);  // all of it fits the first bucket (1 MB)
+    for (int r = 0; r < world; ++r) {
+      for (size_t p = 0; p < one[r].params.size(); ++p) {
+        EXPECT_TRUE(bit_identical(few[r].params[p], one[r].params[p])) << "rank " << r << " " << p;
+        EXPECT_TRUE(bit_identical(whole[r].params[p], one[r].params[p]))
+            << "rank " << r << " " << p;
+      }
+      for (int s = 0; s < steps; ++s) {
+        EXPECT_EQ(few[r].losses[s], one[r].losses[s]);
+        EXPECT_EQ(whole[r].losses[s], one[r].losses[s]);
+      }
     }
   }
 }

@@ -9,6 +9,8 @@
 // Buffers are flat: a collective sees a tensor as numel() elements of its dtype, whatever its
 // shape. `size` is the group size, `n` an element count.
 //   all_reduce(t, op)              t (n) becomes op over the ranks' t, elementwise, in place.
+//   all_reduce(out, in, op)        the same into out (n), in unchanged; with lists of buffers,
+//                                  of their concatenations (NOTE [AllReduce into other buffers]).
 //   all_gather(out, in)            out (size * n) = in of rank 0, in of rank 1, ... (in: n).
 //   reduce_scatter(out, in, op)    in (size * n) is reduced over ranks; this rank keeps chunk
 //                                  `rank` of n elements in out.
@@ -105,6 +107,9 @@ class ProcessGroup {
   // Blocking collectives (NOTE [Collective semantics]). Each throws cleave::Error on bad input,
   // on failure and after options().timeout.
   void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum);
+  void all_reduce(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::kSum);
+  void all_reduce(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                  ReduceOp op = ReduceOp::kSum);
   void all_gather(const Tensor& output, const Tensor& input);
   void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::kSum);
   void broadcast(const Tensor& tensor, int root);
@@ -118,6 +123,11 @@ class ProcessGroup {
   // Asynchronous variants: bad input throws at once; the tensors must stay alive and untouched
   // until the Work completes.
   std::shared_ptr<Work> all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::kSum);
+  std::shared_ptr<Work> all_reduce_async(const Tensor& output, const Tensor& input,
+                                         ReduceOp op = ReduceOp::kSum);
+  std::shared_ptr<Work> all_reduce_async(const std::vector<Tensor>& outputs,
+                                         const std::vector<Tensor>& inputs,
+                                         ReduceOp op = ReduceOp::kSum);
   std::shared_ptr<Work> all_gather_async(const Tensor& output, const Tensor& input);
   std::shared_ptr<Work> reduce_scatter_async(const Tensor& output, const Tensor& input,
                                              ReduceOp op = ReduceOp::kSum);
@@ -144,6 +154,21 @@ class ProcessGroup {
   // throws any std::exception on failure (BackendFailure when it knows the peer); the base class
   // turns it into the cleave::Error of NOTE [Communication errors] and marks the group broken.
   virtual void do_all_reduce(const Tensor& tensor, ReduceOp op) = 0;
+  // NOTE [AllReduce into other buffers]
+  // Every AllReduce reaches the backend here. `outputs` and `inputs` are as many buffers (at
+  // least one), buffer k of each with the same element count and all of one dtype; the operand is
+  // the concatenation of the inputs, the result that of the outputs. An output is either its
+  // input itself (in place) or disjoint from every input. `op` may be kMean. The default joins
+  // several buffers into one (a copy each way), copies an input into a distinct output, runs
+  // do_all_reduce with kSum for kMean and scales the result. A backend that reads its operand
+  // where it lies overrides it: the shared-memory collectives read the inputs and write the
+  // outputs in the passes they make anyway, and divide each reduced chunk while it is in cache
+  // (the same bits as the default: the sum, then one multiplication by 1 / size). A compiled
+  // step's AllReduce (an output apart from its input) thereby skips a copy of the whole buffer
+  // and, for a mean, a second pass over it; a DATA_PARALLEL bucket (FusedAllReduce, NOTE
+  // [Gradient buckets]) skips joining its gradients and slicing them back.
+  virtual void do_all_reduce_parts(const std::vector<Tensor>& outputs,
+                                   const std::vector<Tensor>& inputs, ReduceOp op);
   virtual void do_all_gather(const Tensor& output, const Tensor& input) = 0;
   virtual void do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) = 0;
   virtual void do_broadcast(const Tensor& tensor, int root) = 0;
@@ -183,6 +208,9 @@ class ProcessGroup {
   void guarded(const OpInfo& info, const std::function<void()>& fn);
   void worker_loop();
   void check_usable(const OpInfo& info) const;
+  // An AllReduce whose arguments were checked: the size-1 and empty shortcut, else the hook.
+  void all_reduce_checked(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                          ReduceOp op);
 
   ProcessGroupOptions options_;
   mutable std::mutex state_mutex_;

@@ -9,9 +9,12 @@
 // (PyTorch DDP's first bucket does the same), and when there is more than that in all, the last
 // gradients computed (the first layers') get a last bucket of at most 1 MB and an eighth of all:
 // its AllReduce starts only when the backward pass ends, so only the other buckets' updates can
-// hide it. A bucket of several gradients is one AllReduce of their flat concatenation, sliced and
-// reshaped back afterwards. Each element's sum is the same reduction of the same values as without
-// buckets (bit-identical on the inproc and shared-memory engines, which sum in rank order).
+// hide it. A bucket of several gradients is one FusedAllReduce: one AllReduce of their
+// concatenation, made by the transport from the gradients where they lie and written into the
+// bucket's outputs (NOTE [AllReduce into other buffers] in cleave/comm/process_group.h), without
+// joining them into one buffer and slicing it back (ResNet-50 on 2 ranks: two copies of 90 MiB a
+// step). Each element's sum is the same reduction of the same values as without buckets
+// (bit-identical on the inproc and shared-memory engines, which sum in rank order).
 // bucket_cap_mb = 0 gives one AllReduce per gradient. Measurements: bench/README.md, 'dp'.
 #pragma once
 

@@ -187,6 +187,13 @@ class GlooProcessGroup final : public ProcessGroup {
     gloo::allreduce(opts);
   }
 
+  // NOTE [AllReduce into other buffers]: on shared memory, without copies of the inputs.
+  void do_all_reduce_parts(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
+                           ReduceOp op) override {
+    if (shm_) return shm_->all_reduce(outs, ins, op);
+    ProcessGroup::do_all_reduce_parts(outs, ins, op);
+  }
+
   void do_all_gather(const Tensor& out, const Tensor& in) override {
     if (shm_) return shm_->all_gather(out, in);
     gloo::AllgatherOptions opts(context_);

@@ -133,6 +133,26 @@ class NcclProcessGroup final : public ProcessGroup {
     finish("ncclAllReduce");
   }
 
+  // NOTE [AllReduce into other buffers]: NCCL reads one buffer and writes another natively, and
+  // averages with ncclAvg (the CPU default would scale device memory from the host); several
+  // buffers are one NCCL group of calls.
+  void do_all_reduce_parts(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
+                           ReduceOp op) override {
+    for (size_t k = 0; k < ins.size(); ++k) {
+      check_gpu(ins[k], *this);
+      check_gpu(outs[k], *this);
+    }
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (size_t k = 0; k < ins.size(); ++k) {
+      check_nccl(ncclAllReduce(ins[k].raw_data(), outs[k].raw_data(),
+                               static_cast<size_t>(ins[k].numel()), nccl_type(ins[k].dtype()),
+                               op == ReduceOp::kMean ? ncclAvg : nccl_op(op), comm_, stream_),
+                 "ncclAllReduce");
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+    finish("ncclAllReduce");
+  }
+
   void do_all_gather(const Tensor& out, const Tensor& in) override {
     check_gpu(in, *this);
     check_gpu(out, *this);

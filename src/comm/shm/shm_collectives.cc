@@ -26,6 +26,47 @@ void copy_bytes(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 
+// Buffers seen as one: part k holds elements [start[k], start[k + 1]) of their concatenation.
+class Parts {
+ public:
+  Parts(const std::vector<Tensor>& tensors, size_t element_size) : es_(element_size) {
+    start_.push_back(0);
+    for (const Tensor& t : tensors) {
+      data_.push_back(static_cast<std::byte*>(t.raw_data()));
+      start_.push_back(start_.back() + static_cast<size_t>(t.numel()));
+    }
+  }
+  size_t size() const { return start_.back(); }
+  // Calls fn(pointer, first element, count) for each run of elements [lo, hi) within one part.
+  template <typename Fn>
+  void for_each_run(size_t lo, size_t hi, const Fn& fn) const {
+    size_t k =
+        static_cast<size_t>(std::upper_bound(start_.begin(), start_.end(), lo) - start_.begin()) -
+        1;
+    for (size_t at = lo; at < hi; ++k) {
+      const size_t end = std::min(hi, start_[k + 1]);
+      if (end > at) fn(data_[k] + (at - start_[k]) * es_, at, end - at);
+      at = std::max(at, end);
+    }
+  }
+  // Elements [lo, hi) into `dst`, and from `src` into them.
+  void gather(std::byte* dst, size_t lo, size_t hi) const {
+    for_each_run(lo, hi, [&](std::byte* p, size_t at, size_t n) {
+      copy_bytes(dst + (at - lo) * es_, p, n * es_);
+    });
+  }
+  void scatter(const std::byte* src, size_t lo, size_t hi) const {
+    for_each_run(lo, hi, [&](std::byte* p, size_t at, size_t n) {
+      copy_bytes(p, src + (at - lo) * es_, n * es_);
+    });
+  }
+
+ private:
+  size_t es_;
+  std::vector<std::byte*> data_;
+  std::vector<size_t> start_;
+};
+
 }  // namespace
 
 std::vector<std::string> ShmCollectives::host_keys(const ProcessGroupOptions& options,
@@ -73,8 +114,10 @@ void ShmCollectives::begin(Collective call, const Tensor* tensor, int64_t count,
   check_call_ = true;
   // NOTE [Waiting beside computation]: an operation of several rounds on the communication thread
   // sleeps at once at its barriers; one of a single round polls first, as blocking calls do.
-  polling_ = tensor != nullptr && tensor->nbytes() > round_bytes_ ? poll_phase(kShmWait.poll)
-                                                                  : kShmWait.poll;
+  polling_ =
+      tensor != nullptr && static_cast<size_t>(count) * dtype_size(tensor->dtype()) > round_bytes_
+          ? poll_phase(kShmWait.poll)
+          : kShmWait.poll;
 }
 
 void ShmCollectives::check_calls() {
@@ -111,32 +154,38 @@ void ShmCollectives::barrier() {
 // chunk c over ranks 0, 1, 2, ... in that order (its own operand read in place) and writes the
 // result into its slot's chunk c and its tensor; barrier; every rank copies the other chunks'
 // results into its tensor. A reduce-scatter, then an all-gather.
-void ShmCollectives::all_reduce(const Tensor& tensor, ReduceOp op) {
-  begin(Collective::kAllReduce, &tensor, tensor.numel(), static_cast<int>(op));
-  const size_t es = dtype_size(tensor.dtype());
-  const size_t n = static_cast<size_t>(tensor.numel());
+void ShmCollectives::all_reduce(const std::vector<Tensor>& outputs,
+                                const std::vector<Tensor>& inputs, ReduceOp op) {
+  const DType dtype = inputs.front().dtype();
+  const size_t es = dtype_size(dtype);
+  const Parts in(inputs, es), out(outputs, es);
+  const size_t n = in.size();
+  begin(Collective::kAllReduce, &inputs.front(), static_cast<int64_t>(n), static_cast<int>(op));
   const size_t per_round = round_bytes_ / es;
-  auto* data = static_cast<std::byte*>(tensor.raw_data());
   std::vector<const std::byte*> src(static_cast<size_t>(size_));  // the operands, by rank
   for (size_t off = 0; off < n; off += per_round) {
     const size_t len = std::min(per_round, n - off);
     const int b = static_cast<int>(rounds_++ & 1);
     std::byte* mine = slot(rank_, b);
-    std::byte* base = data + off * es;
     const size_t lo = chunk_lo(len, rank_, size_), hi = chunk_lo(len, rank_ + 1, size_);
     // The other ranks' chunks of this rank's data (its own chunk is read in place).
-    copy_bytes(mine, base, lo * es);
-    copy_bytes(mine + hi * es, base + hi * es, (len - hi) * es);
+    in.gather(mine, off, off + lo);
+    in.gather(mine + hi * es, off + hi, off + len);
     arrive_and_wait();
-    for (int r = 0; r < size_; ++r) src[r] = (r == rank_ ? base : slot(r, b)) + lo * es;
-    // Into the slot (for the others) and, as a copy, into this rank's tensor.
-    reduce_in_rank_order(tensor.dtype(), op, src, static_cast<int64_t>(hi - lo), mine + lo * es,
-                         base + lo * es);
+    // Into the slot (for the others) and, as a copy, into this rank's output, one run of the
+    // chunk within one input (and output) buffer at a time.
+    in.for_each_run(off + lo, off + hi, [&](std::byte* p, size_t at, size_t count) {
+      const size_t at_slot = (at - off) * es;
+      for (int r = 0; r < size_; ++r) src[r] = r == rank_ ? p : slot(r, b) + at_slot;
+      std::byte* into = nullptr;
+      out.for_each_run(at, at + count, [&](std::byte* q, size_t, size_t) { into = q; });
+      reduce_in_rank_order(dtype, op, src, static_cast<int64_t>(count), mine + at_slot, into);
+    });
     arrive_and_wait();
     for (int c = 0; c < size_; ++c) {
       if (c == rank_) continue;
       const size_t clo = chunk_lo(len, c, size_), chi = chunk_lo(len, c + 1, size_);
-      copy_bytes(base + clo * es, slot(c, b) + clo * es, (chi - clo) * es);
+      out.scatter(slot(c, b) + clo * es, off + clo, off + chi);
     }
   }
 }

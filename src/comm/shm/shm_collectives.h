@@ -81,11 +81,18 @@ class ShmCollectives {
   ShmCollectives& operator=(const ShmCollectives&) = delete;
 
   // The operations of NOTE [Collective semantics], under the same preconditions as the backend
-  // hooks of ProcessGroup (checked arguments, size > 1, op not kMean). Each throws BackendFailure
+  // hooks of ProcessGroup (checked arguments, size > 1; kMean only in all_reduce, NOTE
+  // [AllReduce into other buffers]). Each throws BackendFailure
   // naming the rank it blames on a timeout (options.timeout per operation), a dead peer or a
   // failure reported by another rank, and cleave::Error (kInvalidArgument) when the ranks call
   // different collectives; the group must then not be used again.
-  void all_reduce(const Tensor& tensor, ReduceOp op);
+  void all_reduce(const Tensor& tensor, ReduceOp op) {
+    all_reduce(std::vector<Tensor>{tensor}, std::vector<Tensor>{tensor}, op);
+  }
+  // The AllReduce of the concatenation of `inputs` into that of `outputs` (NOTE [AllReduce into
+  // other buffers] in cleave/comm/process_group.h): buffer k of each has the same count.
+  void all_reduce(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                  ReduceOp op);
   void all_gather(const Tensor& output, const Tensor& input);
   void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op);
   void broadcast(const Tensor& tensor, int root);

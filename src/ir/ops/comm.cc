@@ -109,6 +109,21 @@ std::vector<TensorMeta> infer_all_reduce(const InferContext& ctx) {
   return {ctx.inputs[0]};
 }
 
+// FusedAllReduce: AllReduce's checks on every input, all of one dtype; output k is input k.
+std::vector<TensorMeta> infer_fused_all_reduce(const InferContext& ctx) {
+  for (size_t k = 0; k < ctx.inputs.size(); ++k) {
+    expect_float_or_int(ctx, static_cast<int>(k));
+    CLEAVE_CHECK_ARG(ctx.inputs[k].dtype == ctx.inputs[0].dtype,
+                     "{}: input {} has dtype {} but input 0 has {}; the buffers of one "
+                     "FusedAllReduce share a dtype",
+                     ctx.op.name, k, dtype_name(ctx.inputs[k].dtype),
+                     dtype_name(ctx.inputs[0].dtype));
+  }
+  check_reduce_op(ctx);
+  group_size_attr(ctx.attrs, ctx.op.name);
+  return {ctx.inputs.begin(), ctx.inputs.end()};
+}
+
 std::vector<TensorMeta> infer_all_gather(const InferContext& ctx) {
   expect_float_or_int(ctx, 0);
   expect_min_rank(ctx, 0, 1);
@@ -429,6 +444,13 @@ void register_comm_ops(Registry& r) {
     r.add(std::move(def));
   };
   add({.name = "AllReduce", .infer = infer_all_reduce, .grad = grad_all_reduce});
+  // NOTE [Gradient buckets] in cleave/parallel/data_parallel.h: one AllReduce of several
+  // buffers, made after autodiff.
+  add({.name = "FusedAllReduce",
+       .num_inputs = OpDef::kVariadic,
+       .infer = infer_fused_all_reduce,
+       .no_grad = "none, because DATA_PARALLEL's gradient buckets make it after autodiff (an "
+                  "AllReduce per buffer has one)"});
   add({.name = "AllGather", .infer = infer_all_gather, .grad = grad_all_gather});
   add({.name = "ReduceScatter", .infer = infer_reduce_scatter, .grad = grad_reduce_scatter});
   add({.name = "Broadcast", .infer = infer_rooted, .grad = grad_broadcast});

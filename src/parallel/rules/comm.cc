@@ -30,9 +30,9 @@ class CommRule : public ShardingRule {
 }  // namespace
 
 void register_comm() {
-  add({"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AlltoAll",
-       "NeighborExchange", "NeighborExchangeV2", "NeighborExchangeV2Grad", "Send", "Recv",
-       "RpcSend", "RpcRecv"},
+  add({"AllReduce", "FusedAllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce",
+       "AlltoAll", "NeighborExchange", "NeighborExchangeV2", "NeighborExchangeV2Grad", "Send",
+       "Recv", "RpcSend", "RpcRecv"},
       std::make_shared<CommRule>());
 }
 
