@@ -38,7 +38,9 @@ CalibratedCostModel::Curve CalibratedCostModel::curve_of(const std::vector<Compu
 
 CalibratedCostModel::CalibratedCostModel(const MachineProfile& profile, const Options& options,
                                          const std::string& source)
-    : compute_slowdown_(options.compute_slowdown), backend_(options.backend) {
+    : compute_slowdown_(options.compute_slowdown),
+      cores_(static_cast<double>(std::max<int64_t>(1, profile.machine.cores))),
+      backend_(options.backend) {
   CLEAVE_CHECK_ARG(options.threads >= 1,
                    "CalibratedCostModel: threads is {}; expected >= 1 (OpenMP threads per rank)",
                    options.threads);
@@ -128,7 +130,9 @@ double CalibratedCostModel::collective_s(Collective c, double bytes_sent,
     latency = a.latency_s + f * (b.latency_s - a.latency_s);
     per_byte = a.seconds_per_byte + f * (b.seconds_per_byte - a.seconds_per_byte);
   }
-  return latency + std::max(bytes_sent, 0.0) * per_byte;
+  // NOTE [Collectives of ranks sharing cores]
+  const double share = std::max(1.0, compute_slowdown_ / std::max(1.0, n / cores_));
+  return share * (latency + std::max(bytes_sent, 0.0) * per_byte);
 }
 
 const CostModel& cost_model_for_profile(const std::string& path,

@@ -201,9 +201,13 @@ TEST(CalibratedCostModel, UnmeasuredBackendIsAnErrorWithTheReason) {
   }
 }
 
-TEST(CalibratedCostModel, RanksSharingCoresSlowComputationOnly) {
-  // NOTE [Ranks sharing cores]: computation times compute_slowdown, collectives as measured.
-  const MachineProfile p = exact_profile();
+TEST(CalibratedCostModel, RanksSharingCoresSlowComputationAndSubgroupCollectives) {
+  // NOTE [Ranks sharing cores]: computation times compute_slowdown. NOTE [Collectives of ranks
+  // sharing cores]: a collective of n ranks times compute_slowdown / max(1, n / cores), never
+  // below its measured time: on the profile's 2 cores, with a job sharing them 2.5 ways, a pair
+  // 2.5 times, 4 ranks 1.25 times, 8 ranks (already 4 ways in the calibration) as measured.
+  MachineProfile p = exact_profile();
+  p.machine.cores = 2;
   const CalibratedCostModel alone(p);
   const CalibratedCostModel shared(p, {.compute_slowdown = 2.5});
   EXPECT_DOUBLE_EQ(shared.compute_slowdown(), 2.5);
@@ -216,7 +220,13 @@ TEST(CalibratedCostModel, RanksSharingCoresSlowComputationOnly) {
                      2.5 * alone.compute_s(CC::kMemory, 0, work));
   }
   for (Collective c : kAll) {
-    EXPECT_DOUBLE_EQ(shared.collective_s(c, 1e6, 4), alone.collective_s(c, 1e6, 4));
+    for (double bytes : {0.0, 1e3, 1e6}) {
+      EXPECT_DOUBLE_EQ(shared.collective_s(c, bytes, 1), 0);
+      EXPECT_DOUBLE_EQ(shared.collective_s(c, bytes, 2), 2.5 * alone.collective_s(c, bytes, 2));
+      EXPECT_DOUBLE_EQ(shared.collective_s(c, bytes, 4), 1.25 * alone.collective_s(c, bytes, 4));
+      EXPECT_DOUBLE_EQ(shared.collective_s(c, bytes, 8), alone.collective_s(c, bytes, 8));
+      EXPECT_DOUBLE_EQ(shared.collective_s(c, bytes, 16), alone.collective_s(c, bytes, 16));
+    }
   }
   // One model per factor; below 1, or not a number, is an Error naming the field.
   EXPECT_NE(&cost_model_for_profile("", {.compute_slowdown = 2}), &default_cost_model());

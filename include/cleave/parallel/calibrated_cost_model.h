@@ -19,6 +19,17 @@
 // m, the latency grows with the ring's steps, latency(m) (n - 1) / (m - 1), and the time per byte
 // stays latency(m)'s (b already grows with n). Both terms are made non-decreasing in n first, so
 // a larger group never costs less. A group of one costs 0.
+//
+// NOTE [Collectives of ranks sharing cores]
+// The profile's collectives of n ranks were measured with n ranks on the profile's cores and
+// nothing else running, so n > cores already includes sharing them n / cores ways. In a job whose
+// R ranks share the host's C cores (compute_slowdown = R / C > 1), a collective of a subgroup of
+// n < R ranks runs while the other ranks keep the cores busy: its copies, reductions and barrier
+// hand-overs get a rank's share of a core like any computation. Its time is therefore scaled by
+// compute_slowdown / max(1, n / cores): 1 for the world group, R / C for a pair. Measured on 8
+// processes on 2 cores (bench/README.md, "search"): the MLP plans whose collectives are over 2- and
+// 4-rank subgroups measured 25-40% above their prediction without this, the world-group
+// data-parallel plan 0-25%.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +85,7 @@ class CalibratedCostModel : public CostModel {
 
   int64_t threads_ = 1;
   double compute_slowdown_ = 1;
+  double cores_ = 1;  // the profile's machine's (NOTE [Collectives of ranks sharing cores])
   std::string backend_;
   Curve matmul_, convolution_, memory_;
   std::map<Collective, std::vector<GroupFit>> collectives_;

@@ -106,7 +106,8 @@ struct CompileOptions {
 // The search costs computation with the machine profile's one-thread table: a rank computing at
 // one core's rate (parallel::default_cost_model). When a job has more ranks on its host than the
 // host has cores -- 4 ranks on 2 cores -- each rank gets cores / ranks of a core, whatever its
-// thread count, while the collectives' figures were measured with ranks on one host already. A
+// thread count (the model scales a subgroup's collectives likewise: NOTE [Collectives of ranks
+// sharing cores] in cleave/parallel/calibrated_cost_model.h). A
 // search that did not know it saw computation half as expensive against communication as it is,
 // and kept more data parallelism than pays (bench/README.md, "search": 4 workers on 2 cores,
 // 10-26% behind the best hand plan). So AUTO_PARALLEL's search costs computation
