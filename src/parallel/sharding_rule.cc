@@ -64,7 +64,8 @@ double local_bytes(const ir::TensorMeta& m, const Layout& l) {
 
 // Layouts from loop splits (NOTE [Sharding rules]).
 OpSharding sharding_from_splits(const RuleContext& ctx, const IterationSpace& space,
-                                std::vector<int64_t> splits, ir::Strategy strategy, double flops) {
+                                std::vector<int64_t> splits, ir::Strategy strategy,
+                                double slice_flops) {
   OpSharding s;
   s.strategy = std::move(strategy);
   s.space = space;
@@ -102,7 +103,7 @@ OpSharding sharding_from_splits(const RuleContext& ctx, const IterationSpace& sp
   };
   for (const auto& dims : space.inputs) s.inputs.push_back(layout(dims, false));
   for (const auto& dims : space.outputs) s.outputs.push_back(layout(dims, true));
-  s.compute_flops = flops / static_cast<double>(used);
+  s.compute_flops = slice_flops;
   for (size_t k = 0; k < s.outputs.size(); ++k) {
     const Layout& l = s.outputs[k];
     if (!l.is_partial()) continue;
@@ -226,7 +227,8 @@ OpSharding ShardingRule::infer(const RuleContext& ctx, const ir::Strategy& strat
                                  "the product of the splits must divide the device count",
                                  used, fmt::join(factors, " x "), ctx.device_num));
   }
-  return sharding_from_splits(ctx, sp, std::move(splits), strategy, flops(ctx));
+  const double work = slice_flops(ctx, splits);
+  return sharding_from_splits(ctx, sp, std::move(splits), strategy, work);
 }
 
 ir::Strategy ShardingRule::default_strategy(const RuleContext& ctx) const {
@@ -287,6 +289,12 @@ ir::Attrs ShardingRule::local_attrs(const LowerContext& ctx) const { return ctx.
 
 std::vector<Tensor> ShardingRule::lower(const LowerContext& ctx) const {
   return ir::call(ctx.rule.op, ctx.inputs, local_attrs(ctx));
+}
+
+double ShardingRule::slice_flops(const RuleContext& ctx, const std::vector<int64_t>& splits) const {
+  double used = 1;
+  for (int64_t v : splits) used *= static_cast<double>(std::max<int64_t>(v, 1));
+  return flops(ctx) / used;
 }
 
 double ShardingRule::flops(const RuleContext& ctx) const {

@@ -85,6 +85,37 @@ TEST(OpSharding, ConvolutionSplitsBatchChannelsAndGroups) {
   }
 }
 
+// NOTE [Padded channels] in src/parallel/rules/conv.cc: a forward convolution's slice is costed
+// with its output channels padded to blocks of 8; the backward primitives are not.
+TEST(OpSharding, AConvolutionSliceIsCostedWithItsOutputChannelsPaddedToEight) {
+  const ir::OpDef& op = ir::Registry::global().get("Conv2D");
+  const ir::Attrs attrs = conv_attrs({1, 1}, "valid");
+  // x (32, 6, 14, 14), w (16, 6, 5, 5) -> (32, 16, 10, 10): LeNet's conv2.
+  const std::vector<ir::TensorMeta> in{{Shape{32, 6, 14, 14}, DType::kFloat32},
+                                       {Shape{16, 6, 5, 5}, DType::kFloat32}};
+  const std::vector<ir::TensorMeta> out{{Shape{32, 16, 10, 10}, DType::kFloat32}};
+  const double flops = 2.0 * 32 * 16 * 10 * 10 * 6 * 5 * 5;
+  for (int64_t devices : {2, 8}) {
+    const parallel::RuleContext ctx{op, attrs, in, out, "conv2", "", devices};
+    const parallel::ShardingRule& rule = parallel::rule_of(op);
+    // The batch split: 16 output channels, two whole blocks.
+    EXPECT_DOUBLE_EQ(rule.infer(ctx, {{devices, 1, 1, 1}, {1, 1, 1, 1}}).compute_flops,
+                     flops / static_cast<double>(devices));
+    // The output channels split: 8 per rank on 2 devices (a whole block), 2 per rank on 8 (a
+    // quarter of one, costed as the whole block).
+    const double padding = devices == 8 ? 4.0 : 1.0;
+    EXPECT_DOUBLE_EQ(rule.infer(ctx, {{1, 1, 1, 1}, {devices, 1, 1, 1}}).compute_flops,
+                     flops / static_cast<double>(devices) * padding);
+  }
+  // 6 output channels (conv1) pad to 8 unsplit.
+  const std::vector<ir::TensorMeta> in1{{Shape{32, 1, 32, 32}, DType::kFloat32},
+                                        {Shape{6, 1, 5, 5}, DType::kFloat32}};
+  const std::vector<ir::TensorMeta> out1{{Shape{32, 6, 28, 28}, DType::kFloat32}};
+  const parallel::RuleContext ctx1{op, attrs, in1, out1, "conv1", "", 1};
+  EXPECT_DOUBLE_EQ(parallel::rule_of(op).infer(ctx1, {{1, 1, 1, 1}, {1, 1, 1, 1}}).compute_flops,
+                   2.0 * 32 * 6 * 28 * 28 * 1 * 5 * 5 * 8 / 6);
+}
+
 // ---- invalid strategies ----
 
 TEST(OpSharding, InvalidConvolutionStrategiesAreNamed) {

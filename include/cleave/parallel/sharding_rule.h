@@ -129,6 +129,11 @@ class ShardingRule {
   // Floating-point operations of the whole (unsharded) op; default: the elements of its inputs
   // and outputs.
   virtual double flops(const RuleContext& ctx) const;
+  // The work of one rank's slice under the loop splits `splits` (one per loop of space(ctx)), as
+  // the cost model counts it: flops(ctx) over the devices the splits use. A rule whose kernels pad
+  // a dimension of the slice counts the padded slice (a convolution: NOTE [Padded channels] in
+  // src/parallel/rules/conv.cc).
+  virtual double slice_flops(const RuleContext& ctx, const std::vector<int64_t>& splits) const;
   // What bounds the op's time, for the cost model (cleave/parallel/cost_model.h): its memory
   // traffic (the default), or the multiply-adds of a matrix product or a convolution.
   enum class ComputeClass { kMemory, kMatMul, kConvolution };

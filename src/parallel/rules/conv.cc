@@ -143,6 +143,25 @@ class ConvRule : public ShardingRule {
            static_cast<double>(g.c / g.group) * static_cast<double>(g.kh * g.kw);
   }
 
+  // NOTE [Padded channels]
+  // oneDNN computes a convolution in blocked layouts whose channel blocks are a SIMD vector of
+  // floats (8 with AVX2): output channels short of a whole block are computed as zeros all the
+  // same. A forward convolution whose slice keeps o output channels therefore costs
+  // ceil(o / 8) * 8 / o times its flops: 4x for the 2 channels per rank of LeNet's conv2 split 8
+  // ways, which measured 2.6x slower a step than data parallelism while costed 1.2x
+  // (bench/README.md, "search", run H). Block 8 is AVX2's; an AVX-512 host blocks by 16, which this
+  // does not model. Grouped convolutions and the backward primitives keep flops / devices.
+  double slice_flops(const RuleContext& ctx, const std::vector<int64_t>& splits) const override {
+    const double plain = ShardingRule::slice_flops(ctx, splits);
+    const Geometry g = geometry(ctx);
+    if (kind_ != ConvKind::kForward || g.group != 1 || splits.size() <= kO) return plain;
+    const int64_t o = g.o / std::max<int64_t>(splits[kO], 1);
+    if (o <= 0) return plain;
+    constexpr int64_t kBlock = 8;
+    const int64_t padded = (o + kBlock - 1) / kBlock * kBlock;
+    return plain * static_cast<double>(padded) / static_cast<double>(o);
+  }
+
  private:
   // The sizes of the convolution, read from whichever operands carry them.
   struct Geometry {
