@@ -8,6 +8,8 @@
 #include <fmt/ranges.h>
 
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "cleave/comm/group_registry.h"
 #include "cleave/core/error.h"
@@ -21,21 +23,15 @@ using ir::KernelContext;
 
 // ---- kernels ----
 
-// Into the output, reading the input where it lies (NOTE [AllReduce into other buffers] in
-// cleave/comm/process_group.h).
+std::vector<Tensor> tensors(std::span<const Tensor> ts) { return {ts.begin(), ts.end()}; }
+
+// AllReduce and FusedAllReduce (AllReduce's one input is a bucket of one): one AllReduce of the
+// inputs' concatenation into the outputs', reading the inputs where they lie (NOTE [AllReduce
+// into other buffers] in cleave/comm/process_group.h).
 void kernel_all_reduce(const KernelContext& ctx) {
   const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
   cluster::ActivityScope activity(collective_activity(ctx.op.name, g));
-  g.group->all_reduce(ctx.outputs[0], ctx.inputs[0], reduce_op_attr(ctx.attrs, ctx.op.name));
-}
-
-// One AllReduce of all the inputs' concatenation into the outputs' (NOTE [AllReduce into other
-// buffers] in cleave/comm/process_group.h).
-void kernel_fused_all_reduce(const KernelContext& ctx) {
-  const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
-  cluster::ActivityScope activity(collective_activity(ctx.op.name, g));
-  g.group->all_reduce(std::vector<Tensor>(ctx.outputs.begin(), ctx.outputs.end()),
-                      std::vector<Tensor>(ctx.inputs.begin(), ctx.inputs.end()),
+  g.group->all_reduce(tensors(ctx.outputs), tensors(ctx.inputs),
                       reduce_op_attr(ctx.attrs, ctx.op.name));
 }
 
@@ -205,18 +201,9 @@ std::function<void()> waiter(std::shared_ptr<comm::Work> work, std::string activ
 
 std::function<void()> launch_all_reduce(const KernelContext& ctx) {
   const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
-  return waiter(g.group->all_reduce_async(ctx.outputs[0], ctx.inputs[0],
+  return waiter(g.group->all_reduce_async(tensors(ctx.outputs), tensors(ctx.inputs),
                                           reduce_op_attr(ctx.attrs, ctx.op.name)),
                 collective_activity(ctx.op.name, g));
-}
-
-std::function<void()> launch_fused_all_reduce(const KernelContext& ctx) {
-  const GroupRef g = group_attr(ctx.attrs, ctx.op.name);
-  return waiter(
-      g.group->all_reduce_async(std::vector<Tensor>(ctx.outputs.begin(), ctx.outputs.end()),
-                                std::vector<Tensor>(ctx.inputs.begin(), ctx.inputs.end()),
-                                reduce_op_attr(ctx.attrs, ctx.op.name)),
-      collective_activity(ctx.op.name, g));
 }
 
 std::function<void()> launch_broadcast(const KernelContext& ctx) {
@@ -295,14 +282,14 @@ void kernel_recv(const KernelContext& ctx) {
 
 void register_collective_kernels(ir::Registry& r) {
   r.attach_cpu_kernel("AllReduce", kernel_all_reduce);
-  r.attach_cpu_kernel("FusedAllReduce", kernel_fused_all_reduce);
+  r.attach_cpu_kernel("FusedAllReduce", kernel_all_reduce);
   r.attach_cpu_kernel("AllGather", kernel_all_gather);
   r.attach_cpu_kernel("ReduceScatter", kernel_reduce_scatter);
   r.attach_cpu_kernel("Broadcast", kernel_broadcast);
   r.attach_cpu_kernel("Reduce", kernel_reduce);
   r.attach_cpu_kernel("AlltoAll", kernel_all_to_all);
   r.attach_async_kernel("AllReduce", launch_all_reduce);
-  r.attach_async_kernel("FusedAllReduce", launch_fused_all_reduce);
+  r.attach_async_kernel("FusedAllReduce", launch_all_reduce);
   r.attach_async_kernel("AllGather", launch_all_gather);
   r.attach_async_kernel("ReduceScatter", launch_reduce_scatter);
   r.attach_async_kernel("Broadcast", launch_broadcast);

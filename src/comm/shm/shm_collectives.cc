@@ -37,12 +37,21 @@ class Parts {
     }
   }
   size_t size() const { return start_.back(); }
+  // The part holding element `at` (< size()); empty parts are skipped.
+  size_t part_of(size_t at) const {
+    return static_cast<size_t>(std::upper_bound(start_.begin(), start_.end(), at) -
+                               start_.begin()) -
+           1;
+  }
+  // Element `at` (< size()).
+  std::byte* pointer(size_t at) const {
+    const size_t k = part_of(at);
+    return data_[k] + (at - start_[k]) * es_;
+  }
   // Calls fn(pointer, first element, count) for each run of elements [lo, hi) within one part.
   template <typename Fn>
   void for_each_run(size_t lo, size_t hi, const Fn& fn) const {
-    size_t k =
-        static_cast<size_t>(std::upper_bound(start_.begin(), start_.end(), lo) - start_.begin()) -
-        1;
+    size_t k = lo < size() ? part_of(lo) : 0;
     for (size_t at = lo; at < hi; ++k) {
       const size_t end = std::min(hi, start_[k + 1]);
       if (end > at) fn(data_[k] + (at - start_[k]) * es_, at, end - at);
@@ -177,9 +186,9 @@ void ShmCollectives::all_reduce(const std::vector<Tensor>& outputs,
     in.for_each_run(off + lo, off + hi, [&](std::byte* p, size_t at, size_t count) {
       const size_t at_slot = (at - off) * es;
       for (int r = 0; r < size_; ++r) src[r] = r == rank_ ? p : slot(r, b) + at_slot;
-      std::byte* into = nullptr;
-      out.for_each_run(at, at + count, [&](std::byte* q, size_t, size_t) { into = q; });
-      reduce_in_rank_order(dtype, op, src, static_cast<int64_t>(count), mine + at_slot, into);
+      // Output k has input k's count, so the run lies in one output buffer too.
+      reduce_in_rank_order(dtype, op, src, static_cast<int64_t>(count), mine + at_slot,
+                           out.pointer(at));
     });
     arrive_and_wait();
     for (int c = 0; c < size_; ++c) {
