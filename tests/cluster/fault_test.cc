@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "cluster/job.h"
+#include "comm/shm_testing.h"
 
 namespace cleave::testing {
 namespace {
@@ -103,25 +104,6 @@ TEST(ClusterFault, TwoWorkersKilledTogetherAreNamedAndNotWaitedFor) {
   }
 }
 
-// The shared-memory segments left in /dev/shm by the processes `pids` (a segment's name ends with
-// its creator's pid: "cleave-coll-...-<pid>"). Only theirs: other tests running at the same time
-// (ctest -j) may hold a segment of their own for a moment.
-std::vector<std::string> leftover_shm_segments(const std::vector<pid_t>& pids) {
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("cleave-coll-", 0) != 0) continue;
-    for (pid_t pid : pids) {
-      const std::string suffix = "-" + std::to_string(pid);
-      if (name.size() > suffix.size() &&
-          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        names.push_back(name);
-      }
-    }
-  }
-  return names;
-}
-
 // Runs the job of cluster_test_program `mode` kVictim on kWorkers workers of this host: the victim
 // kills itself inside a shared-memory operation; every other process must stop with one line
 // naming it (after printing `transport_line`, which says the operation ran on shared memory),
@@ -150,7 +132,7 @@ void expect_killed_in_shared_memory_stops_the_job(const std::string& name, const
   }
   EXPECT_EQ(job.wait(scheduler, seconds(10)), 1) << job.log("scheduler.log");
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(12));
-  EXPECT_TRUE(leftover_shm_segments(workers).empty());
+  EXPECT_TRUE(comm::shm_testing::leftover_segments(workers).empty());
 }
 
 // The world group of one host runs its collectives through shared memory (NOTE [Shared-memory

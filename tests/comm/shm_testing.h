@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <functional>
@@ -19,11 +20,21 @@
 
 namespace cleave::comm::shm_testing {
 
-inline std::vector<std::string> leftover_segments() {
+// The shared-memory segments the processes `creators` left in /dev/shm (a segment's name ends
+// with its creator's pid: "cleave-coll-...-<pid>"). Only theirs: other test processes that ctest
+// runs at the same time may hold a segment of their own for a moment (CI once failed on one).
+inline std::vector<std::string> leftover_segments(const std::vector<pid_t>& creators = {getpid()}) {
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("cleave-coll-", 0) == 0) names.push_back(name);
+    if (name.rfind("cleave-coll-", 0) != 0) continue;
+    for (pid_t pid : creators) {
+      const std::string suffix = fmt::format("-{}", pid);
+      if (name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        names.push_back(name);
+      }
+    }
   }
   return names;
 }
