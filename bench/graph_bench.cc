@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -59,6 +60,7 @@ void profile(optim::TrainOneStep& step, const Tensor& x, const Tensor& y, int st
     const ir::Node& n = g.nodes[i];
     if (!n.is_op()) continue;
     ++ops;
+    if (std::getenv("PER_NODE")) std::printf("  node %-30s %-28s %8.1f us\n", n.name.c_str(), n.op->name.c_str(), secs[i] / steps * 1e6);
     auto& e = by_op[n.op->name];
     ++e.first;
     e.second += secs[i] / steps;

@@ -108,6 +108,20 @@ std::vector<ConvCase> conv_cases() {
        {8, 1, 3, 3},
        {.dilation = {2, 2}, .pad_mode = "pad", .pad = {2, 1, 0, 2}, .group = 8}},
       {"lenet conv1", {32, 1, 32, 32}, {6, 1, 5, 5}, {}},
+      // NOTE [Filter gradient of few input channels] in src/kernels/cpu/conv.cc: one or two input
+      // channels, every kernel width it takes (1-7) and one it leaves to oneDNN (8), an odd number
+      // of output channels, rows shorter than a vector and not a whole number of vectors,
+      // padding on each side.
+      {"1 channel 1x1", {2, 1, 5, 3}, {3, 1, 1, 1}, {}},
+      {"1 channel 2x2 odd outputs", {3, 1, 6, 21}, {5, 1, 2, 2}, {}},
+      {"2 channels 3x3 same", {2, 2, 9, 17}, {3, 2, 3, 3}, {.pad_mode = "same"}},
+      {"2 channels 4x4 asymmetric padding",
+       {2, 2, 7, 9},
+       {4, 2, 4, 4},
+       {.pad_mode = "pad", .pad = {0, 3, 2, 1}}},
+      {"1 channel 6x7 pad", {2, 1, 11, 30}, {7, 1, 6, 7}, {.pad_mode = "pad", .pad = {1, 2, 3, 0}}},
+      {"1 channel 3x8", {2, 1, 5, 20}, {2, 1, 3, 8}, {}},
+      {"1 channel stride 2", {2, 1, 9, 9}, {3, 1, 3, 3}, {.stride = {2, 2}}},
       {"lenet conv2", {32, 6, 14, 14}, {16, 6, 5, 5}, {}},
   };
 }

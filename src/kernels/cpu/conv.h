@@ -1,5 +1,6 @@
 // 2-D convolution kernels (NCHW activations, OIHW weights): forward, backward to the input and
-// backward to the filter. Float32 runs on oneDNN, Float64 on reference loops.
+// backward to the filter. Float32 runs on oneDNN or, for convolutions of few input channels, on
+// hand-written kernels; Float64 on reference loops.
 #pragma once
 
 #include <cstdint>
@@ -30,14 +31,21 @@ struct Conv2DGeometry {
   std::string key() const;
 };
 
+// Which implementation runs a Float32 pass. kAuto: the hand-written kernels for the convolutions
+// they serve (NOTE [Convolutions of few input channels] in conv.cc), oneDNN for the others;
+// kOneDnn forces oneDNN and kDirect the hand-written kernels (an Error for a convolution they do
+// not take), so that tests and bench/conv_bench can compare the paths on the same problem.
+// conv2d_backward_input has no hand-written kernel. Float64 ignores the path.
+enum class ConvPath { kAuto, kOneDnn, kDirect };
+
 // y = conv(x, weight). x, weight, y: contiguous, one floating dtype, shapes as in the geometry.
-void conv2d_forward(const Conv2DGeometry& g, const Tensor& x, const Tensor& weight,
-                    const Tensor& y);
+void conv2d_forward(const Conv2DGeometry& g, const Tensor& x, const Tensor& weight, const Tensor& y,
+                    ConvPath path = ConvPath::kAuto);
 // dx = gradient of sum(conv(x, weight) · dy) with respect to x (overwrites dx).
 void conv2d_backward_input(const Conv2DGeometry& g, const Tensor& dy, const Tensor& weight,
                            const Tensor& dx);
 // dweight = gradient of sum(conv(x, weight) · dy) with respect to weight (overwrites dweight).
 void conv2d_backward_filter(const Conv2DGeometry& g, const Tensor& dy, const Tensor& x,
-                            const Tensor& dweight);
+                            const Tensor& dweight, ConvPath path = ConvPath::kAuto);
 
 }  // namespace cleave::kernels::cpu

@@ -23,7 +23,8 @@ inline f32x8 load(const float* p) {
   return v;
 }
 inline void store(float* p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
-inline f32x8 broadcast(float x) { return f32x8{} + x; }
+// Every lane x (a sign of zero kept; one vbroadcastss, also straight from memory).
+inline f32x8 broadcast(float x) { return f32x8{x, x, x, x, x, x, x, x}; }
 
 // The first n (< kLanes) lanes from p, the others `fill`.
 inline f32x8 load_partial(const float* p, int64_t n, float fill) {
