@@ -1,8 +1,10 @@
 // GRAPH_MODE against PYNATIVE_MODE: training-step throughput and peak tensor memory.
 //
 //   graph_bench ROW MODE [SECONDS]   prints "ROW <steps/s> <peak MiB>"
-//   graph_bench ROW profile [STEPS]  per-op kernel time of the compiled step (Executor profiling)
-//                                    and its elementwise chains: what fusion could save
+//   graph_bench ROW profile [STEPS] [nodes]
+//                                    per-op kernel time of the compiled step (Executor profiling)
+//                                    and its elementwise chains: what fusion could save; with
+//                                    "nodes", each op node's time first
 //
 // ROW is <model>_train_b<batch> (lenet5, twomatmul, mlp); MODE is graph or pynative. A step is
 // optim::TrainOneStep (forward, loss, backward, Momentum(0.01, 0.9)). Steps/s is the median of 5
@@ -12,7 +14,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -35,9 +36,11 @@ bool is_elementwise(const std::string& op) {
   return kOps.count(op) != 0;
 }
 
-// Runs `steps` profiled steps of the compiled graph and prints per-op time and the elementwise
-// chains (consecutive elementwise ops whose intermediate has exactly one consumer).
-void profile(optim::TrainOneStep& step, const Tensor& x, const Tensor& y, int steps) {
+// Runs `steps` profiled steps of the compiled graph and prints per-op time (first per node when
+// `per_node`) and the elementwise chains (consecutive elementwise ops whose intermediate has
+// exactly one consumer).
+void profile(optim::TrainOneStep& step, const Tensor& x, const Tensor& y, int steps,
+             bool per_node) {
   for (int i = 0; i < 20; ++i) step(x, y);  // compile and warm up
   runtime::Executor& exec = *step.last_executor();
   exec.set_profiling(true);
@@ -60,7 +63,10 @@ void profile(optim::TrainOneStep& step, const Tensor& x, const Tensor& y, int st
     const ir::Node& n = g.nodes[i];
     if (!n.is_op()) continue;
     ++ops;
-    if (std::getenv("PER_NODE")) std::printf("  node %-30s %-28s %8.1f us\n", n.name.c_str(), n.op->name.c_str(), secs[i] / steps * 1e6);
+    if (per_node) {
+      std::printf("  node %-44s %-28s %8.1f us\n", n.name.c_str(), n.op->name.c_str(),
+                  secs[i] / steps * 1e6);
+    }
     auto& e = by_op[n.op->name];
     ++e.first;
     e.second += secs[i] / steps;
@@ -165,7 +171,8 @@ int main(int argc, char** argv) {
     auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
     optim::TrainOneStep step(with_loss, opt);
     if (mode == "profile") {
-      profile(step, x, y, argc > 3 ? std::stoi(argv[3]) : 200);
+      profile(step, x, y, argc > 3 ? std::stoi(argv[3]) : 200,
+              argc > 4 && std::string(argv[4]) == "nodes");
       return 0;
     }
 
