@@ -203,12 +203,48 @@ TEST(PlanEstimate, GradientReductionsHideBehindTheBackwardWhereTheScheduleLetsTh
   EXPECT_DOUBLE_EQ(sharded.exposed_communication_s, sharded.communication_s);
   o.overlap_gradients = true;
   const PlanEstimate overlapped = estimate_plan(g, o);
-  double forward_compute = 0;
-  for (const OpEstimate& op : overlapped.ops) forward_compute += op.compute_s;
-  const double hidden = std::min(overlapped.gradient_s, 2 * forward_compute);
+  double backward = 0;  // NOTE [Backward of an op]: each op's (c - 1) times its forward
+  for (const OpEstimate& op : overlapped.ops) backward += (op.compute_factor - 1) * op.compute_s;
+  const double hidden = std::min(overlapped.gradient_s, backward);
   EXPECT_NEAR(overlapped.exposed_communication_s, overlapped.communication_s - hidden, 1e-15);
   EXPECT_LT(overlapped.predicted_step_s(), sharded.predicted_step_s());
   EXPECT_DOUBLE_EQ(overlapped.cost, sharded.cost);  // the search's objective does not change
+}
+
+// NOTE [Backward of an op] in src/parallel/search/candidates.h: a product costs 1 plus one per
+// operand needing a gradient, another op 3 when any input needs one, an op of the data and of
+// frozen parameters 1, and every op 1 in an evaluation step; the step's computation is their sum.
+TEST(PlanEstimate, EachOpCostsItsForwardAndTheGradientsItsInputsNeed) {
+  ir::Graph g = trace({4, 8}, [](const Tensor& x) {
+    const Tensor w1 = parameter({8, 16}, "w1"), w2 = parameter({16, 16}, "w2");
+    const Tensor frozen = parameter({8, 16}, "frozen", /*trainable=*/false);
+    const Tensor frozen2 = parameter({16, 16}, "frozen2", /*trainable=*/false);
+    const Tensor data_only = call("ReLU", {call("MatMul", {x, frozen})});  // no backward at all
+    const Tensor h = call("ReLU", {call("MatMul", {x, w1})});  // dW1 only: the data needs none
+    const Tensor both = call("MatMul", {h, w2});               // dH and dW2
+    const Tensor one = call("MatMul", {h, frozen2});           // dH only
+    return ops::reduce_sum(call("Add", {call("Add", {both, one}), data_only}), {.axes = {0, 1}});
+  });
+  const ConstantCostModel model;
+  EstimateOptions o;
+  o.search = {.cost_model = &model};
+  o.search.step_parallel.device_num = 1;
+  std::vector<std::pair<std::string, double>> factors;
+  const PlanEstimate e = estimate_plan(g, o);
+  double step = 0;
+  for (const OpEstimate& op : e.ops) {
+    factors.emplace_back(op.op, op.compute_factor);
+    step += op.compute_factor * op.compute_s;
+  }
+  const std::vector<std::pair<std::string, double>> want = {
+      {"MatMul", 1}, {"ReLU", 1}, {"MatMul", 2}, {"ReLU", 3},     {"MatMul", 3},
+      {"MatMul", 2}, {"Add", 3},  {"Add", 3},    {"ReduceSum", 3}};
+  EXPECT_EQ(factors, want);
+  double updates = 0;
+  for (const ParameterEstimate& p : e.parameters) updates += p.update_s;
+  EXPECT_NEAR(e.compute_s, step + updates, 1e-15);
+  o.search.training = false;
+  for (const OpEstimate& op : estimate_plan(g, o).ops) EXPECT_EQ(op.compute_factor, 1) << op.name;
 }
 
 TEST(PlanEstimate, NamesOpsByTheirCellPath) {

@@ -137,17 +137,18 @@ void print_ops(const parallel::PlanEstimate& e, int64_t which) {
     prim = std::max(prim, op->op.size());
     strat = std::max(strat, op->strategy.size() + 2);
   }
-  fmt::print("  {:<{}}  {:<{}}  {:<{}} {:>10} {:>10} {:>10} {:>10}\n", "name", width, "primitive",
-             prim, "strategy", strat, "compute", "comm", "redistrib", "memory");
+  fmt::print("  {:<{}}  {:<{}}  {:<{}} {:>10} {:>2} {:>10} {:>10} {:>10}\n", "name", width,
+             "primitive", prim, "strategy", strat, "compute", "c", "comm", "redistrib", "memory");
   for (const auto* op : ops) {
-    fmt::print("  {:<{}}  {:<{}}  {:<{}} {:>10} {:>10} {:>10} {:>10}\n", op->name, width, op->op,
-               prim, op->strategy + (op->given ? " *" : ""), strat, ms(op->compute_s),
-               ms(op->comm_s), ms(op->redistribution_s), mib(op->memory_bytes));
+    fmt::print("  {:<{}}  {:<{}}  {:<{}} {:>10} {:>2} {:>10} {:>10} {:>10}\n", op->name, width,
+               op->op, prim, op->strategy + (op->given ? " *" : ""), strat, ms(op->compute_s),
+               op->compute_factor, ms(op->comm_s), ms(op->redistribution_s), mib(op->memory_bytes));
   }
   fmt::print(
-      "  (per rank, forward only; * = given with shard(); the step costs c = {} times the "
-      "compute and m = {} times the communication)\n",
-      e.compute_factor, e.comm_factor);
+      "  (per rank, forward only; * = given with shard(); the step costs c times each op's "
+      "compute: 1 plus its backward, 3 for a product whose operands both need gradients; and "
+      "m = {} times the communication)\n",
+      e.comm_factor);
 }
 
 void print_parameters(const parallel::PlanEstimate& e, int64_t device_num, int64_t shown) {

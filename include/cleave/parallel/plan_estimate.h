@@ -47,6 +47,9 @@ struct OpEstimate {
   double redistribution_s = 0;  // its inputs into the layouts it reads them in
   double comm_bytes = 0;        // sent per rank by both (forward only)
   double memory_bytes = 0;      // the slices it reads and writes
+  // c of NOTE [Backward of an op] (src/parallel/search/candidates.h): its computation in a step
+  // is c times compute_s (3 for a product of two operands needing gradients, 1 with no backward).
+  double compute_factor = 1;
   // Its share of the step's cost: c * compute_s + beta * m * (comm_s + redistribution_s).
   double cost = 0;
 };
@@ -68,9 +71,9 @@ struct PlanEstimate {
   std::vector<OpEstimate> ops;                // graph order
   std::vector<ParameterEstimate> parameters;  // graph order
   bool training = true;
-  double compute_factor = 3, comm_factor = 2, beta = 1;  // c, m, beta of NOTE [Cost graph]
+  double comm_factor = 2, beta = 1;  // m, beta of NOTE [Cost graph]
   // The step, per rank (NOTE [Plan estimate]).
-  double compute_s = 0;        // the ops' computation, times compute_factor, and the updates
+  double compute_s = 0;        // the ops' computation, each times its compute_factor, and updates
   double communication_s = 0;  // forward and backward collectives, redistributions, gradients
   double gradient_s = 0;       // of which the gradient reductions
   double exposed_communication_s = 0;

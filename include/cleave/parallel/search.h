@@ -24,8 +24,10 @@
 //     pair of candidates; and one edge from a parameter node to each user, 0 where the user reads
 //     the parameter in the parameter node's layout and forbidden (+inf) elsewhere: one layout per
 //     parameter.
-// A training step (SearchOptions::training) has c = 3 and m = 2: the backward computes twice the
-// forward (an input's gradient and a weight's, for each product), and every forward collective
+// A training step (SearchOptions::training) has m = 2 and, per op, c of NOTE [Backward of an op]
+// (src/parallel/search/candidates.h): 1 plus its backward, 3 for a product whose input and weight
+// both need a gradient, 2 for one whose input is the data, 1 for an op of the data alone; and
+// every forward collective
 // or redistribution has a backward one moving as many bytes (AllGather <-> ReduceScatter or a
 // local slice, AllReduce of a partial output <-> AllReduce of the gradient of the replicated
 // input); an evaluation step has c = m = 1 and no gradient reduction. beta weighs communication
@@ -143,7 +145,7 @@ struct SearchOptions {
   const CostModel* cost_model = nullptr;  // null: default_cost_model()
   double beta = 1.0;                      // weight of communication (NOTE [Cost graph])
   double memory_capacity_bytes = 0;       // per rank; 0: no limit
-  bool training = true;                   // a training step (c = 3, m = 2) or a forward only
+  bool training = true;                   // a training step (c per op, m = 2) or a forward only
   double max_exact_combinations = 1e7;    // what the exact solver may enumerate
   int64_t max_star_candidates = 4096;     // candidates of a node a star elimination makes
   // MindSpore's set_algo_parameters (NOTE [Algorithm parameters]), with its defaults.

@@ -114,6 +114,46 @@ bool is_elementwise(const ir::OpDef& op) {
 
 bool trainable(const ir::Node& n) { return !n.value.defined() || n.value.requires_grad(); }
 
+std::vector<double> compute_factors(const ir::Graph& g, bool training) {
+  std::vector<double> factors(g.nodes.size(), 1.0);
+  if (!training) return factors;
+  // NOTE [Backward of an op]: whether each node's outputs need a gradient (one flag per node: an
+  // op with a gradient rule gives every output one or none).
+  std::vector<char> needs(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    switch (n.kind) {
+      case ir::NodeKind::kParameter:
+        needs[i] = trainable(n);
+        break;
+      case ir::NodeKind::kInput:
+      case ir::NodeKind::kConstant:
+        break;
+      case ir::NodeKind::kOp: {
+        int operands = 0, first_two = 0;
+        for (size_t k = 0; k < n.inputs.size(); ++k) {
+          const auto from = static_cast<size_t>(n.inputs[k].node);
+          CLEAVE_ASSERT(from < i, "{} reads node {}, which comes after it", n.name, from);
+          if (!needs[from]) continue;
+          ++operands;
+          if (k < 2) ++first_two;
+        }
+        const ShardingRule* rule = find_rule(*n.op);
+        const auto cls =
+            rule != nullptr ? rule->compute_class() : ShardingRule::ComputeClass::kMemory;
+        if (cls == ShardingRule::ComputeClass::kMemory) {
+          factors[i] = operands > 0 ? 3.0 : 1.0;
+        } else {
+          factors[i] = 1.0 + first_two;
+        }
+        needs[i] = operands > 0 && static_cast<bool>(n.op->grad);
+        break;
+      }
+    }
+  }
+  return factors;
+}
+
 double update_s(const CostModel& model, double slice_bytes) {
   return model.compute_s(ShardingRule::ComputeClass::kMemory, 0, kUpdateTraffic * slice_bytes);
 }

@@ -13,23 +13,37 @@
 
 namespace cleave::parallel::search_detail {
 
-// The factors of NOTE [Cost graph]: computation c, communication m, and beta.
-// The weights of a candidate's cost under the options' objective (NOTE [Cost graph], NOTE
-// [Search objectives]).
+// The factors of NOTE [Cost graph]: communication m and beta (computation's c is per op:
+// compute_factors). The weights of a candidate's cost under the options' objective (NOTE [Cost
+// graph], NOTE [Search objectives]).
 struct Factors {
-  double compute = 1, comm = 1, beta = 1;
+  double comm = 1, beta = 1;
   double memory = 0;  // per byte held (kMemory)
   explicit Factors(const SearchOptions& o)
-      : compute(o.training ? 3.0 : 1.0),
-        comm(o.training ? 2.0 : 1.0),
+      : comm(o.training ? 2.0 : 1.0),
         beta(o.beta *
              (o.objective == SearchObjective::kComputationOverCommunication ? 1000.0 : 1.0)),
         memory(o.objective == SearchObjective::kMemory ? 1.0 : 0.0) {}
-  // compute * c + beta * comm * m (+ the bytes held, for kMemory).
-  double own(const OpCost& c) const {
+  // compute * c + beta * comm * m (+ the bytes held, for kMemory), for an op of factor `compute`.
+  double own(const OpCost& c, double compute) const {
     return compute * c.compute_s + beta * comm * c.comm_s + memory * c.memory_bytes;
   }
 };
+
+// NOTE [Backward of an op]
+// In a training step an op computes its forward slice once and, in the backward, the gradient of
+// each input that needs one. An input needs a gradient when it is a trainable parameter, or the
+// output of an op that has a gradient rule (OpDef::grad) and an input needing one; the step's
+// data and constants need none. The factor c of an op's computation is therefore
+//   a matrix product or a convolution: 1 + the number of its two operands needing a gradient
+//                                      (each gradient is one product of the forward's size);
+//   any other op:                      3 when any input needs a gradient, else 1;
+// 1 everywhere in an evaluation step. So the first product of a network, whose input is the data,
+// costs 2 times its forward, not 3, and an op reading only the data (a Cast of the images) has no
+// backward. The memory-bound ops keep 3: their backward passes measured 1.4x (ReLU) to 2.3x
+// (max pooling) the forward on LeNet (bench/graph_bench profile), around the 2 the old uniform c =
+// 3 gave them. Per node of g (1 for nodes that are not ops).
+std::vector<double> compute_factors(const ir::Graph& g, bool training);
 
 // The devices a sharding uses: the product of its loop splits, or for a rule without loops the
 // most slices (times pending-sum groups) any of its operands has.

@@ -86,10 +86,12 @@ PlanEstimate estimate_plan(const Graph& global, const EstimateOptions& options) 
 
   PlanEstimate e;
   e.training = so.training;
-  e.compute_factor = so.training ? 3.0 : 1.0;
+  const std::vector<double> factors = search_detail::compute_factors(g, so.training);
   e.comm_factor = so.training ? 2.0 : 1.0;
   e.beta = so.beta;
-  double forward_comm_s = 0, forward_comm_bytes = 0, compute_sum = 0, update_sum = 0;
+  // compute_sum: the ops' forward computation; step_compute: each times its factor.
+  double forward_comm_s = 0, forward_comm_bytes = 0, compute_sum = 0, step_compute = 0,
+         update_sum = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     if (!n.is_op()) continue;
@@ -116,9 +118,11 @@ PlanEstimate estimate_plan(const Graph& global, const EstimateOptions& options) 
       op.redistribution_s += r.s;
       op.comm_bytes += r.bytes;
     }
-    op.cost = e.compute_factor * op.compute_s +
+    op.compute_factor = factors[i];
+    op.cost = op.compute_factor * op.compute_s +
               e.beta * e.comm_factor * (op.comm_s + op.redistribution_s);
     compute_sum += op.compute_s;
+    step_compute += op.compute_factor * op.compute_s;
     forward_comm_s += op.comm_s + op.redistribution_s;
     forward_comm_bytes += op.comm_bytes;
     e.activation_bytes += op.memory_bytes;
@@ -154,13 +158,13 @@ PlanEstimate estimate_plan(const Graph& global, const EstimateOptions& options) 
     e.traffic_bytes += pe.gradient_bytes;
     e.parameters.push_back(std::move(pe));
   }
-  e.compute_s = e.compute_factor * compute_sum + update_sum;
+  e.compute_s = step_compute + update_sum;
   e.communication_s = e.comm_factor * forward_comm_s + e.gradient_s;
   e.traffic_bytes += e.comm_factor * forward_comm_bytes;
   e.cost = e.compute_s + e.beta * e.communication_s;
   // NOTE [Plan estimate]: what blocks an op is exposed; the gradient reductions hide behind the
   // backward where the schedule lets them.
-  const double backward_s = (e.compute_factor - 1) * compute_sum;
+  const double backward_s = step_compute - compute_sum;
   const double hidden = options.overlap_gradients ? std::min(e.gradient_s, backward_s) : 0.0;
   e.exposed_communication_s = e.communication_s - hidden;
   return e;

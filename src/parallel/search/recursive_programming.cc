@@ -60,9 +60,9 @@ struct Source {
   std::optional<Layout> fixed;
 };
 
-// The candidates of every op of one *signature* (primitive, attributes, input and output types:
-// what a rule's strategies and an op's cost depend on), found and costed once: the layers of a
-// network repeat.
+// The candidates of every op of one *signature* (primitive, attributes, input and output types,
+// the factor of NOTE [Backward of an op]: what a rule's strategies and an op's cost depend on),
+// found and costed once: the layers of a network repeat.
 struct Family {
   std::vector<OpSharding> cands;
   std::vector<int64_t> used;  // per candidate: devices_used
@@ -103,6 +103,7 @@ class Recursive {
         o_(o),
         model_(o.cost_model != nullptr ? *o.cost_model : default_cost_model()),
         f_(o),
+        compute_factors_(search_detail::compute_factors(g, o.training)),
         op_of_(g.nodes.size(), kNone),
         param_of_(g.nodes.size(), kNone) {}
 
@@ -220,7 +221,9 @@ class Recursive {
         op.f->cands.push_back(
             infer_node(*rule, ctx, n, n.strategy));  // the rewrite's check and error
       } else {
-        std::string signature = n.op->name + n.attrs.to_string();
+        // The factor of NOTE [Backward of an op] too: it is part of the cost.
+        std::string signature =
+            fmt::format("{}{}c{}", n.op->name, n.attrs.to_string(), compute_factors_[op.node]);
         for (const ir::TensorMeta& m : op.metas) {
           signature += fmt::format("|{}{}", m.shape.to_string(), dtype_name(m.dtype));
         }
@@ -265,7 +268,7 @@ class Recursive {
     const auto i = static_cast<size_t>(c);
     if (!std::isnan(op.f->own[i])) return;
     const OpCost cost = model_.op_cost(context(op.node), op.f->cands[i]);
-    op.f->own[i] = f_.own(cost);
+    op.f->own[i] = f_.own(cost, compute_factors_[op.node]);
     op.f->memory[i] = cost.memory_bytes;
   }
   double own(size_t a, int c) {
@@ -629,7 +632,8 @@ class Recursive {
   const SearchOptions& o_;
   const CostModel& model_;
   Factors f_;
-  std::vector<int> op_of_, param_of_;  // per graph node: its op / parameter index, or kNone
+  std::vector<double> compute_factors_;  // per graph node (NOTE [Backward of an op])
+  std::vector<int> op_of_, param_of_;    // per graph node: its op / parameter index, or kNone
   std::vector<Op> ops_;
   std::vector<Parameter> params_;
   std::map<std::string, std::shared_ptr<Family>> families_;  // by signature
