@@ -87,7 +87,7 @@ TEST(OpSharding, ConvolutionSplitsBatchChannelsAndGroups) {
 
 // NOTE [Padded channels] in src/parallel/rules/conv.cc: a forward convolution's slice is costed
 // with its output channels padded to blocks of 8; the backward primitives are not.
-TEST(OpSharding, AConvolutionSliceIsCostedWithItsOutputChannelsPaddedToEight) {
+TEST(OpSharding, AConvolutionSliceOnOneDnnIsCostedWithItsOutputChannelsPaddedToEight) {
   const ir::OpDef& op = ir::Registry::global().get("Conv2D");
   const ir::Attrs attrs = conv_attrs({1, 1}, "valid");
   // x (32, 6, 14, 14), w (16, 6, 5, 5) -> (32, 16, 10, 10): LeNet's conv2.
@@ -107,13 +107,29 @@ TEST(OpSharding, AConvolutionSliceIsCostedWithItsOutputChannelsPaddedToEight) {
     EXPECT_DOUBLE_EQ(rule.infer(ctx, {{1, 1, 1, 1}, {devices, 1, 1, 1}}).compute_flops,
                      flops / static_cast<double>(devices) * padding);
   }
-  // 6 output channels (conv1) pad to 8 unsplit.
+  // conv1 (one input channel, 5x5) runs on the hand-written kernel (NOTE [Convolutions of few
+  // input channels] in src/kernels/cpu/conv.cc): its 6 output channels, or 3 per rank, are not
+  // padded.
   const std::vector<ir::TensorMeta> in1{{Shape{32, 1, 32, 32}, DType::kFloat32},
                                         {Shape{6, 1, 5, 5}, DType::kFloat32}};
   const std::vector<ir::TensorMeta> out1{{Shape{32, 6, 28, 28}, DType::kFloat32}};
-  const parallel::RuleContext ctx1{op, attrs, in1, out1, "conv1", "", 1};
-  EXPECT_DOUBLE_EQ(parallel::rule_of(op).infer(ctx1, {{1, 1, 1, 1}, {1, 1, 1, 1}}).compute_flops,
-                   2.0 * 32 * 6 * 28 * 28 * 1 * 5 * 5 * 8 / 6);
+  const double flops1 = 2.0 * 32 * 6 * 28 * 28 * 1 * 5 * 5;
+  const parallel::RuleContext ctx1{op, attrs, in1, out1, "conv1", "", 2};
+  const parallel::ShardingRule& rule = parallel::rule_of(op);
+  EXPECT_DOUBLE_EQ(rule.infer(ctx1, {{1, 1, 1, 1}, {1, 1, 1, 1}}).compute_flops, flops1);
+  EXPECT_DOUBLE_EQ(rule.infer(ctx1, {{1, 1, 1, 1}, {2, 1, 1, 1}}).compute_flops, flops1 / 2);
+  // With a 3x3 kernel (9 taps) or a stride of 2, oneDNN runs it: 6 output channels pad to 8.
+  const std::vector<ir::TensorMeta> in3{{Shape{32, 1, 32, 32}, DType::kFloat32},
+                                        {Shape{6, 1, 3, 3}, DType::kFloat32}};
+  const std::vector<ir::TensorMeta> out3{{Shape{32, 6, 30, 30}, DType::kFloat32}};
+  const parallel::RuleContext ctx3{op, attrs, in3, out3, "conv", "", 1};
+  EXPECT_DOUBLE_EQ(rule.infer(ctx3, {{1, 1, 1, 1}, {1, 1, 1, 1}}).compute_flops,
+                   2.0 * 32 * 6 * 30 * 30 * 1 * 3 * 3 * 8 / 6);
+  const ir::Attrs strided = conv_attrs({2, 2}, "valid");
+  const std::vector<ir::TensorMeta> out2{{Shape{32, 6, 14, 14}, DType::kFloat32}};
+  const parallel::RuleContext ctx2{op, strided, in1, out2, "conv", "", 1};
+  EXPECT_DOUBLE_EQ(rule.infer(ctx2, {{1, 1, 1, 1}, {1, 1, 1, 1}}).compute_flops,
+                   2.0 * 32 * 6 * 14 * 14 * 1 * 5 * 5 * 8 / 6);
 }
 
 // ---- invalid strategies ----

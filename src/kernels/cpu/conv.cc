@@ -538,6 +538,10 @@ bool empty_sum(const Conv2DGeometry& g) { return g.n == 0 || g.c == 0 || g.o == 
 
 }  // namespace
 
+bool conv2d_forward_runs_by_hand(const Conv2DGeometry& g) {
+  return direct_path(g, Pass::kForward, ConvPath::kAuto);
+}
+
 void conv2d_forward(const Conv2DGeometry& g, const Tensor& x, const Tensor& weight, const Tensor& y,
                     ConvPath path) {
   if (y.numel() == 0) return;

@@ -38,6 +38,13 @@ struct Conv2DGeometry {
 // conv2d_backward_input has no hand-written kernel. Float64 ignores the path.
 enum class ConvPath { kAuto, kOneDnn, kDirect };
 
+// Whether conv2d_forward with ConvPath::kAuto runs a Float32 convolution of g on the hand-written
+// kernel (NOTE [Convolutions of few input channels] in conv.cc), which computes each output
+// channel on its own, rather than on oneDNN's blocked layouts, which pad the output channels to a
+// whole block. For the cost model (NOTE [Padded channels] in src/parallel/rules/conv.cc); only
+// the fields that choose the path are read (c, kh, kw, group, strides, dilations).
+bool conv2d_forward_runs_by_hand(const Conv2DGeometry& g);
+
 // y = conv(x, weight). x, weight, y: contiguous, one floating dtype, shapes as in the geometry.
 void conv2d_forward(const Conv2DGeometry& g, const Tensor& x, const Tensor& weight, const Tensor& y,
                     ConvPath path = ConvPath::kAuto);

@@ -1,4 +1,6 @@
 // Convolution: Conv2D and its backward primitives Conv2DBackpropInput and Conv2DBackpropFilter.
+#include "kernels/cpu/conv.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -149,14 +151,17 @@ class ConvRule : public ShardingRule {
   // same. A forward convolution whose slice keeps o output channels therefore costs
   // ceil(o / 8) * 8 / o times its flops: 4x for the 2 channels per rank of LeNet's conv2 split 8
   // ways, which measured 2.6x slower a step than data parallelism while costed 1.2x
-  // (bench/README.md, "search", run H). Block 8 is AVX2's; an AVX-512 host blocks by 16, which this
-  // does not model. Grouped convolutions and the backward primitives keep flops / devices.
+  // (bench/README.md, "search", run H). A convolution of one or two input channels that the
+  // hand-written kernel runs (kernels::cpu::conv2d_forward_runs_by_hand: LeNet's conv1) computes
+  // each channel alone and keeps its flops. Block 8 is AVX2's; an AVX-512 host blocks by 16, which
+  // this does not model. Grouped convolutions and the backward primitives keep flops / devices.
   double slice_flops(const RuleContext& ctx, const std::vector<int64_t>& splits) const override {
     const double plain = ShardingRule::slice_flops(ctx, splits);
     const Geometry g = geometry(ctx);
     if (kind_ != ConvKind::kForward || g.group != 1 || splits.size() <= kO) return plain;
     const int64_t o = g.o / std::max<int64_t>(splits[kO], 1);
-    if (o <= 0) return plain;
+    const int64_t c = g.c / std::max<int64_t>(splits[kC], 1);
+    if (o <= 0 || by_hand(ctx, g, c)) return plain;
     constexpr int64_t kBlock = 8;
     const int64_t padded = (o + kBlock - 1) / kBlock * kBlock;
     return plain * static_cast<double>(padded) / static_cast<double>(o);
@@ -185,6 +190,21 @@ class ConvRule : public ShardingRule {
             .kh = w[2],
             .kw = w[3],
             .group = ctx.attrs.get_or<int64_t>("group", 1)};
+  }
+
+  // Whether the forward kernel of a slice with c input channels is the hand-written one (it
+  // depends on the input channels, the kernel and the window's steps).
+  static bool by_hand(const RuleContext& ctx, const Geometry& g, int64_t c) {
+    kernels::cpu::Conv2DGeometry k;
+    k.c = c, k.kh = g.kh, k.kw = g.kw, k.group = g.group;
+    const auto pair = [&](const char* name) {
+      return ctx.attrs.get_or<std::vector<int64_t>>(name, {1, 1});
+    };
+    const std::vector<int64_t> stride = pair("stride"), dilation = pair("dilation");
+    if (stride.size() != 2 || dilation.size() != 2) return false;
+    k.stride_h = stride[0], k.stride_w = stride[1];
+    k.dilation_h = dilation[0], k.dilation_w = dilation[1];
+    return kernels::cpu::conv2d_forward_runs_by_hand(k);
   }
 
   static void reduce(LoopDim& loop, const char* name) {
