@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cleave/cleave.h"
+#include "kernel_bench.h"
 #include "kernels/cpu/conv.h"
 
 using namespace cleave;
@@ -28,25 +29,6 @@ using kernels::cpu::Conv2DGeometry;
 using kernels::cpu::ConvPath;
 
 namespace {
-
-double median_us(const std::function<void()>& call) {
-  using clock = std::chrono::steady_clock;
-  for (int i = 0; i < 3; ++i) call();
-  std::vector<double> trials;
-  for (int trial = 0; trial < 7; ++trial) {
-    int64_t calls = 0;
-    const auto start = clock::now();
-    double elapsed = 0;
-    do {
-      call();
-      ++calls;
-      elapsed = std::chrono::duration<double>(clock::now() - start).count();
-    } while (elapsed < 0.02);
-    trials.push_back(elapsed * 1e6 / static_cast<double>(calls));
-  }
-  std::sort(trials.begin(), trials.end());
-  return trials[trials.size() / 2];
-}
 
 struct Case {
   int64_t n, c, hw, o, k;
@@ -67,7 +49,7 @@ Conv2DGeometry geometry(const Case& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = argc > 1 ? std::stoi(argv[1]) : 1;
+  const int threads = threads_arg(argc, argv);
   omp_set_num_threads(threads);
   std::vector<Case> cases = {{32, 1, 32, 6, 5, false}};
   for (int64_t c = 1; c <= 6; ++c) cases.push_back({32, c, 28, 16, 3, true});

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cleave/cleave.h"
+#include "kernel_bench.h"
 #include "kernels/cpu/pool.h"
 
 using namespace cleave;
@@ -24,25 +25,6 @@ using kernels::cpu::Pool2DGeometry;
 using kernels::cpu::PoolPath;
 
 namespace {
-
-double median_us(const std::function<void()>& call) {
-  using clock = std::chrono::steady_clock;
-  for (int i = 0; i < 3; ++i) call();
-  std::vector<double> trials;
-  for (int trial = 0; trial < 7; ++trial) {
-    int64_t calls = 0;
-    const auto start = clock::now();
-    double elapsed = 0;
-    do {
-      call();
-      ++calls;
-      elapsed = std::chrono::duration<double>(clock::now() - start).count();
-    } while (elapsed < 0.02);
-    trials.push_back(elapsed * 1e6 / static_cast<double>(calls));
-  }
-  std::sort(trials.begin(), trials.end());
-  return trials[trials.size() / 2];
-}
 
 struct Case {
   Shape x;
@@ -75,7 +57,7 @@ Pool2DGeometry geometry(const Case& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = argc > 1 ? std::stoi(argv[1]) : 1;
+  const int threads = threads_arg(argc, argv);
   omp_set_num_threads(threads);
   const std::vector<Case> cases = {
       {{32, 6, 28, 28}, 2, 2, false},   {{32, 16, 10, 10}, 2, 2, false},
