@@ -3,7 +3,7 @@
 // prediction for the same plan (bench/run.sh search; the plans: bench/README.md, "search").
 //
 //   plan_train_bench --net mlp|lenet|transformer --plan NAME [--steps S] [--warmup W]
-//                    [--batch-per-device B] [--profile FILE] [--save-graphs DIR]
+//                    [--batch-per-device B] [--profile FILE] [--save-graphs DIR] [--op-times]
 //
 // NAME is a hand-written plan of the network (plans(): strategies set with shard() on its
 // operators, the others data parallel where their batch allows, as SEMI_AUTO_PARALLEL gives
@@ -247,6 +247,11 @@ int main(int argc, char** argv) {
   std::string save_graphs;
   app.add_option("--save-graphs", save_graphs,
                  "dump the compiled step's graphs (the strategies chosen included) under DIR");
+  bool op_times = false;
+  app.add_flag("--op-times", op_times,
+               "after the measured steps, run as many again with the executor timing each op "
+               "and print rank 0's op times (OP lines, most costly first: time, primitive, "
+               "output and input shapes, name, attributes)");
   if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
   try {
     init();
@@ -337,6 +342,31 @@ int main(int argc, char** argv) {
       return v[v.size() / 2];
     };
     const double median = median_of(times);
+    if (op_times) {
+      // Each op's kernel time (Executor::set_profiling), apart from the ROW's steps: the clock
+      // reads cost about 50 ns per op.
+      runtime::Executor& exec = *step.last_executor();
+      exec.set_profiling(true);
+      for (int64_t s = 0; s < steps; ++s) step(x, y);
+      exec.set_profiling(false);
+      const ir::Graph& g = exec.graph();
+      std::vector<std::pair<double, size_t>> by_time;
+      for (size_t i = 0; i < g.nodes.size(); ++i) {
+        if (g.nodes[i].is_op()) by_time.emplace_back(exec.node_seconds()[i], i);
+      }
+      std::sort(by_time.rbegin(), by_time.rend());
+      for (const auto& [seconds, i] : by_time) {
+        if (rank != 0) break;
+        std::string inputs;
+        for (const ir::ValueRef& v : g.nodes[i].inputs) {
+          inputs += (inputs.empty() ? "" : " ") + g.meta(v).shape.to_string();
+        }
+        fmt::print("OP {:>9.1f} us  {:<28} {} <- {}  {} {}\n",
+                   seconds / static_cast<double>(steps) * 1e6, g.nodes[i].op->name,
+                   g.nodes[i].outputs.empty() ? "-" : g.nodes[i].outputs[0].shape.to_string(),
+                   inputs, g.nodes[i].name, g.nodes[i].attrs.to_string());
+      }
+    }
     if (rank == 0) {
       fmt::print(
           "ROW net={} plan={} np={} step_ms={:.3f} samples_per_s={:.1f} predicted_ms={:.3f} "
