@@ -2,7 +2,10 @@
 // f64 reference, gradients and bad-input errors.
 #include "kernels/cpu/matmul.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "cleave/ops/nn.h"
 #include "testing/gradcheck.h"
@@ -153,6 +156,36 @@ TEST(MatMul, SmallKernelAndOneDnnAgreeOnTheSameProblems) {
       kernels::cpu::matmul_f32_onednn(a.data<float>(), b.data<float>(), onednn.data<float>(), s);
       EXPECT_TRUE(all_close(small, onednn, 1e-5, 1e-5))
           << c.m << "x" << c.k << "x" << c.n << " ta=" << ta << " tb=" << tb;
+    }
+  }
+}
+
+// NOTE [Leading dimensions of 2 KiB] in src/kernels/cpu/matmul.cc: an untransposed B of 512 or
+// 1024 columns, a transposed A of 512 columns, and both, are copied with padded rows; the product
+// equals the Float64 one and oneDNN's on the operands as they lie.
+TEST(MatMul, OperandsWithRowsTwoKibApartArePaddedAndGiveTheSameProduct) {
+  using kernels::cpu::MatMulShape;
+  for (const Case& c : {Case{5, 64, 512}, Case{3, 50, 1024}, Case{512, 9, 40}, Case{512, 3, 512},
+                        Case{512, 1, 512}}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const Tensor a64 = random_f64(stored({}, c.m, c.k, ta), -1, 1, 41);
+      const Tensor b64 = random_f64(stored({}, c.k, c.n, tb), -1, 1, 42);
+      const Tensor a = f32(a64), b = f32(b64);
+      const MatMulShape s{.m = c.m, .n = c.n, .k = c.k, .transpose_a = ta, .transpose_b = tb};
+      ASSERT_FALSE(kernels::cpu::matmul_f32_uses_small_kernel(s));
+      Tensor padded = Tensor::full({c.m, c.n}, std::nanf(""));
+      Tensor as_is = Tensor::full({c.m, c.n}, std::nanf(""));
+      kernels::cpu::matmul_f32_onednn(a.data<float>(), b.data<float>(), padded.data<float>(), s);
+      kernels::cpu::matmul_f32_onednn(a.data<float>(), b.data<float>(), as_is.data<float>(), s,
+                                      /*pad_2k_strides=*/false);
+      const std::string what = fmt::format("{}x{}x{} ta={} tb={}", c.m, c.k, c.n,
+                                           static_cast<int>(ta), static_cast<int>(tb));
+      EXPECT_TRUE(all_close(padded, as_is, 1e-5, 1e-5)) << what;
+      EXPECT_TRUE(all_close(padded, reference_product(a64, b64, ta, tb), 1e-4, 1e-4)) << what;
+      EXPECT_TRUE(
+          all_close(ops::matmul(a, b, {.transpose_a = ta, .transpose_b = tb}), padded, 0, 0))
+          << what << ": the op takes the padded path";
     }
   }
 }

@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "cleave/core/error.h"
 #include "onednn.h"
@@ -17,6 +19,10 @@ namespace {
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
 // oneDNN tensors have at most 12 dims: 10 batch dims plus the matrix.
 constexpr size_t kMaxOneDnnBatchDims = 10;
+// NOTE [Leading dimensions of 2 KiB]
+constexpr int64_t kAliasingFloats = 512;
+constexpr int64_t kPaddingFloats = 16;
+constexpr size_t kKeptPaddedBytes = size_t{16} << 20;
 
 // ---- batches ----
 
@@ -207,14 +213,14 @@ struct OneDnnMatMul {
 // Descriptor of a (batch..., rows, cols) operand stored row-major, or stored as
 // (batch..., cols, rows) when `transposed`: the transpose is only a change of strides.
 dnnl::memory::desc operand_desc(const std::vector<int64_t>& batch, int64_t rows, int64_t cols,
-                                bool transposed) {
+                                bool transposed, int64_t ld = 0) {
   dnnl::memory::dims dims(batch.begin(), batch.end());
   dims.push_back(rows);
   dims.push_back(cols);
   dnnl::memory::dims strides(dims.size());
   const size_t r = dims.size() - 2;
-  strides[r] = transposed ? 1 : cols;
-  strides[r + 1] = transposed ? rows : 1;
+  strides[r] = transposed ? 1 : (ld > 0 ? ld : cols);
+  strides[r + 1] = transposed ? (ld > 0 ? ld : rows) : 1;
   int64_t acc = rows * cols;
   for (size_t i = r; i-- > 0;) {
     strides[i] = acc;
@@ -225,13 +231,15 @@ dnnl::memory::desc operand_desc(const std::vector<int64_t>& batch, int64_t rows,
 
 OneDnnMatMul& onednn_matmul(const std::vector<int64_t>& batch_a,
                             const std::vector<int64_t>& batch_b,
-                            const std::vector<int64_t>& batch_c, const MatMulShape& s) {
-  const std::string key = fmt::format(
-      "matmul f32 m{} n{} k{} ta{} tb{} a({}) b({}) c({})", s.m, s.n, s.k, s.transpose_a,
-      s.transpose_b, fmt::join(batch_a, ","), fmt::join(batch_b, ","), fmt::join(batch_c, ","));
+                            const std::vector<int64_t>& batch_c, const MatMulShape& s,
+                            int64_t lda = 0, int64_t ldb = 0) {
+  const std::string key =
+      fmt::format("matmul f32 m{} n{} k{} ta{} tb{} a({}) b({}) c({}) lda{} ldb{}", s.m, s.n, s.k,
+                  s.transpose_a, s.transpose_b, fmt::join(batch_a, ","), fmt::join(batch_b, ","),
+                  fmt::join(batch_c, ","), lda, ldb);
   return cached_primitive<OneDnnMatMul>(key, [&] {
-    const dnnl::memory::desc a = operand_desc(batch_a, s.m, s.k, s.transpose_a);
-    const dnnl::memory::desc b = operand_desc(batch_b, s.k, s.n, s.transpose_b);
+    const dnnl::memory::desc a = operand_desc(batch_a, s.m, s.k, s.transpose_a, lda);
+    const dnnl::memory::desc b = operand_desc(batch_b, s.k, s.n, s.transpose_b, ldb);
     const dnnl::memory::desc c = operand_desc(batch_c, s.m, s.n, false);
     dnnl::engine& engine = onednn_engine();
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine);
@@ -249,6 +257,51 @@ void run_onednn(OneDnnMatMul& p, const float* a, const float* b, float* c) {
   dnnl::stream& stream = onednn_stream();
   p.primitive.execute(stream, {{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}});
   stream.wait();
+}
+
+// NOTE [Leading dimensions of 2 KiB]
+// oneDNN's f32 matmul (its jit sgemm) often slows by a third to a half when it reads an operand
+// across rows that lie a multiple of 2 KiB (512 floats) apart: B stored (K, N) untransposed with
+// N a multiple of 512, and A stored (K, M) for a transposed A with M a multiple of 512 (the
+// weight gradients X^T·dY of a batch of 512). One thread (bench/matmul_bench): (64 x 256)·
+// (256 x 512) at 66 GFLOP/s against 95 for N = 520, 1024 columns at 45, the MLP's
+// (256 x 512)·(512 x 512) at 65; a transposed B of the same rows, N = 768 and N = 1040 run at
+// full speed. Most likely the rows of a packed panel fall into the same cache sets. A 2-D
+// product with such an operand therefore copies it into rows kPaddingFloats longer and gives
+// oneDNN the padded stride: 1.25-2x on those products, and the MLP's layers of 512 train 12-14%
+// faster. Not every such shape is slow (784 x 256 x 512 with a transposed A ran at full speed
+// unpadded); there the copy costs 1-3%. The copies are kept per thread up to kKeptPaddedBytes.
+// Batched products keep their layout. Measurements: bench/README.md, 'core'.
+bool strided_by_2k(int64_t ld) { return ld % kAliasingFloats == 0; }
+
+// A copy of the rows x cols row-major matrix `m` with rows `ld` floats apart, in `buffer`.
+const float* padded_copy(const float* m, int64_t rows, int64_t cols, int64_t ld,
+                         std::vector<float>& buffer) {
+  buffer.resize(static_cast<size_t>(rows * ld));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(buffer.data() + r * ld, m + r * cols, static_cast<size_t>(cols) * sizeof(float));
+  }
+  return buffer.data();
+}
+
+void release_if_large(std::vector<float>& buffer) {
+  if (buffer.capacity() * sizeof(float) > kKeptPaddedBytes) std::vector<float>().swap(buffer);
+}
+
+// Runs a 2-D product with its 2 KiB-strided operands padded; false (nothing done) when it has
+// none.
+bool run_padded(const MatMulShape& s, const float* a, const float* b, float* c) {
+  const bool pad_b = !s.transpose_b && strided_by_2k(s.n);
+  const bool pad_a = s.transpose_a && strided_by_2k(s.m);
+  if (!pad_a && !pad_b) return false;
+  thread_local std::vector<float> buffer_a, buffer_b;
+  const int64_t lda = pad_a ? s.m + kPaddingFloats : 0, ldb = pad_b ? s.n + kPaddingFloats : 0;
+  const float* pa = pad_a ? padded_copy(a, s.k, s.m, lda, buffer_a) : a;
+  const float* pb = pad_b ? padded_copy(b, s.k, s.n, ldb, buffer_b) : b;
+  run_onednn(onednn_matmul({}, {}, {}, s, lda, ldb), pa, pb, c);
+  release_if_large(buffer_a);
+  release_if_large(buffer_b);
+  return true;
 }
 
 // ---- f64 reference ----
@@ -309,7 +362,8 @@ void matmul_f32_small(const float* a, const float* b, float* c, const MatMulShap
   });
 }
 
-void matmul_f32_onednn(const float* a, const float* b, float* c, const MatMulShape& shape) {
+void matmul_f32_onednn(const float* a, const float* b, float* c, const MatMulShape& shape,
+                       bool pad_2k_strides) {
   if (handle_degenerate(c, shape)) return;
   const std::vector<int64_t>& batch_c = shape.batch_c;
   const bool broadcast = shape.batch_a != batch_c || shape.batch_b != batch_c;
@@ -319,6 +373,7 @@ void matmul_f32_onednn(const float* a, const float* b, float* c, const MatMulSha
     for (int64_t d : batch_c) count *= d;
     const std::vector<int64_t> batch =
         count == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{count};
+    if (count == 1 && pad_2k_strides && run_padded(shape, a, b, c)) return;
     run_onednn(onednn_matmul(batch, batch, batch, shape), a, b, c);
     return;
   }

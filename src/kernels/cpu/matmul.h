@@ -32,7 +32,10 @@ void matmul(const double* a, const double* b, double* c, const MatMulShape& shap
 
 // The two f32 paths, callable directly so tests can compare them on the same problem.
 void matmul_f32_small(const float* a, const float* b, float* c, const MatMulShape& shape);
-void matmul_f32_onednn(const float* a, const float* b, float* c, const MatMulShape& shape);
+// pad_2k_strides false gives oneDNN every operand as it lies, even where NOTE [Leading
+// dimensions of 2 KiB] (matmul.cc) pads it (for tests and bench/matmul_bench).
+void matmul_f32_onednn(const float* a, const float* b, float* c, const MatMulShape& shape,
+                       bool pad_2k_strides = true);
 // Whether matmul() takes the small-matrix path for `shape`.
 bool matmul_f32_uses_small_kernel(const MatMulShape& shape);
 
