@@ -213,7 +213,8 @@ TEST(PlanEstimate, GradientReductionsHideBehindTheBackwardWhereTheScheduleLetsTh
 
 // NOTE [Backward of an op] in src/parallel/search/candidates.h: a product costs 1 plus one per
 // operand needing a gradient, another op 3 when any input needs one, an op of the data and of
-// frozen parameters 1, and every op 1 in an evaluation step; the step's computation is their sum.
+// frozen parameters 1, an op without a gradient rule (Equal) and what reads only its output 1,
+// and every op 1 in an evaluation step; the step's computation is their sum.
 TEST(PlanEstimate, EachOpCostsItsForwardAndTheGradientsItsInputsNeed) {
   ir::Graph g = trace({4, 8}, [](const Tensor& x) {
     const Tensor w1 = parameter({8, 16}, "w1"), w2 = parameter({16, 16}, "w2");
@@ -223,7 +224,9 @@ TEST(PlanEstimate, EachOpCostsItsForwardAndTheGradientsItsInputsNeed) {
     const Tensor h = call("ReLU", {call("MatMul", {x, w1})});  // dW1 only: the data needs none
     const Tensor both = call("MatMul", {h, w2});               // dH and dW2
     const Tensor one = call("MatMul", {h, frozen2});           // dH only
-    return ops::reduce_sum(call("Add", {call("Add", {both, one}), data_only}), {.axes = {0, 1}});
+    const Tensor mask = call("Equal", {both, one});            // no gradient rule: no backward
+    const Tensor sum = call("Add", {call("Add", {both, one}), data_only});
+    return ops::reduce_sum(call("Mul", {sum, ops::cast(mask, DType::kFloat32)}), {.axes = {0, 1}});
   });
   const ConstantCostModel model;
   EstimateOptions o;
@@ -237,8 +240,8 @@ TEST(PlanEstimate, EachOpCostsItsForwardAndTheGradientsItsInputsNeed) {
     step += op.compute_factor * op.compute_s;
   }
   const std::vector<std::pair<std::string, double>> want = {
-      {"MatMul", 1}, {"ReLU", 1}, {"MatMul", 2}, {"ReLU", 3},     {"MatMul", 3},
-      {"MatMul", 2}, {"Add", 3},  {"Add", 3},    {"ReduceSum", 3}};
+      {"MatMul", 1}, {"ReLU", 1}, {"MatMul", 2}, {"ReLU", 3}, {"MatMul", 3}, {"MatMul", 2},
+      {"Equal", 1},  {"Add", 3},  {"Add", 3},    {"Cast", 1}, {"Mul", 3},    {"ReduceSum", 3}};
   EXPECT_EQ(factors, want);
   double updates = 0;
   for (const ParameterEstimate& p : e.parameters) updates += p.update_s;

@@ -27,14 +27,13 @@
 // A training step (SearchOptions::training) has m = 2 and, per op, c of NOTE [Backward of an op]
 // (src/parallel/search/candidates.h): 1 plus its backward, 3 for a product whose input and weight
 // both need a gradient, 2 for one whose input is the data, 1 for an op of the data alone; and
-// every forward collective
-// or redistribution has a backward one moving as many bytes (AllGather <-> ReduceScatter or a
-// local slice, AllReduce of a partial output <-> AllReduce of the gradient of the replicated
-// input); an evaluation step has c = m = 1 and no gradient reduction. beta weighs communication
-// against computation (1: both are seconds of the step, nothing overlapped). A *plan* picks one
-// candidate per node; its cost is the sum of its candidates' costs and of its edges' entries,
-// its memory the sum of its candidates' memory; the search minimises the cost over the plans
-// whose memory is at most memory_capacity_bytes (0: no limit).
+// every forward collective or redistribution has a backward one moving as many bytes (AllGather
+// <-> ReduceScatter or a local slice, AllReduce of a partial output <-> AllReduce of the gradient
+// of the replicated input); an evaluation step has c = m = 1 and no gradient reduction. beta
+// weighs communication against computation (1: both are seconds of the step, nothing
+// overlapped). A *plan* picks one candidate per node; its cost is the sum of its candidates'
+// costs and of its edges' entries, its memory the sum of its candidates' memory; the search
+// minimises the cost over the plans whose memory is at most memory_capacity_bytes (0: no limit).
 //
 // NOTE [Dynamic programming search]
 // The cost graph is reduced by eliminations, MindSpore's, each exact: every (cost, memory) pair

@@ -138,15 +138,18 @@ std::vector<double> compute_factors(const ir::Graph& g, bool training) {
           ++operands;
           if (k < 2) ++first_two;
         }
+        const bool backward = operands > 0 && static_cast<bool>(n.op->grad);
         const ShardingRule* rule = find_rule(*n.op);
         const auto cls =
             rule != nullptr ? rule->compute_class() : ShardingRule::ComputeClass::kMemory;
-        if (cls == ShardingRule::ComputeClass::kMemory) {
-          factors[i] = operands > 0 ? 3.0 : 1.0;
+        if (!backward) {
+          factors[i] = 1.0;
+        } else if (cls == ShardingRule::ComputeClass::kMemory) {
+          factors[i] = 3.0;
         } else {
           factors[i] = 1.0 + first_two;
         }
-        needs[i] = operands > 0 && static_cast<bool>(n.op->grad);
+        needs[i] = backward;
         break;
       }
     }

@@ -35,14 +35,16 @@ struct Factors {
 // each input that needs one. An input needs a gradient when it is a trainable parameter, or the
 // output of an op that has a gradient rule (OpDef::grad) and an input needing one; the step's
 // data and constants need none. The factor c of an op's computation is therefore
+//   an op without a gradient rule, or
+//   with no input needing a gradient:  1 (no backward);
 //   a matrix product or a convolution: 1 + the number of its two operands needing a gradient
 //                                      (each gradient is one product of the forward's size);
-//   any other op:                      3 when any input needs a gradient, else 1;
-// 1 everywhere in an evaluation step. So the first product of a network, whose input is the data,
-// costs 2 times its forward, not 3, and an op reading only the data (a Cast of the images) has no
-// backward. The memory-bound ops keep 3: their backward passes measured 1.4x (ReLU) to 2.3x
-// (max pooling) the forward on LeNet (bench/graph_bench profile), around the 2 the old uniform c =
-// 3 gave them. Per node of g (1 for nodes that are not ops).
+//   any other op:                      3;
+// and 1 everywhere in an evaluation step. So the first product of a network, whose input is the
+// data, costs 2 times its forward, not 3, and an op reading only the data (a Cast of the images)
+// has no backward. The memory-bound ops keep 3: their backward passes measured 1.4x (ReLU) to
+// 2.3x (max pooling) the forward on LeNet (bench/graph_bench profile), around the 2 the old
+// uniform c = 3 gave them. Returns c per node of g (1 for nodes that are not ops).
 std::vector<double> compute_factors(const ir::Graph& g, bool training);
 
 // The devices a sharding uses: the product of its loop splits, or for a rule without loops the
