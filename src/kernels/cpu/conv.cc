@@ -171,7 +171,8 @@ void run_pass(const Conv2DGeometry& g, Pass pass, const Tensor& in0, const Tenso
 //             in parallel; each dw element is summed in one fixed order whatever the threads.
 // The backward pass to the input stays on oneDNN (a network's first convolution, the usual one
 // with few input channels, has none). bench/conv_bench compares the paths (bench/README.md,
-// 'core'); tests/ops/conv_test.cc checks them against the Float64 reference loops.
+// "Convolutions of one or two input channels"); tests/kernels/conv_paths_test.cc and
+// tests/ops/conv_test.cc check them against the Float64 reference loops.
 // ---------------------------------------------------------------------------------------------
 
 constexpr int64_t kMaxDirectKw = 7;
@@ -203,7 +204,8 @@ int64_t whole_vectors(int64_t n) { return (n + simd::kLanes - 1) / simd::kLanes 
 // outside x; hp = oh + kh - 1 rows, wp = whole_vectors(ow) + kw - 1 columns.
 // The buffer is the calling thread's, kept between calls up to kKeptPaddedBytes: taking it from
 // the CPU allocation cache instead measured LeNet's conv2 passes 5-13% slower (bench/README.md,
-// 'core'), and a fresh vector of this size is mmap'd and faulted in on every call.
+// "Convolutions of one or two input channels"), and a fresh vector of this size is mmap'd and
+// faulted in on every call.
 constexpr size_t kKeptPaddedBytes = size_t{16} << 20;
 
 class PaddedInput {

@@ -271,7 +271,7 @@ void run_onednn(OneDnnMatMul& p, const float* a, const float* b, float* c) {
 // oneDNN the padded stride: 1.25-2x on those products, and the MLP's layers of 512 train 12-14%
 // faster. Not every such shape is slow (784 x 256 x 512 with a transposed A ran at full speed
 // unpadded); there the copy costs 1-3%. The copies are kept per thread up to kKeptPaddedBytes.
-// Batched products keep their layout. Measurements: bench/README.md, 'core'.
+// Batched products keep their layout. Measurements: bench/README.md, "Matrix rows 2 KiB apart".
 bool strided_by_2k(int64_t ld) { return ld % kAliasingFloats == 0; }
 
 // A copy of the rows x cols row-major matrix `m` with rows `ld` floats apart, in `buffer`.
