@@ -136,9 +136,10 @@ void run_pass(const Conv2DGeometry& g, Pass pass, const Tensor& in0, const Tenso
       cached_primitive<ConvPass>(std::string(kNames[static_cast<int>(pass)]) + " f32 " + g.key(),
                                  [&] { return make_pass(g, pass); });
   auto& stream = onednn_stream();
-  dnnl::memory written = p.out.place_out(out.raw_data());
-  p.primitive.execute(stream, {{p.in0_arg, p.in0.bring_in(in0.raw_data(), stream)},
-                               {p.in1_arg, p.in1.bring_in(in1.raw_data(), stream)},
+  Tensor in0_copy, in1_copy, out_copy;  // NOTE [Bridge buffers from the allocation cache]
+  dnnl::memory written = p.out.place_out(out.raw_data(), out_copy);
+  p.primitive.execute(stream, {{p.in0_arg, p.in0.bring_in(in0.raw_data(), stream, in0_copy)},
+                               {p.in1_arg, p.in1.bring_in(in1.raw_data(), stream, in1_copy)},
                                {p.out_arg, written}});
   p.out.take_out(written, out.raw_data(), stream);
   stream.wait();

@@ -32,18 +32,24 @@ LayoutBridge LayoutBridge::output(const dnnl::memory::desc& plain,
   return b;
 }
 
-dnnl::memory LayoutBridge::bring_in(const void* data, dnnl::stream& stream) const {
+dnnl::memory LayoutBridge::cached_memory(Tensor& storage) const {
+  // NOTE [Bridge buffers from the allocation cache]
+  const auto bytes = static_cast<int64_t>(layout_.get_size());
+  storage = Tensor::empty(Shape({(bytes + 3) / 4}), DType::kFloat32);
+  return dnnl::memory(layout_, onednn_engine(), storage.raw_data());
+}
+
+dnnl::memory LayoutBridge::bring_in(const void* data, dnnl::stream& stream, Tensor& storage) const {
   // oneDNN takes handles as void*; an input bridge only reads through it.
   dnnl::memory user(plain_, onednn_engine(), const_cast<void*>(data));
   if (!reorder_) return user;
-  dnnl::memory converted(layout_, onednn_engine());
+  dnnl::memory converted = cached_memory(storage);
   reorder_->execute(stream, user, converted);
   return converted;
 }
 
-dnnl::memory LayoutBridge::place_out(void* data) const {
-  return reorder_ ? dnnl::memory(layout_, onednn_engine())
-                  : dnnl::memory(plain_, onednn_engine(), data);
+dnnl::memory LayoutBridge::place_out(void* data, Tensor& storage) const {
+  return reorder_ ? cached_memory(storage) : dnnl::memory(plain_, onednn_engine(), data);
 }
 
 void LayoutBridge::take_out(dnnl::memory written, void* data, dnnl::stream& stream) const {

@@ -74,9 +74,10 @@ void onednn_forward(const Pool2DGeometry& g, dnnl::algorithm alg, const Tensor& 
             LayoutBridge::input(d.src, d.src_layout), LayoutBridge::output(d.dst, d.dst_layout)};
       });
   auto& stream = onednn_stream();
-  memory dst = p.dst.place_out(y.raw_data());
-  p.primitive.execute(stream,
-                      {{DNNL_ARG_SRC, p.src.bring_in(x.raw_data(), stream)}, {DNNL_ARG_DST, dst}});
+  Tensor src_copy, dst_copy;  // NOTE [Bridge buffers from the allocation cache]
+  memory dst = p.dst.place_out(y.raw_data(), dst_copy);
+  p.primitive.execute(stream, {{DNNL_ARG_SRC, p.src.bring_in(x.raw_data(), stream, src_copy)},
+                               {DNNL_ARG_DST, dst}});
   p.dst.take_out(dst, y.raw_data(), stream);
   stream.wait();
 }
@@ -102,13 +103,15 @@ void onednn_max_backward(const Pool2DGeometry& g, const Tensor& x, const Tensor&
   auto& stream = onednn_stream();
   memory recomputed_dst(p.forward_dst, engine);  // discarded
   memory workspace(p.workspace, engine);
-  p.forward.execute(stream, {{DNNL_ARG_SRC, p.src.bring_in(x.raw_data(), stream)},
+  Tensor src_copy, diff_dst_copy, diff_src_copy;  // NOTE [Bridge buffers from the allocation cache]
+  p.forward.execute(stream, {{DNNL_ARG_SRC, p.src.bring_in(x.raw_data(), stream, src_copy)},
                              {DNNL_ARG_DST, recomputed_dst},
                              {DNNL_ARG_WORKSPACE, workspace}});
-  memory diff_src = p.diff_src.place_out(dx.raw_data());
-  p.backward.execute(stream, {{DNNL_ARG_DIFF_DST, p.diff_dst.bring_in(dy.raw_data(), stream)},
-                              {DNNL_ARG_DIFF_SRC, diff_src},
-                              {DNNL_ARG_WORKSPACE, workspace}});
+  memory diff_src = p.diff_src.place_out(dx.raw_data(), diff_src_copy);
+  p.backward.execute(
+      stream, {{DNNL_ARG_DIFF_DST, p.diff_dst.bring_in(dy.raw_data(), stream, diff_dst_copy)},
+               {DNNL_ARG_DIFF_SRC, diff_src},
+               {DNNL_ARG_WORKSPACE, workspace}});
   p.diff_src.take_out(diff_src, dx.raw_data(), stream);
   stream.wait();
 }
@@ -125,9 +128,11 @@ void onednn_avg_backward(const Pool2DGeometry& g, const Tensor& dy, const Tensor
         LayoutBridge::input(d.dst, d.dst_layout), LayoutBridge::output(d.src, d.src_layout)};
   });
   auto& stream = onednn_stream();
-  memory diff_src = p.diff_src.place_out(dx.raw_data());
-  p.primitive.execute(stream, {{DNNL_ARG_DIFF_DST, p.diff_dst.bring_in(dy.raw_data(), stream)},
-                               {DNNL_ARG_DIFF_SRC, diff_src}});
+  Tensor diff_dst_copy, diff_src_copy;  // NOTE [Bridge buffers from the allocation cache]
+  memory diff_src = p.diff_src.place_out(dx.raw_data(), diff_src_copy);
+  p.primitive.execute(
+      stream, {{DNNL_ARG_DIFF_DST, p.diff_dst.bring_in(dy.raw_data(), stream, diff_dst_copy)},
+               {DNNL_ARG_DIFF_SRC, diff_src}});
   p.diff_src.take_out(diff_src, dx.raw_data(), stream);
   stream.wait();
 }
