@@ -203,10 +203,10 @@ int64_t whole_vectors(int64_t n) { return (n + simd::kLanes - 1) / simd::kLanes 
 
 // x (n, c, h, w) as xp (n, c, hp, wp): xp[n, c, r, q] = x[n, c, r - pad_top, q - pad_left], 0
 // outside x; hp = oh + kh - 1 rows, wp = whole_vectors(ow) + kw - 1 columns.
-// The buffer is the calling thread's, kept between calls up to kKeptPaddedBytes: taking it from
-// the CPU allocation cache instead measured LeNet's conv2 passes 5-13% slower (bench/README.md,
-// "Convolutions of one or two input channels"), and a fresh vector of this size is mmap'd and
-// faulted in on every call.
+// The buffer is the calling thread's, kept between calls up to kKeptPaddedBytes: a fresh vector
+// of this size is mmap'd and faulted in on every call. (Taking it from the CPU allocation cache
+// measured LeNet's conv2 passes 5-13% slower, but that was before NOTE [Bridge buffers from the
+// allocation cache] in onednn_layout.h, which found why those passes moved; not re-measured.)
 constexpr size_t kKeptPaddedBytes = size_t{16} << 20;
 
 class PaddedInput {
