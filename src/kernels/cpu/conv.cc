@@ -203,38 +203,24 @@ int64_t whole_vectors(int64_t n) { return (n + simd::kLanes - 1) / simd::kLanes 
 
 // x (n, c, h, w) as xp (n, c, hp, wp): xp[n, c, r, q] = x[n, c, r - pad_top, q - pad_left], 0
 // outside x; hp = oh + kh - 1 rows, wp = whole_vectors(ow) + kw - 1 columns.
-// The buffer is the calling thread's, kept between calls up to kKeptPaddedBytes: a fresh vector
-// of this size is mmap'd and faulted in on every call. (Taking it from the CPU allocation cache
-// measured LeNet's conv2 passes 5-13% slower, but that was before NOTE [Bridge buffers from the
-// allocation cache] in onednn_layout.h, which found why those passes moved; not re-measured.)
-constexpr size_t kKeptPaddedBytes = size_t{16} << 20;
-
+// The buffer comes from the CPU allocation cache (NOTE [CPU allocation cache] in
+// src/core/storage.cc): a fresh vector of this size would be mmap'd and faulted in on every call.
 class PaddedInput {
  public:
   int64_t hp = 0, wp = 0;
 
-  explicit PaddedInput(const Conv2DGeometry& g) : data_(buffer()) {
-    hp = g.oh + g.kh - 1;
-    wp = whole_vectors(g.ow) + g.kw - 1;
-    data_.assign(static_cast<size_t>(g.n * g.c * hp * wp), 0.0f);
-  }
-  ~PaddedInput() {
-    if (data_.capacity() * sizeof(float) > kKeptPaddedBytes) std::vector<float>().swap(data_);
-  }
-  PaddedInput(const PaddedInput&) = delete;
-  PaddedInput& operator=(const PaddedInput&) = delete;
+  explicit PaddedInput(const Conv2DGeometry& g)
+      : hp(g.oh + g.kh - 1),
+        wp(whole_vectors(g.ow) + g.kw - 1),
+        data_(Tensor::zeros(Shape({g.n * g.c * hp * wp}), DType::kFloat32)) {}
 
-  float* data() { return data_.data(); }
+  float* data() { return data_.data<float>(); }
   const float* plane(int64_t n, int64_t c, int64_t c_count) const {
-    return data_.data() + (n * c_count + c) * hp * wp;
+    return data_.data<float>() + (n * c_count + c) * hp * wp;
   }
 
  private:
-  static std::vector<float>& buffer() {
-    thread_local std::vector<float> kept;
-    return kept;
-  }
-  std::vector<float>& data_;
+  Tensor data_;
 };
 
 // Fills p (made for g) from x.

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "cleave/core/error.h"
+#include "cleave/core/tensor.h"
 #include "onednn.h"
 #include "parallel.h"
 #include "simd.h"
@@ -22,7 +22,6 @@ constexpr size_t kMaxOneDnnBatchDims = 10;
 // NOTE [Leading dimensions of 2 KiB]
 constexpr int64_t kAliasingFloats = 512;
 constexpr int64_t kPaddingFloats = 16;
-constexpr size_t kKeptPaddedBytes = size_t{16} << 20;
 
 // ---- batches ----
 
@@ -270,22 +269,19 @@ void run_onednn(OneDnnMatMul& p, const float* a, const float* b, float* c) {
 // product with such an operand therefore copies it into rows kPaddingFloats longer and gives
 // oneDNN the padded stride: 1.25-2x on those products, and the MLP's layers of 512 train 12-14%
 // faster. Not every such shape is slow (784 x 256 x 512 with a transposed A ran at full speed
-// unpadded); there the copy costs 1-3%. The copies are kept per thread up to kKeptPaddedBytes.
+// unpadded); there the copy costs 1-3%. The copies come from the CPU allocation cache.
 // Batched products keep their layout. Measurements: bench/README.md, "Matrix rows 2 KiB apart".
 bool strided_by_2k(int64_t ld) { return ld % kAliasingFloats == 0; }
 
-// A copy of the rows x cols row-major matrix `m` with rows `ld` floats apart, in `buffer`.
-const float* padded_copy(const float* m, int64_t rows, int64_t cols, int64_t ld,
-                         std::vector<float>& buffer) {
-  buffer.resize(static_cast<size_t>(rows * ld));
+// A copy of the rows x cols row-major matrix `m` with rows `ld` floats apart, in `buffer` (from
+// the CPU allocation cache).
+const float* padded_copy(const float* m, int64_t rows, int64_t cols, int64_t ld, Tensor& buffer) {
+  buffer = Tensor::empty(Shape({rows * ld}), DType::kFloat32);
+  float* to = buffer.data<float>();
   for (int64_t r = 0; r < rows; ++r) {
-    std::memcpy(buffer.data() + r * ld, m + r * cols, static_cast<size_t>(cols) * sizeof(float));
+    std::memcpy(to + r * ld, m + r * cols, static_cast<size_t>(cols) * sizeof(float));
   }
-  return buffer.data();
-}
-
-void release_if_large(std::vector<float>& buffer) {
-  if (buffer.capacity() * sizeof(float) > kKeptPaddedBytes) std::vector<float>().swap(buffer);
+  return to;
 }
 
 // Runs a 2-D product with its 2 KiB-strided operands padded; false (nothing done) when it has
@@ -294,13 +290,11 @@ bool run_padded(const MatMulShape& s, const float* a, const float* b, float* c) 
   const bool pad_b = !s.transpose_b && strided_by_2k(s.n);
   const bool pad_a = s.transpose_a && strided_by_2k(s.m);
   if (!pad_a && !pad_b) return false;
-  thread_local std::vector<float> buffer_a, buffer_b;
+  Tensor buffer_a, buffer_b;
   const int64_t lda = pad_a ? s.m + kPaddingFloats : 0, ldb = pad_b ? s.n + kPaddingFloats : 0;
   const float* pa = pad_a ? padded_copy(a, s.k, s.m, lda, buffer_a) : a;
   const float* pb = pad_b ? padded_copy(b, s.k, s.n, ldb, buffer_b) : b;
   run_onednn(onednn_matmul({}, {}, {}, s, lda, ldb), pa, pb, c);
-  release_if_large(buffer_a);
-  release_if_large(buffer_b);
   return true;
 }
 
