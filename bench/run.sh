@@ -81,7 +81,9 @@
 #     on 2, 4 and 8 workers: measured beside predicted step time, the searched plan against the best
 #     hand plan, and the rank correlation of predicted and measured (bench/README.md "search").
 #     The trained plans are searched and predicted with this machine's profile: cleave-calibrate
-#     writes one first (groups of up to 8 ranks, about 50 s), unless SEARCH_PROFILE names one.
+#     writes one first (groups of up to 8 ranks, about 50 s), unless SEARCH_PROFILE names one;
+#     then `cleave-plan --time-ops` times each network's product and convolution slices at 2, 4
+#     and 8 workers into it (NOTE [Measured op slices]; SEARCH_TIME_OPS=0: the flops curves only).
 #     SEARCH_PARTS (default "times train") picks the halves to run.
 #   ckpt: a sharded job's checkpoints (bench/ckpt_bench.cc: CKPT_MIB, default 1024 MiB, of Float32
 #     matrices over 8 ranks by rows) saved, merged into one file (cleave-ckpt merge) and transformed
@@ -451,8 +453,28 @@ case "$suite" in
     # This machine's profile (the shipped one was measured on another: its cores, ISA and
     # collectives differ), so that the search and the prediction cost what this machine runs.
     profile=${SEARCH_PROFILE:-$work/machine.json}
+    if [[ ${SEARCH_TIME_OPS:-1} != [01] ]]; then
+      echo "bench/run.sh search: SEARCH_TIME_OPS is '$SEARCH_TIME_OPS'; expected 1 (time the op slices) or 0" >&2
+      exit 2
+    fi
     if [ -z "${SEARCH_PROFILE:-}" ]; then  # groups of up to 8 ranks, as the largest job below
       "$bin/cleave-calibrate" --max-ranks 8 -o "$profile" >/dev/null  # progress on stderr
+    fi
+    if [[ ${SEARCH_TIME_OPS:-1} == 1 ]]; then
+      # Each network's slices timed on this machine (NOTE [Measured op slices]): the same
+      # global graphs plan_train_bench traces (32 samples per worker).
+      cp "$profile" "$work/timed.json"
+      profile=$work/timed.json
+      declare -A plan_args=([mlp]="mlp" [lenet]="lenet"
+        [transformer]="transformer --layers 2 --hidden 128 --heads 4 --seq 16")
+      for net in mlp lenet transformer; do
+        for np in 2 4 8; do
+          # shellcheck disable=SC2086
+          "$bin/cleave-plan" ${plan_args[$net]} --device-num "$np" --batch-per-device 32 \
+            --profile "$profile" --time-ops "$profile" --runner-ups 0 |
+            sed -n "s/^  timed \([0-9]*\) op slices with \([0-9]*\) threads\{0,1\} in \([0-9.]*\) s.*/BENCH search_time_ops_${net}_np${np}_t\2 slices=\1 seconds=\3/p"
+        done
+      done
     fi
     echo "BENCH search_profile file=$profile"
     declare -A plans=(

@@ -74,6 +74,7 @@ CalibratedCostModel::CalibratedCostModel(const MachineProfile& profile, const Op
   matmul_ = curve_of(table->matmul);
   convolution_ = curve_of(table->convolution);
   memory_ = curve_of(table->memory);
+  for (const OpTiming& t : table->ops) ops_.emplace(t.key, t.seconds);
   for (const auto& [c, fits] : backend.collectives) {
     std::vector<GroupFit>& out = collectives_[c];
     for (const CollectiveFit& f : fits) {
@@ -102,6 +103,12 @@ double CalibratedCostModel::compute_s(ShardingRule::ComputeClass cls, double flo
       break;
   }
   return compute_slowdown_ * seconds;
+}
+
+std::optional<double> CalibratedCostModel::measured_s(const std::string& key) const {
+  const auto it = ops_.find(key);
+  if (it == ops_.end()) return std::nullopt;
+  return compute_slowdown_ * it->second;
 }
 
 double CalibratedCostModel::collective_s(Collective c, double bytes_sent,

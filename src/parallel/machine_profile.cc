@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -151,6 +152,32 @@ std::vector<std::string> strings_of(const Reader& r, const json& obj, const std:
 }
 
 // A class's points: `work_key` is "flops" or "bytes", the rate key "<work_key>_per_s".
+// A table's timed op slices ("ops", optional: NOTE [Measured op slices]): each a key and its
+// seconds, ascending in key, each key once.
+std::vector<OpTiming> ops_of(const Reader& r, const json& table, const std::string& path) {
+  std::vector<OpTiming> out;
+  if (!table.contains("ops")) return out;
+  const json& arr = r.array(table, path, "ops", "an array of timed op slices");
+  const std::string arr_path = Reader::join(path, "ops");
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const std::string p = Reader::index(arr_path, i);
+    if (!arr[i].is_object()) {
+      r.fail(p, fmt::format("is {}; expected an object", Reader::kind(arr[i])));
+    }
+    OpTiming t;
+    t.key = r.string(arr[i], p, "key");
+    if (t.key.empty()) r.fail(Reader::join(p, "key"), "is empty; expected an op slice's key");
+    if (!out.empty() && t.key <= out.back().key) {
+      r.fail(Reader::join(p, "key"),
+             fmt::format("is \"{}\"; expected the keys ascending, each once (it follows \"{}\")",
+                         t.key, out.back().key));
+    }
+    t.seconds = r.number(arr[i], p, "seconds", true, "seconds of one call");
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 std::vector<ComputePoint> points_of(const Reader& r, const json& table, const std::string& path,
                                     const char* cls, const char* work_key) {
   const json& arr = r.array(table, path, cls, "an array of measured points");
@@ -297,10 +324,16 @@ std::string profile_to_json(const MachineProfile& profile) {
   const MachineInfo& m = profile.machine;
   ojson compute = ojson::array();
   for (const ComputeTable& t : profile.compute) {
-    compute.push_back({{"threads", t.threads},
-                       {"matmul", points_json(t.matmul, "flops")},
-                       {"convolution", points_json(t.convolution, "flops")},
-                       {"memory", points_json(t.memory, "bytes")}});
+    ojson table = {{"threads", t.threads},
+                   {"matmul", points_json(t.matmul, "flops")},
+                   {"convolution", points_json(t.convolution, "flops")},
+                   {"memory", points_json(t.memory, "bytes")}};
+    if (!t.ops.empty()) {
+      ojson ops = ojson::array();
+      for (const OpTiming& o : t.ops) ops.push_back({{"key", o.key}, {"seconds", o.seconds}});
+      table["ops"] = std::move(ops);
+    }
+    compute.push_back(std::move(table));
   }
   ojson comm = ojson::object();
   for (const char* name : kProfileBackends) {
@@ -385,6 +418,7 @@ MachineProfile profile_from_json(std::string_view text, const std::string& sourc
     t.matmul = points_of(r, compute[i], path, "matmul", "flops");
     t.convolution = points_of(r, compute[i], path, "convolution", "flops");
     t.memory = points_of(r, compute[i], path, "memory", "bytes");
+    t.ops = ops_of(r, compute[i], path);
     p.compute.push_back(std::move(t));
   }
 
@@ -399,6 +433,14 @@ MachineProfile profile_from_json(std::string_view text, const std::string& sourc
     }
   }
   return p;
+}
+
+void add_op_timings(ComputeTable& table, const std::vector<OpTiming>& timings) {
+  std::map<std::string, double> merged;
+  for (const OpTiming& t : table.ops) merged[t.key] = t.seconds;
+  for (const OpTiming& t : timings) merged[t.key] = t.seconds;
+  table.ops.clear();
+  for (const auto& [key, seconds] : merged) table.ops.push_back({key, seconds});
 }
 
 MachineProfile load_machine_profile(const std::string& path) {

@@ -152,6 +152,50 @@ TEST(MachineProfile, OtherBadInputsNameTheKey) {
   EXPECT_NE(error_of("[1]").find("'f.json' is an array"), std::string::npos);
 }
 
+TEST(MachineProfile, TimedOpSlicesRoundTripAndBadOnesNameTheKey) {
+  MachineProfile p = sample_profile();
+  const std::string a = "Conv2D{group: 1} (Float32(8, 1, 32, 32), Float32(6, 1, 5, 5)) grads 01";
+  const std::string b = "MatMul{} (Float32(4, 8), Float32(8, 16)) grads 11";
+  add_op_timings(p.compute[0], {{b, 2e-5}, {a, 1e-4}});
+  add_op_timings(p.compute[0], {{b, 3e-5}});  // timed again: the new time
+  ASSERT_EQ(p.compute[0].ops.size(), 2u);
+  EXPECT_EQ(p.compute[0].ops[0].key, a);  // ascending in key
+  EXPECT_EQ(p.compute[0].ops[1].seconds, 3e-5);
+  const std::string text = profile_to_json(p);
+  const MachineProfile q = profile_from_json(text, "round trip");
+  EXPECT_EQ(profile_to_json(q), text);
+  ASSERT_EQ(q.compute[0].ops.size(), 2u);
+  EXPECT_EQ(q.compute[0].ops[1].key, b);
+  // The table of the model's thread count answers for its keys, times the compute slowdown.
+  const CalibratedCostModel model(q, {.compute_slowdown = 2});
+  EXPECT_TRUE(model.has_measured_ops());
+  EXPECT_EQ(model.measured_s(b), 6e-5);
+  EXPECT_EQ(model.measured_s("MatMul{} (Float32(4, 8), Float32(8, 16)) grads 01"), std::nullopt);
+  EXPECT_FALSE(CalibratedCostModel(sample_profile()).has_measured_ops());
+
+  const auto with_ops = [&](const json& ops) {
+    return edited([&](json& j) { j["compute"][0]["ops"] = ops; });
+  };
+  const std::string order = error_of(
+      with_ops(json::array({{{"key", b}, {"seconds", 1e-5}}, {{"key", a}, {"seconds", 1e-5}}})));
+  EXPECT_NE(order.find("key \"compute[0].ops[1].key\" is \"Conv2D"), std::string::npos) << order;
+  EXPECT_NE(order.find("expected the keys ascending, each once"), std::string::npos) << order;
+  const std::string twice = error_of(
+      with_ops(json::array({{{"key", a}, {"seconds", 1e-5}}, {{"key", a}, {"seconds", 2e-5}}})));
+  EXPECT_NE(twice.find("expected the keys ascending, each once"), std::string::npos) << twice;
+  const std::string zero = error_of(with_ops(json::array({{{"key", a}, {"seconds", 0}}})));
+  EXPECT_NE(zero.find("key \"compute[0].ops[0].seconds\" is 0; expected a number > 0 (seconds of "
+                      "one call)"),
+            std::string::npos)
+      << zero;
+  const std::string empty = error_of(with_ops(json::array({{{"key", ""}, {"seconds", 1}}})));
+  EXPECT_NE(empty.find("key \"compute[0].ops[0].key\" is empty"), std::string::npos) << empty;
+  const std::string type = error_of(with_ops(json::object()));
+  EXPECT_NE(type.find("key \"compute[0].ops\" is an object; expected an array of timed op slices"),
+            std::string::npos)
+      << type;
+}
+
 TEST(MachineProfile, UnreadableFileNamesTheFile) {
   const std::string path = temp_path("absent.json");
   try {

@@ -11,7 +11,10 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
+#include <optional>
 #include <random>
+#include <set>
 
 #include "cleave/cleave.h"
 
@@ -248,6 +251,91 @@ TEST(PlanEstimate, EachOpCostsItsForwardAndTheGradientsItsInputsNeed) {
   EXPECT_NEAR(e.compute_s, step + updates, 1e-15);
   o.search.training = false;
   for (const OpEstimate& op : estimate_plan(g, o).ops) EXPECT_EQ(op.compute_factor, 1) << op.name;
+}
+
+// A constant model that also holds timed op slices (NOTE [Measured op slices]).
+class TimedModel : public ConstantCostModel {
+ public:
+  std::map<std::string, double> times;
+  std::optional<double> measured_s(const std::string& key) const override {
+    const auto it = times.find(key);
+    return it == times.end() ? std::nullopt : std::optional<double>(it->second);
+  }
+  bool has_measured_ops() const override { return !times.empty(); }
+};
+
+// The key of the first MatMul's slice under `strategy` in the network's graph g.
+std::string first_matmul_key(const std::vector<OpSlice>& slices, const std::string& strategy) {
+  for (const OpSlice& s : slices) {
+    if (s.example.starts_with("matmul ") && s.example.ends_with(strategy)) return s.key;
+  }
+  return "";
+}
+
+TEST(MeasuredOpSlices, EveryProductSliceIsListedOnceWithTheGradientsItsInputsNeed) {
+  const ir::Graph g = network(24);
+  SearchOptions o;
+  o.step_parallel.device_num = 2;
+  const std::vector<OpSlice> slices = op_slices(g, o);
+  std::set<std::string> keys;
+  for (const OpSlice& s : slices) {
+    EXPECT_TRUE(keys.insert(s.key).second) << s.key;
+    EXPECT_EQ(s.op->name, "MatMul") << s.key;  // ReLU, Add, ReduceSum: memory-bound, not timed
+    EXPECT_EQ(s.key, op_slice_key(*s.op, s.attrs, s.inputs, s.grads));
+    // The first product reads the data: only its weight (input 1) gets a gradient.
+    EXPECT_EQ(s.grads, s.example.starts_with("matmul ") ? 0b10u : 0b11u) << s.key;
+  }
+  // x (24, 8) by w1 (8, 16): the batch split, the output columns split, the reduction split.
+  const std::string batch = first_matmul_key(slices, "((2, 1), (1, 1))");
+  EXPECT_NE(batch.find("(Float32(12, 8), Float32(8, 16)) grads 01"), std::string::npos) << batch;
+  EXPECT_NE(first_matmul_key(slices, "((1, 1), (1, 2))"), "");
+  EXPECT_NE(first_matmul_key(slices, "((1, 2), (2, 1))"), "");
+  // An evaluation step's slices have no gradients; a given strategy gives its one slice.
+  o.training = false;
+  for (const OpSlice& s : op_slices(g, o)) EXPECT_EQ(s.grads, 0u) << s.key;
+  ir::Graph given = g;
+  for (ir::Node& n : given.nodes) {
+    if (n.is_op() && n.op->name == "MatMul") n.strategy = {{2, 1}, {1, 1}};
+  }
+  o.training = true;
+  // Three products, each of one slice; h by w2 and d by w2 compute the same one.
+  EXPECT_EQ(op_slices(given, o).size(), 2u);
+}
+
+TEST(MeasuredOpSlices, ATimedSliceCostsItsTimingOnceAndTheSearchesAvoidAnExpensiveOne) {
+  SearchOptions o;
+  o.step_parallel.device_num = 2;
+  const std::string batch = first_matmul_key(op_slices(network(24), o), "((2, 1), (1, 1))");
+  ASSERT_NE(batch, "");
+  TimedModel model;
+  model.times[batch] = 3e-4;
+  EstimateOptions eo;
+  eo.search = o;
+  eo.search.cost_model = &model;
+  ir::Graph g = network(24);  // every op its default strategy: the first product's batch split
+  const PlanEstimate e = estimate_plan(g, eo);
+  ASSERT_EQ(e.ops.at(0).op, "MatMul");
+  EXPECT_TRUE(e.ops[0].measured);
+  EXPECT_EQ(e.ops[0].compute_factor, 1);
+  EXPECT_EQ(e.ops[0].compute_s, 3e-4);
+  for (size_t k = 1; k < e.ops.size(); ++k) EXPECT_FALSE(e.ops[k].measured) << e.ops[k].name;
+
+  // Timed far above its flops, the batch split loses to another strategy in both searches; the
+  // dynamic programming's cost is still the estimate of its plan.
+  model.times[batch] = 1.0;
+  for (const bool recursive : {false, true}) {
+    SCOPED_TRACE(recursive ? "recursive programming" : "dynamic programming");
+    ir::Graph searched = network(24);
+    if (recursive) {
+      search_strategies_recursive(searched, eo.search);
+    } else {
+      const SearchReport r = search_strategies(searched, eo.search);
+      EXPECT_NEAR(estimate_plan(searched, eo).cost, r.result.cost, 1e-9 * r.result.cost);
+    }
+    const PlanEstimate chosen = estimate_plan(searched, eo);
+    EXPECT_NE(chosen.ops.at(0).strategy, "((2, 1), (1, 1))");
+    EXPECT_LT(chosen.cost, 0.5);
+  }
 }
 
 TEST(PlanEstimate, NamesOpsByTheirCellPath) {

@@ -8,12 +8,16 @@
 //               [--profile FILE]
 //               [--backend shm|gloo|mpi|nccl] [--eval] [--optimizer momentum|sgd|adam]
 //               [--ops K] [--runner-ups R] [--load-strategy FILE] [--save-strategy FILE]
+//               [--time-ops OUT.json]
 //   cleave-plan --graph FILE.ir --device-num N [...]
 //
 // MODEL is lenet, mlp (seed 002's 784-512-512-10), resnet50 (seed 001: 32x32 CIFAR-10 images,
 // 10 classes, SoftmaxCrossEntropyExpand) or transformer (--layers, --hidden, --heads, --seq). An
 // IR text (a save_graphs dump of a traced step, `01_trace.ir`) is planned as traced: its inputs
-// are read whole by every rank (full_batch) and its batch is the one traced.
+// are read whole by every rank (full_batch) and its batch is the one traced. --time-ops times the
+// model's product and convolution slices on this machine into --profile's tables (NOTE [Measured
+// op slices] in cleave/parallel/search.h), writes the result to OUT.json, and plans with it; a
+// job names OUT.json as its cost_model_profile.
 //
 // Exit status 0 on success, 1 when the plan cannot be made (an Error, printed), 2 on bad usage.
 #include <fmt/format.h>
@@ -28,12 +32,14 @@
 #include <vector>
 
 #include "cleave/cleave.h"
+#include "cleave/core/threads.h"
 #include "cleave/flags.h"
 #include "cleave/ir/parse.h"
 #include "cleave/parallel/calibrated_cost_model.h"
 #include "cleave/parallel/plan_estimate.h"
 #include "cleave/parallel/propagation.h"
 #include "cleave/parallel/strategy_file.h"
+#include "cleave/runtime/op_timing.h"
 #include "cleave/runtime/pipeline.h"
 #include "common/lenet.h"
 #include "common/mlp.h"
@@ -52,7 +58,7 @@ double seconds_since(Clock::time_point t0) {
 
 struct Settings {
   std::string model, graph_file, search_mode = "dynamic_programming", profile, backend = "shm";
-  std::string optimizer = "momentum", save_strategy, load_strategy;
+  std::string optimizer = "momentum", save_strategy, load_strategy, time_ops;
   int64_t device_num = 0, batch_per_device = 32, runner_ups = 3, ops = 20, level = 2;
   int64_t layers = 2, hidden = 256, heads = 4, seq = 64;
   bool eval = false;
@@ -137,17 +143,19 @@ void print_ops(const parallel::PlanEstimate& e, int64_t which) {
     prim = std::max(prim, op->op.size());
     strat = std::max(strat, op->strategy.size() + 2);
   }
-  fmt::print("  {:<{}}  {:<{}}  {:<{}} {:>10} {:>2} {:>10} {:>10} {:>10}\n", "name", width,
+  fmt::print("  {:<{}}  {:<{}}  {:<{}} {:>10} {:>3} {:>10} {:>10} {:>10}\n", "name", width,
              "primitive", prim, "strategy", strat, "compute", "c", "comm", "redistrib", "memory");
   for (const auto* op : ops) {
-    fmt::print("  {:<{}}  {:<{}}  {:<{}} {:>10} {:>2} {:>10} {:>10} {:>10}\n", op->name, width,
+    fmt::print("  {:<{}}  {:<{}}  {:<{}} {:>10} {:>3} {:>10} {:>10} {:>10}\n", op->name, width,
                op->op, prim, op->strategy + (op->given ? " *" : ""), strat, ms(op->compute_s),
-               op->compute_factor, ms(op->comm_s), ms(op->redistribution_s), mib(op->memory_bytes));
+               op->measured ? std::string("t") : fmt::format("{}", op->compute_factor),
+               ms(op->comm_s), ms(op->redistribution_s), mib(op->memory_bytes));
   }
   fmt::print(
       "  (per rank, forward only; * = given with shard(); the step costs c times each op's "
-      "compute: 1 plus its backward, 3 for a product whose operands both need gradients; and "
-      "m = {} times the communication)\n",
+      "compute: 1 plus its backward, 3 for a product whose operands both need gradients; c = t: "
+      "the slice's forward and backward as timed on the machine (--time-ops); and m = {} times "
+      "the communication)\n",
       e.comm_factor);
 }
 
@@ -199,17 +207,48 @@ void print_references(const ir::Graph& traced, const parallel::EstimateOptions& 
   print_estimate(e, "  ");
 }
 
+// NOTE [Measured op slices]: times every slice the search may cost of `traced` with each
+// thread count of `profile`'s tables, into those tables, and writes the profile to `path`.
+void time_ops(const ir::Graph& traced, const parallel::SearchOptions& o,
+              parallel::MachineProfile& profile, const std::string& path) {
+  const std::vector<parallel::OpSlice> slices = parallel::op_slices(traced, o);
+  const int threads_before = threads::intra_op_threads();
+  for (parallel::ComputeTable& table : profile.compute) {
+    const auto start = Clock::now();
+    threads::set_intra_op_threads(static_cast<int>(table.threads));
+    const runtime::OpTimingReport r = runtime::time_op_slices(slices);
+    parallel::add_op_timings(table, r.timings);
+    fmt::print("  timed {} op slices with {} thread{} in {:.2f} s{}\n", r.timings.size(),
+               table.threads, table.threads == 1 ? "" : "s", seconds_since(start),
+               r.skipped.empty() ? "" : fmt::format(", {} skipped:", r.skipped.size()));
+    for (const std::string& why : r.skipped) fmt::print("    {}\n", why);
+  }
+  threads::set_intra_op_threads(threads_before);
+  parallel::save_machine_profile(profile, path);
+  fmt::print("  wrote the profile with its op slices to {}\n", path);
+}
+
 int plan(const Settings& s) {
   std::unique_ptr<parallel::CostModel> own_model;
   const parallel::CostModel* model = nullptr;
   std::string model_source = s.profile.empty() ? "the profile shipped with cleave" : s.profile;
-  const parallel::MachineProfile profile = s.profile.empty()
-                                               ? parallel::default_machine_profile()
-                                               : parallel::load_machine_profile(s.profile);
+  parallel::MachineProfile profile = s.profile.empty() ? parallel::default_machine_profile()
+                                                       : parallel::load_machine_profile(s.profile);
+  if (!s.time_ops.empty()) {
+    // Op timings belong with the curves and collectives of the machine they were timed on.
+    CLEAVE_CHECK_ARG(!s.profile.empty(),
+                     "--time-ops {} needs --profile FILE, a profile cleave-calibrate measured on "
+                     "this machine: the op slices are timed here and added to it",
+                     s.time_ops);
+    const std::string diff =
+        parallel::machine_difference(profile.machine, parallel::this_machine());
+    CLEAVE_CHECK_ARG(diff.empty(),
+                     "--time-ops {}: the profile {} was measured on another machine ({}); the op "
+                     "slices are timed on this one. Run `cleave-calibrate -o FILE` here and give "
+                     "--profile FILE",
+                     s.time_ops, s.profile, diff);
+  }
   parallel::warn_if_other_machine(profile, model_source);
-  own_model = std::make_unique<parallel::CalibratedCostModel>(
-      profile, parallel::CalibratedCostModel::Options{.backend = s.backend}, model_source);
-  model = own_model.get();
 
   // The forward with global shapes: a model's traced as the compile pipeline traces it (no
   // process: the options say which job), or an IR text.
@@ -251,6 +290,13 @@ int plan(const Settings& s) {
                             : "speed",
              model_source, s.backend, profile.machine.cpu_model);
   fmt::print("  traced in {:.2f} s: {} nodes\n", seconds_since(start), traced.nodes.size());
+  if (!s.time_ops.empty()) {
+    time_ops(traced, {.step_parallel = step, .training = training}, profile, s.time_ops);
+    model_source = s.time_ops;
+  }
+  own_model = std::make_unique<parallel::CalibratedCostModel>(
+      profile, parallel::CalibratedCostModel::Options{.backend = s.backend}, model_source);
+  model = own_model.get();
 
   if (!s.load_strategy.empty()) {
     const int loaded = parallel::load_strategy_file(s.load_strategy, traced, s.device_num);
@@ -298,7 +344,7 @@ int plan(const Settings& s) {
     options.mode = runtime::AUTO_PARALLEL;
     options.search_mode = s.search_mode;
     options.search_level = static_cast<int>(s.level);
-    options.cost_model_profile = s.profile;
+    options.cost_model_profile = s.time_ops.empty() ? s.profile : s.time_ops;
     options.device_num = s.device_num;
     options.step_parallel = step;
     runtime::CompileState state{.program = none, .options = options};
@@ -389,6 +435,10 @@ int main(int argc, char** argv) {
                  "strategy_ckpt_load_file does; the search decides the others");
   app.add_option("--save-strategy", s.save_strategy,
                  "write the chosen strategies as a strategy file (strategy_ckpt_load_file)");
+  app.add_option("--time-ops", s.time_ops,
+                 "time every product and convolution slice the search may cost on this machine, "
+                 "add them to --profile's tables and write that profile to FILE (then plan with "
+                 "it)");
   app.add_option("--layers", s.layers, "transformer: blocks")
       ->check(cleave::flags::positive())
       ->capture_default_str();

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # cleave-plan as a user runs it: a plan for each model, an IR text, the strategy file it writes,
 # and the mistakes a user makes (each a clear message and the usual exit status).
-#   plan_cli_test.sh CLEAVE_PLAN SOURCE_DIR
+#   plan_cli_test.sh CLEAVE_PLAN SOURCE_DIR CLEAVE_CALIBRATE
 set -u
 plan=$1
 src=$2
+calibrate=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
@@ -74,6 +75,27 @@ expect 0 'propagated in' mlp --device-num 4 --search-mode sharding_propagation \
 expect 0 '[0-9]+ strategies given by' mlp --device-num 4 --load-strategy "$tmp/strategy.json"
 grep -Eq '\) \* +[0-9.]+ ms' "$tmp/out" || fail "given strategies are not marked with *"
 expect 1 'strategy.*device' mlp --device-num 2 --load-strategy "$tmp/strategy.json"
+
+# --time-ops: LeNet's product and convolution slices timed into a profile of this machine, which
+# the plan then uses (c = t in the list) and a later plan reads back.
+"$calibrate" --quick -o "$tmp/here.json" >/dev/null 2>&1 || fail "cleave-calibrate --quick failed"
+expect 0 '^  timed [0-9]+ op slices with 1 thread in' lenet --device-num 2 --batch-per-device 4 \
+  --profile "$tmp/here.json" --time-ops "$tmp/timed.json" --ops 0
+grep -Eq '_backbone\.conv2\.conv2d +Conv2D +\(\(.*\)\) +[0-9.]+ ms +t ' "$tmp/out" ||
+  fail "--time-ops: conv2 is not costed by its timing (c = t)"
+grep -Eq '_backbone\.relu\.relu +ReLU +\(\(.*\)\) +[0-9.]+ ms +3 ' "$tmp/out" ||
+  fail "--time-ops: a ReLU is no longer costed by the curve (c = 3)"
+grep -q '"ops"' "$tmp/timed.json" || fail "--time-ops wrote no op slices to the profile"
+expect 0 '_backbone\.fc1\.matmul +MatMul +\(\(.*\)\) +[0-9.]+ ms +t ' lenet --device-num 2 \
+  --batch-per-device 4 --profile "$tmp/timed.json" --ops 0
+expect 1 '--time-ops .*needs --profile FILE, a profile cleave-calibrate measured on this machine' \
+  lenet --device-num 2 --time-ops "$tmp/never.json"
+sed 's/"cpu_model": "[^"]*"/"cpu_model": "Another CPU"/' "$tmp/here.json" >"$tmp/other.json"
+expect 1 'was measured on another machine \(CPU "Another CPU" in the profile' lenet --device-num 2 \
+  --profile "$tmp/other.json" --time-ops "$tmp/never.json"
+[[ -e "$tmp/never.json" ]] && fail "a refused --time-ops wrote its file"
+expect 1 'cleave-plan: .*no/dir' lenet --device-num 2 --batch-per-device 4 \
+  --profile "$tmp/here.json" --time-ops "$tmp/no/dir/t.json"
 
 # Mistakes.
 expect 2 'nothing to plan; expected a model' --device-num 4

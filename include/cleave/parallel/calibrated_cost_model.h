@@ -11,7 +11,8 @@
 // so the model passes through every measured point and is non-decreasing in w. A matmul or a
 // convolution takes max(its flops' time, its bytes' time as memory traffic); a memory-bound op its
 // bytes' time. The table used is that of the thread count asked for (Options::threads), or the
-// nearest measured.
+// nearest measured. An op slice the table has timed (its "ops") costs its timing instead (NOTE
+// [Measured op slices] in cleave/parallel/search.h).
 // Communication. A collective over n ranks in which each rank sends b bytes (the ring figure of
 // the redistribution planner) takes latency(n) + b * seconds_per_byte(n), the fit measured for
 // the job's backend (Options::backend) at group size n. Between measured group sizes both terms
@@ -35,6 +36,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cleave/parallel/cost_model.h"
@@ -66,6 +68,9 @@ class CalibratedCostModel : public CostModel {
 
   double compute_s(ShardingRule::ComputeClass cls, double flops, double bytes) const override;
   double collective_s(Collective c, double bytes_sent, int64_t group_size) const override;
+  // The table's timed op slices, compute_slowdown times their measured seconds.
+  std::optional<double> measured_s(const std::string& key) const override;
+  bool has_measured_ops() const override { return !ops_.empty(); }
 
   int64_t threads() const { return threads_; }  // the thread count of the table in use
   double compute_slowdown() const { return compute_slowdown_; }
@@ -89,6 +94,7 @@ class CalibratedCostModel : public CostModel {
   std::string backend_;
   Curve matmul_, convolution_, memory_;
   std::map<Collective, std::vector<GroupFit>> collectives_;
+  std::unordered_map<std::string, double> ops_;  // the table's timed op slices, seconds
 };
 
 // The cost model of the profile at `path` for a job on `options.backend` (loaded once per path

@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "cleave/ir/graph.h"
 #include "cleave/parallel/redistribution.h"
@@ -48,6 +50,15 @@ class CostModel {
   // Seconds for collective `c` over `group_size` ranks in which each rank sends `bytes_sent`
   // (0 for a group of one).
   virtual double collective_s(Collective c, double bytes_sent, int64_t group_size) const = 0;
+  // Seconds of the op slice named `key` (op_slice_key in cleave/parallel/search.h: a slice's
+  // forward and the gradients the key names) where the model has it timed on the machine; nullopt
+  // where not, and always for a model without timings (NOTE [Measured op slices]).
+  virtual std::optional<double> measured_s(const std::string& key) const {
+    (void)key;
+    return std::nullopt;
+  }
+  // Whether the model holds any timed op slice (callers make keys only then).
+  virtual bool has_measured_ops() const { return false; }
 
   // The cost of `sharding` of the op `ctx` describes, on one rank.
   OpCost op_cost(const RuleContext& ctx, const OpSharding& sharding) const;

@@ -7,7 +7,8 @@
 //   compute   per thread count, per compute class (matmul, convolution, memory), measured points
 //             of increasing size: the work (flops, or bytes read and written) and the rate
 //             (flops/s, bytes/s) cleave's own ops reached on it. The size class of a point
-//             ("small", "medium", "large") and its shape are kept for the reader.
+//             ("small", "medium", "large") and its shape are kept for the reader. Optionally
+//             ("ops"), op slices of a model timed whole (NOTE [Measured op slices]).
 //   comm      per backend ("shm": shared memory between the ranks of one host; "gloo": Gloo over
 //             TCP; "mpi"; "nccl"), either measured, with per collective and group size a latency
 //             and a bandwidth (time = latency_s + bytes_sent / bandwidth_bytes_per_s, bytes_sent
@@ -57,11 +58,25 @@ struct ComputePoint {
   double rate = 0;
 };
 
-// The compute points measured with `threads` OpenMP threads, each class ascending in work.
+// One op slice timed on the machine (NOTE [Measured op slices] in cleave/parallel/search.h):
+// the slice's forward and the gradients its key names, one call, in seconds.
+struct OpTiming {
+  std::string key;  // parallel::op_slice_key
+  double seconds = 0;
+};
+
+// The compute points measured with `threads` OpenMP threads, each class ascending in work, and
+// the op slices timed with as many (ascending in key, each key once; none unless a tool timed a
+// model's slices: cleave-plan --time-ops).
 struct ComputeTable {
   int64_t threads = 1;
   std::vector<ComputePoint> matmul, convolution, memory;
+  std::vector<OpTiming> ops;
 };
+
+// Puts `timings` into `table` (a key it holds already takes the new time), keeping it ascending
+// in key.
+void add_op_timings(ComputeTable& table, const std::vector<OpTiming>& timings);
 
 // One measured collective: each rank sent `bytes_sent` bytes, and it took `seconds`.
 struct CollectivePoint {

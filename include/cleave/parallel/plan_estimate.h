@@ -37,12 +37,14 @@
 namespace cleave::parallel {
 
 struct OpEstimate {
-  int node = -1;                // in the global graph
-  std::string name;             // path_name: "_backbone.fc1.matmul"
-  std::string op;               // "MatMul"
-  std::string strategy;         // "((1, 2), (2, 4))"
-  bool given = false;           // configured with shard() or a strategy file (else derived)
-  double compute_s = 0;         // the rank's slice of the forward computation
+  int node = -1;         // in the global graph
+  std::string name;      // path_name: "_backbone.fc1.matmul"
+  std::string op;        // "MatMul"
+  std::string strategy;  // "((1, 2), (2, 4))"
+  bool given = false;    // configured with shard() or a strategy file (else derived)
+  // The rank's slice of the forward computation; for a measured op, of its forward and backward
+  // (NOTE [Measured op slices] in cleave/parallel/search.h).
+  double compute_s = 0;
   double comm_s = 0;            // the forward collective of a partial output
   double redistribution_s = 0;  // its inputs into the layouts it reads them in
   double comm_bytes = 0;        // sent per rank by both (forward only)
@@ -50,6 +52,7 @@ struct OpEstimate {
   // c of NOTE [Backward of an op] (src/parallel/search/candidates.h): its computation in a step
   // is c times compute_s (3 for a product of two operands needing gradients, 1 with no backward).
   double compute_factor = 1;
+  bool measured = false;  // compute_s is the slice's timing on the machine (compute_factor 1)
   // Its share of the step's cost: c * compute_s + beta * m * (comm_s + redistribution_s).
   double cost = 0;
 };

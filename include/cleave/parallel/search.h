@@ -195,6 +195,50 @@ struct CostGraph {
 // configured strategy.
 CostGraph build_cost_graph(const ir::Graph& global, const SearchOptions& options);
 
+// NOTE [Measured op slices]
+// A flops curve prices two products of the same flops alike, yet oneDNN ran (64, 256) x (256,
+// 512) at 64 GFLOP/s and (64, 512) x (512, 256) at 88 on the machine cleave is developed on, and
+// LeNet's 5x5 convolution of 6 channels at 56 GFLOP/s where the curve (fitted to 3x3
+// convolutions of 8 to 64 channels) gave 84, its two gradients at 2.4 times its forward where
+// the model counted 2 (bench/README.md, "search", run J). So, as FlexFlow does, a model's op
+// slices can be timed on the machine that will run it:
+//   which   every op whose compute class is a product or a convolution, in every slice it
+//           computes under any strategy its rule offers on the device count (its inputs' slice
+//           shapes: op_slices), or under its given strategy;
+//   what    the slice's forward and, in a training step, the gradients of the inputs that need
+//           one (NOTE [Backward of an op]), run eagerly by cleave's kernels on random data;
+//   where   the machine profile's table of the thread count it was timed with ("ops"), under
+//           op_slice_key: the primitive, its attributes, the slices' dtypes and shapes, and which
+//           inputs get gradients (cleave-plan --time-ops writes them).
+// Where the cost model holds a slice's time, the slice costs that time in a step, with c = 1 (its
+// backward is in it), in place of c times the flops curve's forward; every other op keeps the
+// curve. Every rank reads the same profile file, so the ranks still reach the same plan, and
+// compiling stays pure: the timing is a tool's, done before the job. Memory-bound ops stay on
+// the curve: they are many and small, and an eager call's dispatch overstates them.
+
+// The key of op `op` with `attrs` computing on input slices `slices`, bit k of `grads` set when
+// input k gets a gradient (0: forward only): "MatMul{transpose_a: false, transpose_b: false}
+// (Float32(64, 784), Float32(784, 512)) grads 01".
+std::string op_slice_key(const ir::OpDef& op, const ir::Attrs& attrs,
+                         std::span<const ir::TensorMeta> slices, uint64_t grads);
+
+// One op slice the search may cost (NOTE [Measured op slices]).
+struct OpSlice {
+  std::string key;                     // op_slice_key
+  const ir::OpDef* op = nullptr;       // the primitive
+  ir::Attrs attrs;                     // as the graph gives them
+  std::vector<ir::TensorMeta> inputs;  // the slices: dtype and slice shape of every input
+  uint64_t grads = 0;                  // bit k: input k gets a gradient
+  std::string example;                 // one op computing it: "fc1.matmul ((1, 2), (2, 1))"
+};
+
+// Every different slice of a product or convolution of `global` under any strategy its rule
+// offers on options' device count, and under given strategies, with the gradients of
+// options.training (NOTE [Measured op slices]); in graph order, each key once. Throws Error
+// naming the op for an op without a sharding rule, and the rewrite's error for an invalid given
+// strategy.
+std::vector<OpSlice> op_slices(const ir::Graph& global, const SearchOptions& options);
+
 struct EliminationCounts {
   int op = 0, edge = 0, merge = 0, contract = 0, triangle = 0, star = 0;
   int total() const { return op + edge + merge + contract + triangle + star; }

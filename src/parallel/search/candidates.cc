@@ -114,9 +114,9 @@ bool is_elementwise(const ir::OpDef& op) {
 
 bool trainable(const ir::Node& n) { return !n.value.defined() || n.value.requires_grad(); }
 
-std::vector<double> compute_factors(const ir::Graph& g, bool training) {
-  std::vector<double> factors(g.nodes.size(), 1.0);
-  if (!training) return factors;
+std::vector<OpBackward> op_backwards(const ir::Graph& g, bool training) {
+  std::vector<OpBackward> out(g.nodes.size());
+  if (!training) return out;
   // NOTE [Backward of an op]: whether each node's outputs need a gradient (one flag per node: an
   // op with a gradient rule gives every output one or none).
   std::vector<char> needs(g.nodes.size(), 0);
@@ -131,30 +131,51 @@ std::vector<double> compute_factors(const ir::Graph& g, bool training) {
         break;
       case ir::NodeKind::kOp: {
         int operands = 0, first_two = 0;
+        uint64_t grads = 0;
         for (size_t k = 0; k < n.inputs.size(); ++k) {
           const auto from = static_cast<size_t>(n.inputs[k].node);
           CLEAVE_ASSERT(from < i, "{} reads node {}, which comes after it", n.name, from);
           if (!needs[from]) continue;
           ++operands;
           if (k < 2) ++first_two;
+          if (k < 64) grads |= uint64_t{1} << k;
         }
         const bool backward = operands > 0 && static_cast<bool>(n.op->grad);
         const ShardingRule* rule = find_rule(*n.op);
         const auto cls =
             rule != nullptr ? rule->compute_class() : ShardingRule::ComputeClass::kMemory;
         if (!backward) {
-          factors[i] = 1.0;
+          out[i] = {};
         } else if (cls == ShardingRule::ComputeClass::kMemory) {
-          factors[i] = 3.0;
+          out[i] = {3.0, grads};
         } else {
-          factors[i] = 1.0 + first_two;
+          out[i] = {1.0 + first_two, grads};
         }
         needs[i] = backward;
         break;
       }
     }
   }
-  return factors;
+  return out;
+}
+
+StepOpCost step_op_cost(const CostModel& model, const RuleContext& ctx, const OpSharding& s,
+                        const OpBackward& b) {
+  StepOpCost out{.cost = model.op_cost(ctx, s), .factor = b.factor};
+  if (!model.has_measured_ops()) return out;
+  const ShardingRule* rule = find_rule(ctx.op);
+  if (rule == nullptr || rule->compute_class() == ShardingRule::ComputeClass::kMemory) return out;
+  std::vector<ir::TensorMeta> slices;
+  for (size_t k = 0; k < ctx.inputs.size() && k < s.inputs.size(); ++k) {
+    slices.push_back({s.inputs[k].slice_shape(ctx.inputs[k].shape), ctx.inputs[k].dtype});
+  }
+  if (const std::optional<double> t =
+          model.measured_s(op_slice_key(ctx.op, ctx.attrs, slices, b.grads))) {
+    out.cost.compute_s = *t;
+    out.factor = 1;
+    out.measured = true;
+  }
+  return out;
 }
 
 double update_s(const CostModel& model, double slice_bytes) {

@@ -14,7 +14,7 @@
 namespace cleave::parallel::search_detail {
 
 // The factors of NOTE [Cost graph]: communication m and beta (computation's c is per op:
-// compute_factors). The weights of a candidate's cost under the options' objective (NOTE [Cost
+// op_backwards). The weights of a candidate's cost under the options' objective (NOTE [Cost
 // graph], NOTE [Search objectives]).
 struct Factors {
   double comm = 1, beta = 1;
@@ -44,8 +44,25 @@ struct Factors {
 // data, costs 2 times its forward, not 3, and an op reading only the data (a Cast of the images)
 // has no backward. The memory-bound ops keep 3: their backward passes measured 1.4x (ReLU) to
 // 2.3x (max pooling) the forward on LeNet (bench/graph_bench profile), around the 2 the old
-// uniform c = 3 gave them. Returns c per node of g (1 for nodes that are not ops).
-std::vector<double> compute_factors(const ir::Graph& g, bool training);
+// uniform c = 3 gave them. An op slice the cost model has timed costs its timing with c = 1
+// instead (NOTE [Measured op slices] in cleave/parallel/search.h).
+struct OpBackward {
+  double factor = 1;   // c
+  uint64_t grads = 0;  // bit k: input k gets a gradient (0 without backward)
+};
+// Per node of g (factor 1, no gradients, for nodes that are not ops).
+std::vector<OpBackward> op_backwards(const ir::Graph& g, bool training);
+
+// What op `ctx` costs a rank in a step under `s`: model.op_cost(ctx, s), and the factor its
+// compute_s counts `b.factor` times; or, where the model has the slice timed, compute_s that
+// timing with factor 1 (`measured`).
+struct StepOpCost {
+  OpCost cost;
+  double factor = 1;
+  bool measured = false;
+};
+StepOpCost step_op_cost(const CostModel& model, const RuleContext& ctx, const OpSharding& s,
+                        const OpBackward& b);
 
 // The devices a sharding uses: the product of its loop splits, or for a rule without loops the
 // most slices (times pending-sum groups) any of its operands has.

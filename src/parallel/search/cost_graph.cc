@@ -60,7 +60,7 @@ class Builder {
         o_(o),
         model_(o.cost_model != nullptr ? *o.cost_model : default_cost_model()),
         f_(o),
-        compute_factors_(search_detail::compute_factors(g, o.training)),
+        backward_(search_detail::op_backwards(g, o.training)),
         index_(g.nodes.size(), -1),
         shardings_(g.nodes.size()),
         unfiltered_(g.nodes.size()),
@@ -146,9 +146,10 @@ class Builder {
       std::vector<double> costs, memory;
       if (o_.enable_algo_approxi) {
         for (const OpSharding& s : all) {
-          const OpCost c = model_.op_cost(ctx, s);
-          costs.push_back(f_.own(c, compute_factors_[i]));
-          memory.push_back(c.memory_bytes);
+          const search_detail::StepOpCost c =
+              search_detail::step_op_cost(model_, ctx, s, backward_[i]);
+          costs.push_back(f_.own(c.cost, c.factor));
+          memory.push_back(c.cost.memory_bytes);
         }
       }
       const std::vector<size_t> keep =
@@ -202,8 +203,10 @@ class Builder {
     node.graph_node = static_cast<int>(i);
     node.name = describe_op(ctx);
     for (const OpSharding& s : shardings) {
-      const OpCost c = model_.op_cost(ctx, s);
-      double cost = f_.own(c, compute_factors_[i]);
+      const search_detail::StepOpCost step =
+          search_detail::step_op_cost(model_, ctx, s, backward_[i]);
+      const OpCost& c = step.cost;
+      double cost = f_.own(c, step.factor);
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         const std::optional<Layout>& fixed = fixed_[static_cast<size_t>(n.inputs[k].node)];
         if (fixed) cost += f_.beta * f_.comm * redistribution_s(*fixed, s.inputs[k], metas_[i][k]);
@@ -425,8 +428,8 @@ class Builder {
   const SearchOptions& o_;
   const CostModel& model_;
   Factors f_;
-  std::vector<double> compute_factors_;  // per node (NOTE [Backward of an op])
-  std::vector<int> index_;               // per graph node: its cost node, -1 for none
+  std::vector<search_detail::OpBackward> backward_;  // per node (NOTE [Backward of an op])
+  std::vector<int> index_;                           // per graph node: its cost node, -1 for none
   std::vector<std::vector<OpSharding>> shardings_;
   std::vector<std::vector<OpSharding>> unfiltered_;  // fully_use_devices: before it filtered
   std::vector<std::vector<ir::TensorMeta>> metas_;

@@ -86,7 +86,8 @@ PlanEstimate estimate_plan(const Graph& global, const EstimateOptions& options) 
 
   PlanEstimate e;
   e.training = so.training;
-  const std::vector<double> factors = search_detail::compute_factors(g, so.training);
+  const std::vector<search_detail::OpBackward> backward =
+      search_detail::op_backwards(g, so.training);
   e.comm_factor = so.training ? 2.0 : 1.0;
   e.beta = so.beta;
   // compute_sum: the ops' forward computation; step_compute: each times its factor.
@@ -100,7 +101,9 @@ PlanEstimate estimate_plan(const Graph& global, const EstimateOptions& options) 
     const RuleContext ctx{
         *n.op, n.attrs, metas, n.outputs, n.name, n.scope, so.step_parallel.device_num};
     const OpSharding& sharding = plan.ops[i];
-    const OpCost c = model.op_cost(ctx, sharding);
+    const search_detail::StepOpCost step =
+        search_detail::step_op_cost(model, ctx, sharding, backward[i]);
+    const OpCost& c = step.cost;
     OpEstimate op;
     op.node = static_cast<int>(i);
     op.name = path_name(n);
@@ -118,7 +121,8 @@ PlanEstimate estimate_plan(const Graph& global, const EstimateOptions& options) 
       op.redistribution_s += r.s;
       op.comm_bytes += r.bytes;
     }
-    op.compute_factor = factors[i];
+    op.compute_factor = step.factor;
+    op.measured = step.measured;
     op.cost = op.compute_factor * op.compute_s +
               e.beta * e.comm_factor * (op.comm_s + op.redistribution_s);
     compute_sum += op.compute_s;

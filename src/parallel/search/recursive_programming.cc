@@ -103,7 +103,7 @@ class Recursive {
         o_(o),
         model_(o.cost_model != nullptr ? *o.cost_model : default_cost_model()),
         f_(o),
-        compute_factors_(search_detail::compute_factors(g, o.training)),
+        backward_(search_detail::op_backwards(g, o.training)),
         op_of_(g.nodes.size(), kNone),
         param_of_(g.nodes.size(), kNone) {}
 
@@ -222,8 +222,8 @@ class Recursive {
             infer_node(*rule, ctx, n, n.strategy));  // the rewrite's check and error
       } else {
         // The factor of NOTE [Backward of an op] too: it is part of the cost.
-        std::string signature =
-            fmt::format("{}{}c{}", n.op->name, n.attrs.to_string(), compute_factors_[op.node]);
+        std::string signature = fmt::format("{}{}c{}g{}", n.op->name, n.attrs.to_string(),
+                                            backward_[op.node].factor, backward_[op.node].grads);
         for (const ir::TensorMeta& m : op.metas) {
           signature += fmt::format("|{}{}", m.shape.to_string(), dtype_name(m.dtype));
         }
@@ -267,9 +267,10 @@ class Recursive {
     Op& op = ops_[a];
     const auto i = static_cast<size_t>(c);
     if (!std::isnan(op.f->own[i])) return;
-    const OpCost cost = model_.op_cost(context(op.node), op.f->cands[i]);
-    op.f->own[i] = f_.own(cost, compute_factors_[op.node]);
-    op.f->memory[i] = cost.memory_bytes;
+    const search_detail::StepOpCost cost =
+        search_detail::step_op_cost(model_, context(op.node), op.f->cands[i], backward_[op.node]);
+    op.f->own[i] = f_.own(cost.cost, cost.factor);
+    op.f->memory[i] = cost.cost.memory_bytes;
   }
   double own(size_t a, int c) {
     cost_candidate(a, c);
@@ -632,8 +633,8 @@ class Recursive {
   const SearchOptions& o_;
   const CostModel& model_;
   Factors f_;
-  std::vector<double> compute_factors_;  // per graph node (NOTE [Backward of an op])
-  std::vector<int> op_of_, param_of_;    // per graph node: its op / parameter index, or kNone
+  std::vector<search_detail::OpBackward> backward_;  // per graph node (NOTE [Backward of an op])
+  std::vector<int> op_of_, param_of_;  // per graph node: its op / parameter index, or kNone
   std::vector<Op> ops_;
   std::vector<Parameter> params_;
   std::map<std::string, std::shared_ptr<Family>> families_;  // by signature
