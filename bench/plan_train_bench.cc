@@ -303,6 +303,10 @@ int main(int argc, char** argv) {
       options.world_size = n;
       options.mode = searched ? runtime::AUTO_PARALLEL : runtime::SEMI_AUTO_PARALLEL;
       options.search_mode = "dynamic_programming";
+      // The job's own search: its profile and its ranks' share of the cores (set by the
+      // pipeline from the context and the cluster).
+      options.cost_model_profile = profile;
+      options.compute_slowdown = runtime::shared_cores_slowdown();
       options.device_num = n;
       options.step_parallel = {.device_num = n, .dataset = parallel::DatasetSplit::kFullBatch};
       runtime::CompileState state{.program = program, .options = options};

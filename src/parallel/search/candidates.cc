@@ -107,6 +107,17 @@ void check_search_options(const SearchOptions& o) {
                    level);
 }
 
+const ShardingRule& searched_rule(const RuleContext& ctx) {
+  const ShardingRule* rule = find_rule(ctx.op);
+  CLEAVE_CHECK_ARG(rule != nullptr,
+                   "{}: this primitive has no sharding rule{}, so the strategy search cannot "
+                   "cost it in an AUTO_PARALLEL graph; give it a rule (docs/design/"
+                   "adding_an_operator.md) or run it outside the parallel step",
+                   describe_op(ctx),
+                   ctx.op.no_sharding_rule.empty() ? "" : " (" + ctx.op.no_sharding_rule + ")");
+  return *rule;
+}
+
 bool is_elementwise(const ir::OpDef& op) {
   const ShardingRule* rule = find_rule(op);
   return rule != nullptr && rule->summary().starts_with("elementwise");
@@ -159,18 +170,22 @@ std::vector<OpBackward> op_backwards(const ir::Graph& g, bool training) {
   return out;
 }
 
+std::vector<ir::TensorMeta> input_slices(const RuleContext& ctx, const OpSharding& s) {
+  std::vector<ir::TensorMeta> slices;
+  for (size_t k = 0; k < ctx.inputs.size() && k < s.inputs.size(); ++k) {
+    slices.push_back({s.inputs[k].slice_shape(ctx.inputs[k].shape), ctx.inputs[k].dtype});
+  }
+  return slices;
+}
+
 StepOpCost step_op_cost(const CostModel& model, const RuleContext& ctx, const OpSharding& s,
                         const OpBackward& b) {
   StepOpCost out{.cost = model.op_cost(ctx, s), .factor = b.factor};
   if (!model.has_measured_ops()) return out;
   const ShardingRule* rule = find_rule(ctx.op);
   if (rule == nullptr || rule->compute_class() == ShardingRule::ComputeClass::kMemory) return out;
-  std::vector<ir::TensorMeta> slices;
-  for (size_t k = 0; k < ctx.inputs.size() && k < s.inputs.size(); ++k) {
-    slices.push_back({s.inputs[k].slice_shape(ctx.inputs[k].shape), ctx.inputs[k].dtype});
-  }
   if (const std::optional<double> t =
-          model.measured_s(op_slice_key(ctx.op, ctx.attrs, slices, b.grads))) {
+          model.measured_s(op_slice_key(ctx.op, ctx.attrs, input_slices(ctx, s), b.grads))) {
     out.cost.compute_s = *t;
     out.factor = 1;
     out.measured = true;

@@ -56,6 +56,9 @@ std::vector<OpBackward> op_backwards(const ir::Graph& g, bool training);
 // What op `ctx` costs a rank in a step under `s`: model.op_cost(ctx, s), and the factor its
 // compute_s counts `b.factor` times; or, where the model has the slice timed, compute_s that
 // timing with factor 1 (`measured`).
+// What each input of op `ctx` is on a rank under `s`: its dtype and slice shape.
+std::vector<ir::TensorMeta> input_slices(const RuleContext& ctx, const OpSharding& s);
+
 struct StepOpCost {
   OpCost cost;
   double factor = 1;
@@ -86,6 +89,10 @@ std::vector<size_t> filter_candidates(const RuleContext& ctx,
 
 // Throws Error for an algorithm parameter out of range, naming it and the accepted values.
 void check_search_options(const SearchOptions& o);
+
+// The sharding rule of op `ctx` for the searches. Throws Error naming the op, and why it has no
+// rule where its registry entry says, when it has none.
+const ShardingRule& searched_rule(const RuleContext& ctx);
 
 // Whether the op's rule is elementwise (elementwise_op_strategy_follow).
 bool is_elementwise(const ir::OpDef& op);

@@ -130,13 +130,7 @@ class Builder {
       users_[static_cast<size_t>(n.inputs[k].node)].emplace_back(i, k);
     }
     const RuleContext ctx = context(i);
-    const ShardingRule* rule = find_rule(*n.op);
-    CLEAVE_CHECK_ARG(rule != nullptr,
-                     "{}: this primitive has no sharding rule{}, so the strategy search cannot "
-                     "cost it in an AUTO_PARALLEL graph; give it a rule (docs/design/"
-                     "adding_an_operator.md) or run it outside the parallel step",
-                     describe_op(ctx),
-                     n.op->no_sharding_rule.empty() ? "" : " (" + n.op->no_sharding_rule + ")");
+    const ShardingRule* rule = &search_detail::searched_rule(ctx);
     std::vector<OpSharding>& shardings = shardings_[i];
     if (!n.strategy.empty()) {
       shardings.push_back(infer_node(*rule, ctx, n, n.strategy));  // the rewrite's check and error

@@ -35,25 +35,19 @@ std::vector<OpSlice> op_slices(const ir::Graph& global, const SearchOptions& opt
     for (const ir::ValueRef& v : n.inputs) metas.push_back(global.meta(v));
     const RuleContext ctx{
         *n.op, n.attrs, metas, n.outputs, n.name, n.scope, options.step_parallel.device_num};
-    const ShardingRule* rule = find_rule(*n.op);
-    CLEAVE_CHECK_ARG(rule != nullptr,
-                     "{}: this primitive has no sharding rule{}, so its slices cannot be listed "
-                     "for the strategy search; give it a rule (docs/design/adding_an_operator.md) "
-                     "or run it outside the parallel step",
-                     describe_op(ctx),
-                     n.op->no_sharding_rule.empty() ? "" : " (" + n.op->no_sharding_rule + ")");
-    if (rule->compute_class() == ShardingRule::ComputeClass::kMemory) continue;
+    const ShardingRule& rule = search_detail::searched_rule(ctx);
+    if (rule.compute_class() == ShardingRule::ComputeClass::kMemory) continue;
     std::vector<OpSharding> shardings;
     if (!n.strategy.empty()) {
-      shardings.push_back(infer_node(*rule, ctx, n, n.strategy));
+      shardings.push_back(infer_node(rule, ctx, n, n.strategy));
     } else {
-      shardings = rule->shardings(ctx);
+      shardings = rule.shardings(ctx);
     }
     for (const OpSharding& s : shardings) {
-      OpSlice slice{.op = n.op, .attrs = n.attrs, .grads = backward[i].grads};
-      for (size_t k = 0; k < metas.size() && k < s.inputs.size(); ++k) {
-        slice.inputs.push_back({s.inputs[k].slice_shape(metas[k].shape), metas[k].dtype});
-      }
+      OpSlice slice{.op = n.op,
+                    .attrs = n.attrs,
+                    .inputs = search_detail::input_slices(ctx, s),
+                    .grads = backward[i].grads};
       slice.key = op_slice_key(*n.op, n.attrs, slice.inputs, slice.grads);
       if (!seen.insert(slice.key).second) continue;
       slice.example = fmt::format("{} {}", n.name, ir::strategy_to_string(s.strategy));

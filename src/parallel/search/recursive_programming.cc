@@ -207,13 +207,7 @@ class Recursive {
         op.sources.push_back(std::move(s));
       }
       const RuleContext ctx = context(op.node);
-      const ShardingRule* rule = find_rule(*n.op);
-      CLEAVE_CHECK_ARG(rule != nullptr,
-                       "{}: this primitive has no sharding rule{}, so the strategy search cannot "
-                       "cost it in an AUTO_PARALLEL graph; give it a rule (docs/design/"
-                       "adding_an_operator.md) or run it outside the parallel step",
-                       describe_op(ctx),
-                       n.op->no_sharding_rule.empty() ? "" : " (" + n.op->no_sharding_rule + ")");
+      const ShardingRule* rule = &search_detail::searched_rule(ctx);
       op.elementwise = o_.elementwise_op_strategy_follow && search_detail::is_elementwise(*n.op);
       if (!n.strategy.empty()) {
         op.configured = true;
