@@ -1,5 +1,5 @@
-// Binding placed workers to cores (NOTE [Placed workers on few cores] in
-// cleave/runtime/core_binding.h).
+// Binding workers to cores (NOTE [Placed workers on few cores] and NOTE [SPMD workers on few
+// cores] in cleave/runtime/core_binding.h).
 #include "cleave/runtime/core_binding.h"
 
 #include <fmt/format.h>
@@ -12,9 +12,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
+#include <mutex>
 #include <numeric>
 
+#include "cleave/cluster/cluster.h"
 #include "cleave/comm/group_registry.h"
 #include "cleave/comm/process_group.h"
 #include "cleave/core/env.h"
@@ -163,6 +166,57 @@ CoreBinding decide(comm::ProcessGroup& group, double seconds, CoreBindingMode mo
 }
 
 }  // namespace
+
+int spmd_core(int local_rank, int local_size, const std::vector<int>& cpus, CoreBindingMode mode) {
+  if (mode == CoreBindingMode::kOff || local_size <= 1 || cpus.empty() || local_rank < 0) return -1;
+  if (mode == CoreBindingMode::kAuto && local_size <= static_cast<int>(cpus.size())) return -1;
+  return cpus[static_cast<size_t>(local_rank) % cpus.size()];
+}
+
+const SpmdBinding& bind_spmd_worker() {
+  static SpmdBinding binding;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const CoreBindingMode mode = core_binding_mode_from_env();
+    if (!is_initialized()) {
+      binding.summary = "not bound: this process joined no job";
+      return;
+    }
+    const int local = get_local_size(), local_rank = get_local_rank();
+    const std::vector<int> cpus = allowed_cpus();
+    const int cpu = spmd_core(local_rank, local, cpus, mode);
+    if (cpu < 0) {
+      binding.summary = mode == CoreBindingMode::kOff
+                            ? "not bound: CLEAVE_BIND_CORES=0"
+                            : fmt::format(
+                                  "not bound: {} workers of this job on this host's {} "
+                                  "cores",
+                                  local, cpus.size());
+      return;
+    }
+    // Every thread of the process (the OpenMP workers, the communication threads): a bound
+    // main thread whose helpers ran elsewhere would share its core unevenly.
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+      const pid_t tid = static_cast<pid_t>(std::atoi(task.path().filename().c_str()));
+      if (tid <= 0) continue;
+      if (const int err = bind_thread(tid, cpu); err != 0 && tid == gettid()) {
+        binding.summary =
+            fmt::format("not bound: binding to cpu {} failed ({})", cpu, std::strerror(err));
+        std::fprintf(stderr, "cleave: local rank %d %s; it stays unbound\n", local_rank,
+                     binding.summary.c_str());
+        return;
+      }
+    }
+    binding.cpu = cpu;
+    binding.summary = fmt::format(
+        "{} workers of this job on this host's {} cores: each bound to one, local rank r to the "
+        "r % {}-th (NOTE [SPMD workers on few cores]; CLEAVE_BIND_CORES=0 leaves them free)",
+        local, cpus.size(), cpus.size());
+    if (local_rank == 0) std::fprintf(stderr, "cleave: %s\n", binding.summary.c_str());
+  });
+  return binding;
+}
 
 CoreBinding core_binding() { return t_measure.binding; }
 

@@ -92,6 +92,9 @@ std::unique_ptr<CompiledStep> load(CompiledPlan plan) {
   }
   prepare_comm_groups(plan.graph);
   if (plan.placed && options.rpc_shm) use_shared_memory(plan, options);
+  if (!plan.placed && plan.options.mode != STAND_ALONE && plan.options.world_size > 1) {
+    bind_spmd_worker();  // NOTE [SPMD workers on few cores]
+  }
   if (plan.options.thread_split > 1) {  // NOTE [Threads split the batch]
     auto split =
         std::make_unique<ThreadSplit>(plan.graph, plan.options.thread_split, plan.num_inputs);

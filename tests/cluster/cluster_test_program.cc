@@ -41,6 +41,10 @@
 //                         unavailable", "store add: invalid argument"), releases, exits 0.
 //   threads               prints its rank, local rank and the OpenMP threads of its kernels and
 //                         of a thread it starts after init() (NOTE [Threads per worker]).
+//   bind                  binds as a DATA_PARALLEL worker's first step does (NOTE [SPMD workers on
+//                         few cores]); prints "bind rank R local L: cpu C, allowed A main, B
+//                         other: SUMMARY": C the core it chose (-1: none), A and B how many cores
+//                         its main thread and a thread started before the binding may run on.
 //   checksum              all-reduces (sum, then max) float tensors of 1, 3, 1000, 65537 and
 //                         1048581 elements whose values depend on the rank and the position (so
 //                         that the sum order shows in the last bits), broadcasts one from the last
@@ -53,6 +57,10 @@
 //                         prints "loop rank R: running (transport T)" after the first and
 //                         "loop rank R: K all-reduces of MB MB ok (T s)" at the end.
 // An error that ends the program is printed and reported to the job (cleave::report_failure).
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -70,6 +78,7 @@
 #include "cleave/core/tensor.h"
 #include "cleave/core/threads.h"
 #include "cleave/runtime/collectives.h"
+#include "cleave/runtime/core_binding.h"
 #include "comm/backends.h"
 
 namespace {
@@ -370,6 +379,31 @@ int threads_mode() {
   return 0;
 }
 
+int allowed_cores(pthread_t thread) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return pthread_getaffinity_np(thread, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : -1;
+}
+
+int bind_mode() {
+  cleave::init();
+  std::atomic<bool> bound{false};
+  std::atomic<int> other{-1};
+  std::thread helper([&] {  // started before the binding, checked after it
+    while (!bound) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    other = allowed_cores(pthread_self());
+  });
+  const cleave::runtime::SpmdBinding& b = cleave::runtime::bind_spmd_worker();
+  bound = true;
+  helper.join();
+  std::printf("bind rank %d local %d: cpu %d, allowed %d main, %d other: %s\n", cleave::get_rank(),
+              cleave::get_local_rank(), b.cpu, allowed_cores(pthread_self()), other.load(),
+              b.summary.c_str());
+  std::fflush(stdout);
+  cleave::release();
+  return 0;
+}
+
 // FNV-1a over `tensor`'s bytes, continuing from `hash`.
 uint64_t fnv1a(uint64_t hash, const cleave::Tensor& tensor) {
   const std::vector<float> values = tensor.to_vector<float>();
@@ -461,6 +495,7 @@ int main(int argc, char** argv) {
   try {
     if (mode == "roundtrip") return roundtrip(argc > 2 ? std::stoi(argv[2]) : 0);
     if (mode == "threads") return threads_mode();
+    if (mode == "bind") return bind_mode();
     if (mode == "hang") return hang();
     if (mode == "mpi") return mpi();
     if (mode == "fail") return fail_rank(argc > 2 ? std::stoi(argv[2]) : 0);

@@ -2,7 +2,11 @@
 // process, and on the first failure stops the rest and exits with the failing rank's status.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
+
+#include <string>
+#include <vector>
 
 #include "cluster/job.h"
 
@@ -41,6 +45,42 @@ TEST(ClusterLauncher, RunsFourWorkersWithOneLogEach) {
                         " (scheduler.log, worker_<rank>.log)"),
             std::string::npos)
       << output;
+}
+
+// NOTE [SPMD workers on few cores]: with CLEAVE_BIND_CORES=1 each of the 4 workers binds every
+// thread of its process to core (local rank % allowed cores); with 0 none does; with auto they
+// bind exactly when 4 workers outnumber the cores.
+TEST(ClusterLauncher, WorkersOfOneStepAreSpreadOverTheCoresOneCoreEach) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  const int n = static_cast<int>(cpus.size());
+  for (const char* mode : {"1", "0", "auto"}) {
+    SCOPED_TRACE(fmt::format("CLEAVE_BIND_CORES={}, {} allowed cores", mode, n));
+    Job job(fmt::format("launcher_bind_{}", mode), 4);
+    pid_t run = job.start_program(launch(job, "logs", {"bind"}), {{"CLEAVE_BIND_CORES", mode}},
+                                  "cleave_run.log");
+    ASSERT_EQ(job.wait(run, seconds(20)), 0) << job.log("cleave_run.log");
+    const bool binds = std::string(mode) == "1" || (std::string(mode) == "auto" && 4 > n);
+    for (int rank = 0; rank < 4; ++rank) {
+      const std::string log = job.log(fmt::format("logs/worker_{}.log", rank));
+      // One host: the local rank is the rank.
+      const std::string want =
+          binds ? fmt::format(
+                      "bind rank {} local {}: cpu {}, allowed 1 main, 1 other: 4 workers "
+                      "of this job on this host's {} cores: each bound to one",
+                      rank, rank, cpus[static_cast<size_t>(rank % n)], n)
+                : fmt::format(
+                      "bind rank {} local {}: cpu -1, allowed {} main, {} other: not "
+                      "bound: ",
+                      rank, rank, n, n);
+      EXPECT_NE(log.find(want), std::string::npos) << want << "\n" << log;
+    }
+  }
 }
 
 TEST(ClusterLauncher, FailingRankStopsTheJobWithItsStatus) {

@@ -230,6 +230,22 @@ TEST(Partition, SplitCoresByLoad) {
   EXPECT_ERROR(runtime::split_cores({1}, 0), "split_cores: 0 cores");
 }
 
+TEST(Partition, SpmdWorkersTakeTheCoresInTurn) {
+  using runtime::CoreBindingMode;
+  using runtime::spmd_core;
+  // NOTE [SPMD workers on few cores]: auto binds only when the workers outnumber the cores, then
+  // local rank r to the (r % cores)-th allowed core (by value: cores 4 and 6 here).
+  const std::vector<int> cpus = {4, 6};
+  std::vector<int> cores;
+  for (int r = 0; r < 5; ++r) cores.push_back(spmd_core(r, 5, cpus, CoreBindingMode::kAuto));
+  EXPECT_EQ(cores, (std::vector<int>{4, 6, 4, 6, 4}));
+  EXPECT_EQ(spmd_core(1, 2, cpus, CoreBindingMode::kAuto), -1);  // one worker per core
+  EXPECT_EQ(spmd_core(1, 2, cpus, CoreBindingMode::kOn), 6);
+  EXPECT_EQ(spmd_core(3, 4, cpus, CoreBindingMode::kOff), -1);
+  EXPECT_EQ(spmd_core(0, 1, cpus, CoreBindingMode::kOn), -1);  // a lone worker
+  EXPECT_EQ(spmd_core(0, 4, {}, CoreBindingMode::kOn), -1);
+}
+
 TEST(Partition, MicroBatchesEqualTheUnpipelinedStep) {
   const auto batches = lenet_batches(12, 16);
   const TrainingRun single = train_lenet(1, {}, batches);
