@@ -476,7 +476,9 @@ case "$suite" in
         done
       done
     fi
-    echo "BENCH search_profile file=$profile"
+    # Kept for whoever reads the rows later (the plans depend on it; the work folder goes).
+    cp "$profile" "$build/search_profile.json"
+    echo "BENCH search_profile file=$build/search_profile.json"
     declare -A plans=(
       [mlp]="data replicated column megatron row hybrid data_fc1_column megatron_tail_replicated"
       [lenet]="data replicated example fc_megatron fc_column conv_channels conv2_out fc_replicated"

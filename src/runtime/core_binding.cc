@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include "cleave/comm/process_group.h"
 #include "cleave/core/env.h"
 #include "cleave/core/error.h"
+#include "cleave/core/threads.h"
 
 namespace cleave::runtime {
 
@@ -173,6 +175,15 @@ int spmd_core(int local_rank, int local_size, const std::vector<int>& cpus, Core
   return cpus[static_cast<size_t>(local_rank) % cpus.size()];
 }
 
+namespace {
+std::atomic<int> g_cores_before_binding{0};  // set when this process binds itself
+}  // namespace
+
+int cores_to_share() {
+  const int before = g_cores_before_binding.load();
+  return before > 0 ? before : threads::available_cores();
+}
+
 const SpmdBinding& bind_spmd_worker() {
   static SpmdBinding binding;
   static std::once_flag once;
@@ -196,6 +207,7 @@ const SpmdBinding& bind_spmd_worker() {
     }
     // Every thread of the process (the OpenMP workers, the communication threads): a bound
     // main thread whose helpers ran elsewhere would share its core unevenly.
+    g_cores_before_binding = static_cast<int>(cpus.size());  // before any thread is bound
     std::error_code ec;
     for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
       const pid_t tid = static_cast<pid_t>(std::atoi(task.path().filename().c_str()));

@@ -27,6 +27,7 @@
 #include "cleave/parallel/search.h"
 #include "cleave/parallel/step_parallel.h"
 #include "cleave/parallel/strategy_file.h"
+#include "cleave/runtime/core_binding.h"
 #include "cleave/runtime/sharded_parameters.h"
 #include "runtime/dump.h"
 
@@ -191,7 +192,7 @@ void search_strategies(CompileState& s) {
       summary += fmt::format(
           " (computation costed {:.3g}x: the job's {} ranks share this host's {} cores; NOTE "
           "[Ranks sharing cores])",
-          s.options.compute_slowdown, s.options.world_size, threads::available_cores());
+          s.options.compute_slowdown, s.options.world_size, cores_to_share());
     }
     s.messages.push_back(std::move(summary));
     return;
@@ -638,14 +639,14 @@ double shared_cores_slowdown() {
   if (!is_initialized()) return 1;
   const int local = get_local_size();
   if (local <= 1 || local != get_group_size()) return 1;
-  return std::max(1.0, static_cast<double>(local) / threads::available_cores());
+  return std::max(1.0, static_cast<double>(local) / cores_to_share());
 }
 
 bool core_left_for_communication() {
   if (!is_initialized()) return true;
   const int local = get_local_size();
   if (local <= 1 || local != get_group_size()) return true;
-  return local * threads::intra_op_threads() < threads::available_cores();
+  return local * threads::intra_op_threads() < cores_to_share();
 }
 
 CompileOptions compile_options(const StepProgram& program) {

@@ -44,7 +44,9 @@
 //   bind                  binds as a DATA_PARALLEL worker's first step does (NOTE [SPMD workers on
 //                         few cores]); prints "bind rank R local L: cpu C, allowed A main, B
 //                         other: SUMMARY": C the core it chose (-1: none), A and B how many cores
-//                         its main thread and a thread started before the binding may run on.
+//                         its main thread and a thread started before the binding may run on;
+//                         then "bind rank R: shared-cores slowdown X before, Y after" (X = Y:
+//                         NOTE [Ranks sharing cores] counts the cores shared, not its own one).
 //   checksum              all-reduces (sum, then max) float tensors of 1, 3, 1000, 65537 and
 //                         1048581 elements whose values depend on the rank and the position (so
 //                         that the sum order shows in the last bits), broadcasts one from the last
@@ -79,6 +81,7 @@
 #include "cleave/core/threads.h"
 #include "cleave/runtime/collectives.h"
 #include "cleave/runtime/core_binding.h"
+#include "cleave/runtime/pipeline.h"
 #include "comm/backends.h"
 
 namespace {
@@ -393,12 +396,15 @@ int bind_mode() {
     while (!bound) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     other = allowed_cores(pthread_self());
   });
+  const double slowdown = cleave::runtime::shared_cores_slowdown();
   const cleave::runtime::SpmdBinding& b = cleave::runtime::bind_spmd_worker();
   bound = true;
   helper.join();
   std::printf("bind rank %d local %d: cpu %d, allowed %d main, %d other: %s\n", cleave::get_rank(),
               cleave::get_local_rank(), b.cpu, allowed_cores(pthread_self()), other.load(),
               b.summary.c_str());
+  std::printf("bind rank %d: shared-cores slowdown %.3f before, %.3f after\n", cleave::get_rank(),
+              slowdown, cleave::runtime::shared_cores_slowdown());
   std::fflush(stdout);
   cleave::release();
   return 0;

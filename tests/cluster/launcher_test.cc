@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,13 @@ TEST(ClusterLauncher, WorkersOfOneStepAreSpreadOverTheCoresOneCoreEach) {
                       "bound: ",
                       rank, rank, n, n);
       EXPECT_NE(log.find(want), std::string::npos) << want << "\n" << log;
+      // What the search is told of the cores (NOTE [Ranks sharing cores]) does not change.
+      const double slowdown = std::max(1.0, 4.0 / n);
+      EXPECT_NE(log.find(fmt::format("bind rank {}: shared-cores slowdown {:.3f} before, {:.3f} "
+                                     "after",
+                                     rank, slowdown, slowdown)),
+                std::string::npos)
+          << log;
     }
   }
 }

@@ -126,8 +126,9 @@ namespace cleave::runtime {
 
 // Makes the groups named by the "rank_list" attributes of `graph`'s communication ops (NOTE
 // [Groups from rank lists] in src/runtime/collective_ops.cc), in an order in which no rank waits
-// forever. Collective: every rank loading the graph calls it (runtime::load). Throws Error when a group cannot
-// be made (this process is standalone, a rank is outside the world, a member does not arrive).
+// forever. Collective: every rank loading the graph calls it (runtime::load). Throws Error when a
+// group cannot be made (this process is standalone, a rank is outside the world, a member does not
+// arrive).
 void prepare_comm_groups(const ir::Graph& graph);
 
 }  // namespace cleave::runtime

@@ -75,4 +75,9 @@ struct SpmdBinding {
 // return the first answer). Throws Error for a bad CLEAVE_BIND_CORES.
 const SpmdBinding& bind_spmd_worker();
 
+// The cores this process may run on, counted as before bind_spmd_worker bound it to one: the
+// cores the job's workers on this host share (NOTE [Ranks sharing cores] in
+// cleave/runtime/pipeline.h), which a bound worker's own affinity no longer shows.
+int cores_to_share();
+
 }  // namespace cleave::runtime

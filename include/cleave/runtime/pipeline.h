@@ -117,7 +117,9 @@ struct CompileOptions {
 // process that joined no job, as thread ranks in one process). The search's summary line says
 // when it applies.
 //
-// max(1, ranks / available cores) for a job whose ranks all run on this host; 1 otherwise.
+// max(1, ranks / available cores) for a job whose ranks all run on this host; 1 otherwise. The
+// available cores are those before a worker bound itself to one (cores_to_share in
+// cleave/runtime/core_binding.h), so every step of the job is costed alike.
 double shared_cores_slowdown();
 
 // NOTE [Collectives in place]
@@ -144,7 +146,7 @@ double shared_cores_slowdown();
 //
 // Whether a core is left for a communication thread: false for a job whose ranks all run on this
 // host when their count times this thread's OpenMP threads is at least the host's available
-// cores; true otherwise.
+// cores (cores_to_share); true otherwise.
 bool core_left_for_communication();
 
 // NOTE [Threads split the batch]
