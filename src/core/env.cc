@@ -13,8 +13,10 @@ namespace {
 // Sorted by name; docs/environment.md lists the same rows in the same order.
 constexpr Variable kVariables[] = {
     {"CLEAVE_BIND_CORES", "auto, 1 or 0", "auto",
-     "binds each busy worker of a placed job to a core: auto when the workers outnumber the "
-     "cores, 1 always, 0 never"},
+     "binds workers to cores: each busy worker of a placed job by its measured load, each "
+     "worker of a DATA_PARALLEL, SEMI_AUTO_PARALLEL or AUTO_PARALLEL job to core (local rank % "
+     "cores) at its first step; auto when the host's workers outnumber its cores, 1 always, 0 "
+     "never"},
     {"CLEAVE_COMM_SHM", "0 or 1", "1",
      "1: collectives of a gloo group among ranks of one host go through shared memory; 0: all "
      "over TCP"},
