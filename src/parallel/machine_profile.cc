@@ -151,7 +151,6 @@ std::vector<std::string> strings_of(const Reader& r, const json& obj, const std:
   return out;
 }
 
-// A class's points: `work_key` is "flops" or "bytes", the rate key "<work_key>_per_s".
 // A table's timed op slices ("ops", optional: NOTE [Measured op slices]): each a key and its
 // seconds, ascending in key, each key once.
 std::vector<OpTiming> ops_of(const Reader& r, const json& table, const std::string& path) {
@@ -178,6 +177,7 @@ std::vector<OpTiming> ops_of(const Reader& r, const json& table, const std::stri
   return out;
 }
 
+// A class's points: `work_key` is "flops" or "bytes", the rate key "<work_key>_per_s".
 std::vector<ComputePoint> points_of(const Reader& r, const json& table, const std::string& path,
                                     const char* cls, const char* work_key) {
   const json& arr = r.array(table, path, cls, "an array of measured points");
