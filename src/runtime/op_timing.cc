@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 
 #include "cleave/autodiff/backward.h"
 #include "cleave/core/error.h"
@@ -47,6 +46,28 @@ void call_once(const parallel::OpSlice& slice, const std::vector<Tensor>& inputs
 
 }  // namespace
 
+double seconds_per_call(const std::function<void()>& fn, double loop_s, int loops) {
+  CLEAVE_CHECK_ARG(
+      loop_s > 0 && loops >= 1,
+      "seconds_per_call: loop_s is {} and loops {}; expected loop_s > 0 and loops >= 1", loop_s,
+      loops);
+  const auto since = [](Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  fn();
+  Clock::time_point t0 = Clock::now();
+  fn();
+  const double trial = std::max(since(t0), 1e-9);
+  const int iters = static_cast<int>(std::clamp(loop_s / trial, 1.0, 100000.0));
+  double best = trial;
+  for (int loop = 0; loop < loops; ++loop) {
+    t0 = Clock::now();
+    for (int i = 0; i < iters; ++i) fn();
+    best = std::min(best, since(t0) / iters);
+  }
+  return best;
+}
+
 OpTimingReport time_op_slices(const std::vector<parallel::OpSlice>& slices,
                               const OpTimingOptions& options) {
   CLEAVE_CHECK_ARG(options.loop_s > 0 && options.loops >= 1,
@@ -58,19 +79,8 @@ OpTimingReport time_op_slices(const std::vector<parallel::OpSlice>& slices,
                      slice.key);
     try {
       const std::vector<Tensor> inputs = inputs_of(slice);
-      call_once(slice, inputs);  // untimed: first-call setup (oneDNN primitives, caches)
-      double best = std::numeric_limits<double>::infinity();
-      for (int l = 0; l < options.loops; ++l) {
-        int64_t calls = 0;
-        const Clock::time_point t0 = Clock::now();
-        double elapsed = 0;
-        while (calls < 3 || elapsed < options.loop_s) {
-          call_once(slice, inputs);
-          ++calls;
-          elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-        }
-        best = std::min(best, elapsed / static_cast<double>(calls));
-      }
+      const double best =
+          seconds_per_call([&] { call_once(slice, inputs); }, options.loop_s, options.loops);
       report.timings.push_back({slice.key, best});
     } catch (const Error& e) {
       report.skipped.push_back(fmt::format("{}: {}", slice.key, e.what()));

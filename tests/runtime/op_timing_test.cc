@@ -24,6 +24,16 @@ ir::Graph mlp() {
   return g;
 }
 
+TEST(OpTiming, SecondsPerCallWarmsUpSizesTheLoopsAndKeepsTheBest) {
+  int calls = 0;
+  const double s = seconds_per_call([&] { ++calls; }, 1e-6, 3);
+  // A warm-up, a trial, then 3 loops of at least one call each.
+  EXPECT_GE(calls, 5);
+  EXPECT_GT(s, 0);
+  EXPECT_THROW(seconds_per_call([] {}, 0, 3), Error);
+  EXPECT_THROW(seconds_per_call([] {}, 1e-3, 0), Error);
+}
+
 TEST(OpTiming, EverySliceOfANetworkRunsAndGetsATime) {
   parallel::SearchOptions o;
   o.step_parallel.device_num = 2;

@@ -44,6 +44,7 @@
 #include "cleave/ops/elementwise.h"
 #include "cleave/ops/nn.h"
 #include "cleave/parallel/machine_profile.h"
+#include "cleave/runtime/op_timing.h"
 #include "comm/backends.h"
 
 namespace {
@@ -70,21 +71,8 @@ double seconds_since(Clock::time_point t0) {
 // the one least disturbed).
 constexpr int kLoops = 5;
 
-// Seconds of one call of `fn`: one call to warm up, one to size the loops, then the best of kLoops
-// loops of about `loop_s` each.
 double time_call(const std::function<void()>& fn, double loop_s) {
-  fn();
-  auto t0 = Clock::now();
-  fn();
-  const double trial = std::max(seconds_since(t0), 1e-9);
-  const int iters = static_cast<int>(std::clamp(loop_s / trial, 1.0, 100000.0));
-  double best = trial;
-  for (int loop = 0; loop < kLoops; ++loop) {
-    t0 = Clock::now();
-    for (int i = 0; i < iters; ++i) fn();
-    best = std::min(best, seconds_since(t0) / iters);
-  }
-  return best;
+  return runtime::seconds_per_call(fn, loop_s, kLoops);
 }
 
 // ---- compute ----

@@ -2,6 +2,7 @@
 // cleave/parallel/search.h): what cleave-plan --time-ops runs.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -10,8 +11,14 @@
 
 namespace cleave::runtime {
 
+// Seconds of one call of `fn`: one call to warm up, one to size the loops, then the best of
+// `loops` loops of about `loop_s` each (on a shared machine the fastest loop is the least
+// disturbed). What cleave-calibrate's points and time_op_slices are timed with, so that a
+// profile's curves and its timed slices are measured alike. Requires loop_s > 0, loops >= 1.
+double seconds_per_call(const std::function<void()>& fn, double loop_s, int loops);
+
 struct OpTimingOptions {
-  double loop_s = 0.02;  // each timed loop calls the slice for about this long (3 calls at least)
+  double loop_s = 0.02;  // each timed loop calls the slice for about this long (once at least)
   int loops = 3;         // a slice's time is the best loop's time per call
 };
 
@@ -22,8 +29,8 @@ struct OpTimingReport {
 
 // Runs each slice eagerly on random data of its inputs' dtypes and slice shapes, with this
 // process's intra-op threads: its forward, then, when slice.grads names inputs, their gradients
-// (autodiff::grad of the first output, seeded with ones), as a training step computes them.
-// One untimed call first. A slice whose call throws Error (an attribute that does not fit its
+// (autodiff::grad of the first output, seeded with ones), as a training step computes them,
+// timed by seconds_per_call. A slice whose call throws Error (an attribute that does not fit its
 // slice shapes) is skipped with the error's text, and the cost model keeps its flops curve for it.
 OpTimingReport time_op_slices(const std::vector<parallel::OpSlice>& slices,
                               const OpTimingOptions& options = {});
