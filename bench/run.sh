@@ -84,7 +84,10 @@
 #     writes one first (groups of up to 8 ranks, about 50 s), unless SEARCH_PROFILE names one;
 #     then `cleave-plan --time-ops` times each network's product and convolution slices at 2, 4
 #     and 8 workers into it (NOTE [Measured op slices]; SEARCH_TIME_OPS=0: the flops curves only).
-#     SEARCH_PARTS (default "times train") picks the halves to run.
+#     SEARCH_PARTS (default "times train") picks the halves to run, SEARCH_NETS (default "mlp
+#     lenet transformer") the networks trained. Each network's row also gives
+#     spearman_alike_tied: the rank correlation where plans the runs cannot tell apart share one
+#     rank (measure_alike lists them; bench/search_rows.py sums the runs up).
 #   ckpt: a sharded job's checkpoints (bench/ckpt_bench.cc: CKPT_MIB, default 1024 MiB, of Float32
 #     matrices over 8 ranks by rows) saved, merged into one file (cleave-ckpt merge) and transformed
 #     to 4 ranks splitting by columns (cleave-ckpt transform), each beside `cp -r` of the same
@@ -443,12 +446,21 @@ case "$suite" in
     # bench/plan_train_bench.cc (NOTE [Hand plans]; bench/README.md "search" lists them) and the
     # searched one, on 2, 4 and 8 workers under cleave-run, SEARCH_RUNS runs each (default 5):
     #   BENCH search_<net>_np<N>_<plan> step_ms=<median> predicted_ms=.. samples_per_s=..
+    #     runs_ms=<fastest run>-<slowest run>
     # and per network and worker count
     #   BENCH search_<net>_np<N> searched_ms=.. best_hand=<plan> best_hand_ms=..
     #     searched_vs_best=<searched / best hand step> spearman=<rank correlation of predicted
-    #     and measured step times over all its plans>
+    #     and measured step times over all its plans> spearman_alike_tied=<the same, plans that
+    #     measure alike sharing one rank> measure_alike=<those plans, a group per ';'>
     [[ " $parts " == *" train "* ]] || exit 0
     runs=${SEARCH_RUNS:-5}
+    nets=${SEARCH_NETS:-mlp lenet transformer}
+    for net in $nets; do
+      if [[ " mlp lenet transformer " != *" $net "* ]]; then
+        echo "bench/run.sh search: SEARCH_NETS has '$net'; expected some of: mlp lenet transformer" >&2
+        exit 2
+      fi
+    done
     work=$(mktemp -d)
     # This machine's profile (the shipped one was measured on another: its cores, ISA and
     # collectives differ), so that the search and the prediction cost what this machine runs.
@@ -467,7 +479,7 @@ case "$suite" in
       profile=$work/timed.json
       declare -A plan_args=([mlp]="mlp" [lenet]="lenet"
         [transformer]="transformer --layers 2 --hidden 128 --heads 4 --seq 16")
-      for net in mlp lenet transformer; do
+      for net in $nets; do
         for np in 2 4 8; do
           # shellcheck disable=SC2086
           "$bin/cleave-plan" ${plan_args[$net]} --device-num "$np" --batch-per-device 32 \
@@ -483,60 +495,20 @@ case "$suite" in
       [mlp]="data replicated column megatron row hybrid data_fc1_column megatron_tail_replicated"
       [lenet]="data replicated example fc_megatron fc_column conv_channels conv2_out fc_replicated"
       [transformer]="data replicated megatron mlp_megatron attention_megatron column row hybrid")
-    for net in mlp lenet transformer; do
+    for net in $nets; do
       for np in 2 4 8; do
         : >"$work/rows"
-        for plan in ${plans[$net]} searched; do
-          for ((r = 0; r < runs; ++r)); do
+        # Round by round, each plan once a round: a slow spell of the host then slows a run of
+        # every plan rather than every run of one (bench/README.md "Plans that measure alike").
+        for ((r = 0; r < runs; ++r)); do
+          for plan in ${plans[$net]} searched; do
             OMP_NUM_THREADS=1 "$bin/cleave-run" --worker_num "$np" --log_dir "$work/log" -- \
               "$build/bench/plan_train_bench" --net "$net" --plan "$plan" --profile "$profile" \
               >/dev/null 2>&1 || true
             grep -h '^ROW' "$work/log/worker_0.log" >>"$work/rows" || true
           done
         done
-        "$python" - "$work/rows" "$net" "$np" <<'PY'
-import statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    f = dict(kv.split("=", 1) for kv in line.split()[1:])
-    rows.setdefault(f["plan"], []).append(f)
-net, np_ = sys.argv[2], sys.argv[3]
-med = {}
-for plan, fs in rows.items():
-    step = statistics.median(float(f["step_ms"]) for f in fs)
-    pred = float(fs[0]["predicted_ms"])
-    med[plan] = (step, pred)
-    print(f"BENCH search_{net}_np{np_}_{plan} step_ms={step:.3f} predicted_ms={pred:.3f} "
-          f"samples_per_s={statistics.median(float(f['samples_per_s']) for f in fs):.1f} runs={len(fs)}")
-def ranks(v):
-    order = sorted(range(len(v)), key=lambda i: v[i])
-    r = [0.0] * len(v)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2
-        i = j + 1
-    return r
-plans = sorted(med)
-if len(plans) >= 3:
-    a, b = ranks([med[p][0] for p in plans]), ranks([med[p][1] for p in plans])
-    ma, mb = statistics.mean(a), statistics.mean(b)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(a, b))
-    var = (sum((x - ma) ** 2 for x in a) * sum((y - mb) ** 2 for y in b)) ** 0.5
-    rho = cov / var if var > 0 else float("nan")
-else:
-    rho = float("nan")
-hand = {p: v for p, v in med.items() if p != "searched"}
-best = min(hand, key=lambda p: hand[p][0]) if hand else "none"
-searched = med.get("searched", (float("nan"), 0))[0]
-print(f"BENCH search_{net}_np{np_} searched_ms={searched:.3f} best_hand={best} "
-      f"best_hand_ms={hand.get(best, (float('nan'),))[0]:.3f} "
-      f"searched_vs_best={searched / hand[best][0] if hand else float('nan'):.2f} "
-      f"spearman={rho:.2f} plans={len(med)}")
-PY
+        "$python" "$root/bench/search_rows.py" "$work/rows" "$net" "$np"
       done
     done
     rm -rf "$work"
