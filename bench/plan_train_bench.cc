@@ -4,12 +4,16 @@
 //
 //   plan_train_bench --net mlp|lenet|transformer --plan NAME [--steps S] [--warmup W]
 //                    [--batch-per-device B] [--profile FILE] [--save-graphs DIR] [--op-times]
+//                    [--load-strategy FILE] [--save-strategy FILE]
 //
 // NAME is a hand-written plan of the network (plans(): strategies set with shard() on its
 // operators, the others data parallel where their batch allows, as SEMI_AUTO_PARALLEL gives
-// them), or "searched": AUTO_PARALLEL with search_mode "dynamic_programming". Every rank reads
+// them), or "searched": AUTO_PARALLEL with search_mode "dynamic_programming". With
+// --load-strategy, the strategies of a strategy file (--save-strategy's, or cleave-plan's) over
+// the hand plan's: any plan, one operator changed by hand, measured and predicted. Every rank reads
 // the whole batch of fixed random data (dataset_strategy "full_batch"). Rank 0 prints
-//   ROW net=<net> plan=<plan> np=<ranks> step_ms=<median of the measured steps>
+//   ROW net=<net> plan=<plan, or the strategy file's stem> np=<ranks> step_ms=<median of the
+//   measured steps>
 //       samples_per_s=<global batch / median step> predicted_ms=<predicted step time>
 //       cost_ms=<the search's cost of the plan>
 // The prediction traces the same step with global shapes and costs the plan the compiler will
@@ -24,6 +28,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <thread>
@@ -252,6 +257,14 @@ int main(int argc, char** argv) {
                "after the measured steps, run as many again with the executor timing each op "
                "and print rank 0's op times (OP lines, most costly first: time, primitive, "
                "output and input shapes, name, attributes)");
+  std::string load_strategy, save_strategy;
+  app.add_option("--load-strategy", load_strategy,
+                 "run the strategies of this strategy file (NOTE [Strategy file]) over the "
+                 "plan's (SEMI_AUTO_PARALLEL, strategy_ckpt_load_file)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--save-strategy", save_strategy,
+                 "rank 0 writes the step's strategies to this strategy file "
+                 "(strategy_ckpt_save_file)");
   if (auto status = cleave::flags::parse(app, argc, argv)) return *status;
   try {
     init();
@@ -263,6 +276,10 @@ int main(int argc, char** argv) {
     CLEAVE_CHECK_ARG(searched || plans.count(plan_name) == 1,
                      "--plan {} is not a plan of {}; expected searched or one of the hand plans",
                      plan_name, net_name);
+    CLEAVE_CHECK_ARG(!searched || load_strategy.empty(),
+                     "--load-strategy {} with --plan searched: a loaded plan is not searched; "
+                     "expected a hand plan for the operators the file does not name",
+                     load_strategy);
     runtime::set_context({.mode = runtime::GRAPH_MODE,
                           .save_graphs = save_graphs.empty() ? 0 : 1,
                           .save_graphs_path = save_graphs.empty() ? "." : save_graphs});
@@ -270,6 +287,8 @@ int main(int argc, char** argv) {
         {.parallel_mode = searched ? runtime::AUTO_PARALLEL : runtime::SEMI_AUTO_PARALLEL,
          .search_mode = "dynamic_programming",
          .dataset_strategy = "full_batch",
+         .strategy_ckpt_save_file = rank == 0 ? save_strategy : std::string(),
+         .strategy_ckpt_load_file = load_strategy,
          .cost_model_profile = profile});
     set_seed(1);
     const TransformerConfig tc{.layers = 2, .hidden = 128, .heads = 4, .seq = 16};
@@ -309,8 +328,10 @@ int main(int argc, char** argv) {
       options.compute_slowdown = runtime::shared_cores_slowdown();
       options.device_num = n;
       options.step_parallel = {.device_num = n, .dataset = parallel::DatasetSplit::kFullBatch};
+      options.strategy_load_file = load_strategy;
       runtime::CompileState state{.program = program, .options = options};
       runtime::run_pass("trace", state);
+      if (!load_strategy.empty()) runtime::run_pass("load_strategy_file", state);
       if (searched) runtime::run_pass("search_strategies", state);
       const int64_t cores = threads::available_cores();
       // The search's own model (NOTE [Ranks sharing cores] in cleave/runtime/pipeline.h).
@@ -376,8 +397,10 @@ int main(int argc, char** argv) {
           "ROW net={} plan={} np={} step_ms={:.3f} samples_per_s={:.1f} predicted_ms={:.3f} "
           "cost_ms={:.3f} predicted_compute_ms={:.3f} predicted_communication_ms={:.3f} "
           "communication_ms={:.3f}\n",
-          net_name, plan_name, n, median * 1e3, static_cast<double>(batch) / median, predicted_ms,
-          cost_ms, predicted_compute_ms, predicted_comm_ms, median_of(waits) * 1e3);
+          net_name,
+          load_strategy.empty() ? plan_name : std::filesystem::path(load_strategy).stem().string(),
+          n, median * 1e3, static_cast<double>(batch) / median, predicted_ms, cost_ms,
+          predicted_compute_ms, predicted_comm_ms, median_of(waits) * 1e3);
     }
     std::fflush(stdout);
     release();
