@@ -86,6 +86,20 @@ CalibratedCostModel::CalibratedCostModel(const MachineProfile& profile, const Op
       out.push_back(g);
     }
   }
+  // NOTE [Collectives of ranks sharing cores]: the rows of the job's rank count, or of the
+  // nearest measured one (the smaller on a tie), per group size.
+  const double ranks = std::round(compute_slowdown_ * cores_);
+  if (compute_slowdown_ > 1 && ranks > cores_) {
+    std::map<int64_t, SharedCoresLatency> nearest;
+    for (const SharedCoresLatency& e : backend.shared_cores) {
+      const auto [it, fresh] = nearest.emplace(e.group_size, e);
+      const double distance = std::abs(static_cast<double>(e.ranks) - ranks);
+      if (!fresh && distance < std::abs(static_cast<double>(it->second.ranks) - ranks)) {
+        it->second = e;
+      }
+    }
+    for (const auto& [n, e] : nearest) shared_latency_[n] = e.latency_s;
+  }
 }
 
 double CalibratedCostModel::compute_s(ShardingRule::ComputeClass cls, double flops,
@@ -139,7 +153,11 @@ double CalibratedCostModel::collective_s(Collective c, double bytes_sent,
   }
   // NOTE [Collectives of ranks sharing cores]
   const double share = std::max(1.0, compute_slowdown_ / std::max(1.0, n / cores_));
-  return share * (latency + std::max(bytes_sent, 0.0) * per_byte);
+  latency *= share;
+  if (const auto shared = shared_latency_.find(group_size); shared != shared_latency_.end()) {
+    latency = std::max(latency, shared->second);
+  }
+  return latency + share * std::max(bytes_sent, 0.0) * per_byte;
 }
 
 const CostModel& cost_model_for_profile(const std::string& path,

@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
 
 #include "cleave/core/atomic_file.h"
 #include "cleave/core/error.h"
@@ -250,6 +251,34 @@ BackendProfile backend_of(const Reader& r, const json& comm, const char* name) {
       fits.push_back(std::move(fit));
     }
   }
+  if (b.contains("shared_cores")) {
+    const json& arr = r.array(b, path, "shared_cores", "an array of job and group sizes");
+    const std::string arr_path = Reader::join(path, "shared_cores");
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const std::string p = Reader::index(arr_path, i);
+      if (!arr[i].is_object()) {
+        r.fail(p, fmt::format("is {}; expected an object", Reader::kind(arr[i])));
+      }
+      SharedCoresLatency e;
+      e.ranks = r.integer(arr[i], p, "ranks", 2);
+      e.group_size = r.integer(arr[i], p, "group_size", 2);
+      if (e.group_size > e.ranks) {
+        r.fail(Reader::join(p, "group_size"),
+               fmt::format("is {}; expected at most the job's ranks ({})", e.group_size, e.ranks));
+      }
+      if (!out.shared_cores.empty()) {
+        const SharedCoresLatency& before = out.shared_cores.back();
+        if (std::pair(e.ranks, e.group_size) <= std::pair(before.ranks, before.group_size)) {
+          r.fail(p, fmt::format("has ranks {} and group_size {}; expected the entries ascending "
+                                "in ranks, then group_size, each pair once (the one before has "
+                                "{} and {})",
+                                e.ranks, e.group_size, before.ranks, before.group_size));
+        }
+      }
+      e.latency_s = r.number(arr[i], p, "latency_s", true, "seconds");
+      out.shared_cores.push_back(e);
+    }
+  }
   return out;
 }
 
@@ -360,6 +389,14 @@ std::string profile_to_json(const MachineProfile& profile) {
       colls[collective_key(c)] = std::move(arr);
     }
     comm[name] = {{"measured", true}, {"ranks", b.ranks}, {"collectives", std::move(colls)}};
+    if (!b.shared_cores.empty()) {
+      ojson shared = ojson::array();
+      for (const SharedCoresLatency& e : b.shared_cores) {
+        shared.push_back(
+            {{"ranks", e.ranks}, {"group_size", e.group_size}, {"latency_s", e.latency_s}});
+      }
+      comm[name]["shared_cores"] = std::move(shared);
+    }
   }
   const ojson file = {{"format", kFormat},
                       {"version", 1},

@@ -237,6 +237,36 @@ TEST(CalibratedCostModel, RanksSharingCoresSlowComputationAndSubgroupCollectives
   }
 }
 
+TEST(CalibratedCostModel, RanksSharingCoresTakeTheMeasuredLatencyOfTheirJobSize) {
+  // NOTE [Collectives of ranks sharing cores]: with the job's ranks R = slowdown x cores, a group
+  // of n takes the larger of its scaled latency and the shared_cores row of (R, n), or of the
+  // nearest measured R (the smaller on a tie); its bytes stay scaled; no row, no change.
+  MachineProfile p = exact_profile();
+  p.machine.cores = 2;  // latency 5 us x (n - 1); seconds per byte n / 4e9
+  p.backends["shm"].shared_cores = {{4, 2, 40e-6}, {4, 4, 50e-6}, {8, 2, 90e-6}, {8, 8, 1e-6}};
+  const CalibratedCostModel alone(p);
+  const CalibratedCostModel four(p, {.compute_slowdown = 2});   // 4 ranks
+  const CalibratedCostModel six(p, {.compute_slowdown = 3});    // 6 ranks: rows of 4 and 8
+  const CalibratedCostModel eight(p, {.compute_slowdown = 4});  // 8 ranks
+  for (Collective c : kAll) {
+    // Alone on the cores, the rows do not apply.
+    EXPECT_DOUBLE_EQ(alone.collective_s(c, 0, 2), 5e-6);
+    // 4 ranks: a pair 40 us over its scaled 10, plus twice its bytes' time (1e6 x 2 / 4e9).
+    EXPECT_DOUBLE_EQ(four.collective_s(c, 0, 2), 40e-6);
+    EXPECT_DOUBLE_EQ(four.collective_s(c, 1e6, 2), 40e-6 + 2 * 1e6 * 2 / 4e9);
+    EXPECT_DOUBLE_EQ(four.collective_s(c, 1e6, 4), 50e-6 + 1e6 * 4 / 4e9);
+    EXPECT_DOUBLE_EQ(four.collective_s(c, 1e6, 8), alone.collective_s(c, 1e6, 8));  // no row
+    // 6 ranks: 4 and 8 are as near; the smaller's row.
+    EXPECT_DOUBLE_EQ(six.collective_s(c, 0, 2), 40e-6);
+    EXPECT_DOUBLE_EQ(six.collective_s(c, 0, 4), 50e-6);
+    // 8 ranks: its own pair row; groups of 4 take 4 ranks' row (the only one) over the scaled
+    // 15 us x 2; a row below the scaled latency (8 of 8: 1 us against 35) changes nothing.
+    EXPECT_DOUBLE_EQ(eight.collective_s(c, 0, 2), 90e-6);
+    EXPECT_DOUBLE_EQ(eight.collective_s(c, 0, 4), 50e-6);
+    EXPECT_DOUBLE_EQ(eight.collective_s(c, 0, 8), alone.collective_s(c, 0, 8));
+  }
+}
+
 TEST(CalibratedCostModel, DefaultCostModelIsTheShippedProfilesForOneHost) {
   const auto* m = dynamic_cast<const CalibratedCostModel*>(&default_cost_model());
   ASSERT_NE(m, nullptr);

@@ -196,6 +196,53 @@ TEST(MachineProfile, TimedOpSlicesRoundTripAndBadOnesNameTheKey) {
       << type;
 }
 
+TEST(MachineProfile, SharedCoresRowsRoundTripAndBadOnesNameTheKey) {
+  MachineProfile p = sample_profile();
+  p.backends["shm"].shared_cores = {{4, 2, 8e-6}, {4, 4, 1.1e-5}, {8, 2, 2e-5}};
+  const std::string text = profile_to_json(p);
+  const MachineProfile q = profile_from_json(text, "round trip");
+  EXPECT_EQ(profile_to_json(q), text);
+  ASSERT_EQ(q.backends.at("shm").shared_cores.size(), 3u);
+  EXPECT_EQ(q.backends.at("shm").shared_cores[2].ranks, 8);
+  EXPECT_EQ(q.backends.at("shm").shared_cores[1].latency_s, 1.1e-5);
+  EXPECT_TRUE(q.backends.at("gloo").shared_cores.empty());  // optional
+  EXPECT_EQ(json::parse(profile_to_json(sample_profile()))["comm"]["shm"].count("shared_cores"),
+            0u);
+
+  const auto with_rows = [&](const json& rows) {
+    return edited([&](json& j) { j["comm"]["shm"]["shared_cores"] = rows; });
+  };
+  const auto row = [](int64_t ranks, int64_t n, double s) {
+    return json{{"ranks", ranks}, {"group_size", n}, {"latency_s", s}};
+  };
+  const std::string big = error_of(with_rows(json::array({row(4, 8, 1e-5)})));
+  EXPECT_NE(big.find("key \"comm.shm.shared_cores[0].group_size\" is 8; expected at most the "
+                     "job's ranks (4)"),
+            std::string::npos)
+      << big;
+  const std::string order = error_of(with_rows(json::array({row(8, 2, 1e-5), row(4, 2, 1e-5)})));
+  EXPECT_NE(order.find("key \"comm.shm.shared_cores[1]\" has ranks 4 and group_size 2; expected "
+                       "the entries ascending"),
+            std::string::npos)
+      << order;
+  const std::string twice = error_of(with_rows(json::array({row(4, 2, 1e-5), row(4, 2, 2e-5)})));
+  EXPECT_NE(twice.find("each pair once"), std::string::npos) << twice;
+  const std::string zero = error_of(with_rows(json::array({row(4, 2, 0)})));
+  EXPECT_NE(zero.find("key \"comm.shm.shared_cores[0].latency_s\" is 0.0; expected a number > 0"),
+            std::string::npos)
+      << zero;
+  const std::string one = error_of(with_rows(json::array({row(1, 1, 1e-5)})));
+  EXPECT_NE(one.find("key \"comm.shm.shared_cores[0].ranks\" is the number 1; expected a whole "
+                     "number >= 2"),
+            std::string::npos)
+      << one;
+  const std::string type = error_of(with_rows(json::object()));
+  EXPECT_NE(type.find("key \"comm.shm.shared_cores\" is an object; expected an array of job and "
+                      "group sizes"),
+            std::string::npos)
+      << type;
+}
+
 TEST(MachineProfile, UnreadableFileNamesTheFile) {
   const std::string path = temp_path("absent.json");
   try {
@@ -292,6 +339,13 @@ TEST(MachineProfile, CalibrateQuickWritesAProfileThatLoads) {
   EXPECT_TRUE(p.backends.at("shm").measured);
   EXPECT_TRUE(p.backends.at("gloo").measured);
   EXPECT_EQ(p.backends.at("shm").collectives.at(Collective::kAllReduce).front().group_size, 2);
+  // --quick: pairs in a job of twice the cores' ranks (NOTE [Collectives of ranks sharing
+  // cores]).
+  const std::vector<SharedCoresLatency>& shared = p.backends.at("shm").shared_cores;
+  ASSERT_EQ(shared.size(), 1u);
+  EXPECT_EQ(shared[0].ranks, 2 * this_machine().cores);
+  EXPECT_EQ(shared[0].group_size, 2);
+  EXPECT_GT(shared[0].latency_s, 0);
   EXPECT_EQ(p.backends.at("mpi").reason, "not launched by mpirun");
   EXPECT_FALSE(p.backends.at("nccl").measured);
   const CalibratedCostModel model(p);

@@ -13,7 +13,9 @@
 //   shm, gloo AllReduce, AllGather, ReduceScatter, AlltoAll and Broadcast over groups of 2 ..
 //             --max-ranks ranks, ranks as threads of this process over an in-memory store: a
 //             gloo group on one host takes the shared-memory path ("shm"), and with
-//             CLEAVE_COMM_SHM=0 Gloo's TCP pairs on 127.0.0.1 ("gloo").
+//             CLEAVE_COMM_SHM=0 Gloo's TCP pairs on 127.0.0.1 ("gloo"). For shm also the
+//             latency of a collective in jobs of more ranks than cores ("shared_cores",
+//             measure_shared_cores).
 //   nccl      not measured (recorded with the reason).
 // A time is the best of five timed loops of about --quick ? 10 ms : 30 ms each (at least one
 // call). --quick measures fewer sizes and only groups of 2 (a couple of seconds, for tests).
@@ -21,6 +23,8 @@
 // Exit status 0 on success, 1 when a measurement or writing the file fails, 2 on bad usage.
 #include <fmt/core.h>
 #include <omp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -305,6 +309,95 @@ parallel::BackendProfile measure_threads(const std::string& backend, const Setti
   return b;
 }
 
+// NOTE [Collectives of ranks sharing cores] in cleave/parallel/calibrated_cost_model.h: for
+// each job of R ranks, more than this process's C cores (up to --max-ranks; --quick: 2C only),
+// and each group size n dividing R, R thread ranks bound to the cores in turn (as the workers of
+// such a job bind themselves, NOTE [SPMD workers on few cores]), every one computing a few
+// microseconds (an add of 64 KB) between small AllReduces (16 floats) over its group of n. The
+// latency is what the AllReduces add to the loop's time per call: the best of kLoops loops with
+// them, less the best without, alternated.
+std::vector<parallel::SharedCoresLatency> measure_shared_cores(const Settings& s) {
+  std::vector<int> cpus;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+    }
+  }
+  const int cores = static_cast<int>(cpus.size());
+  std::vector<parallel::SharedCoresLatency> out;
+  if (cores < 1) return out;
+  ::setenv("CLEAVE_COMM_SHM", "1", 1);
+  for (int ranks = cores + 1; ranks <= (s.quick ? 2 * cores : s.max_ranks); ++ranks) {
+    for (int n = 2; n <= ranks; ++n) {
+      if (ranks % n != 0 || (s.quick && n != 2)) continue;
+      auto store = comm::make_memory_store();
+      std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
+      double latency = 0;
+      std::vector<std::thread> threads;
+      for (int r = 0; r < ranks; ++r) {
+        threads.emplace_back([&, r] {
+          try {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpus[static_cast<size_t>(r % cores)], &one);
+            pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+            omp_set_num_threads(1);
+            comm::ProcessGroupOptions o;
+            o.backend = "gloo";
+            o.store = store;
+            o.timeout = std::chrono::seconds(120);
+            o.rank = r;
+            o.size = ranks;
+            o.name = fmt::format("calibrate_shared_{}_{}", ranks, n);
+            const auto world = comm::create_process_group(o);
+            o.rank = r % n;
+            o.size = n;
+            o.name = fmt::format("calibrate_shared_{}_{}_group{}", ranks, n, r / n);
+            const auto group = n == ranks ? world : comm::create_process_group(o);
+            const Tensor a = Tensor::ones({16384}), b = Tensor::ones({16384});
+            const Tensor small = Tensor::ones({16});
+            const int iters = s.quick ? 100 : 500;
+            const auto loop = [&](bool with) {
+              world->barrier();
+              const auto t0 = Clock::now();
+              for (int i = 0; i < iters; ++i) {
+                (void)ops::add(a, b);
+                if (with) group->all_reduce(small);
+              }
+              world->barrier();
+              return seconds_since(t0) / iters;
+            };
+            loop(true);  // warm-up: the groups' first calls, the pages of the buffers
+            double best_with = 1e300, best_without = 1e300;
+            for (int l = 0; l < kLoops; ++l) {
+              best_without = std::min(best_without, loop(false));
+              best_with = std::min(best_with, loop(true));
+            }
+            if (r == 0) latency = best_with - best_without;
+          } catch (...) {
+            errors[static_cast<size_t>(r)] = std::current_exception();
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+      for (auto& e : errors) {
+        if (e) {
+          ::unsetenv("CLEAVE_COMM_SHM");
+          std::rethrow_exception(e);
+        }
+      }
+      // Noise can make the difference of two bests zero or less; a collective costs something.
+      out.push_back({ranks, n, std::max(latency, 1e-7)});
+    }
+    std::fprintf(stderr, "cleave-calibrate: shm, %d ranks sharing %d cores: measured\n", ranks,
+                 cores);
+  }
+  ::unsetenv("CLEAVE_COMM_SHM");
+  return out;
+}
+
 bool under_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 
 // Under mpirun: the collectives over the world's first n ranks (every process calls it). Returns
@@ -403,6 +496,7 @@ int main(int argc, char** argv) {
     omp_set_num_threads(omp_threads);
     std::fprintf(stderr, "cleave-calibrate: compute measured (1 and %d threads)\n", omp_threads);
     p.backends["shm"] = measure_threads("shm", s);
+    p.backends["shm"].shared_cores = measure_shared_cores(s);
     p.backends["gloo"] = measure_threads("gloo", s);
     p.backends["nccl"].reason = !comm::backend_available("nccl")
                                     ? "this build has no NCCL (CUDA off)"

@@ -31,6 +31,17 @@
 // processes on 2 cores (bench/README.md, "search"): the MLP plans whose collectives are over 2- and
 // 4-rank subgroups measured 25-40% above their prediction without this, the world-group
 // data-parallel plan 0-25%.
+// That scaling still misses the latency: in a step, a rank that reaches a collective waits for
+// members that sit behind another rank on their core, and hands its own core over while it
+// waits. A small AllReduce with every rank computing between its calls (cleave-calibrate, the
+// backend's "shared_cores" rows) added, on the 2-core host: 8.4 µs per call for a pair in a job
+// of 4 ranks, 11 µs for all 4; 21 µs for a pair of 8 ranks, 31 µs for all 8; where the scaled
+// tight-loop latencies give 3, 10, 6 and 16 µs. So where the profile has a row for the job's
+// ranks R = round(compute_slowdown x cores) (else the nearest measured R) and the group size, a
+// collective's latency is the larger of the scaled latency and that row's; its bytes stay as
+// above. Measured on LeNet's plans on 4 workers (bench/README.md, "Collectives of ranks sharing
+// cores"): without it the model priced the plans that trade gradient bytes for more, smaller
+// collectives up to 2.5% faster than data parallelism, and they measured up to 4.5% slower.
 #pragma once
 
 #include <cstdint>
@@ -94,6 +105,9 @@ class CalibratedCostModel : public CostModel {
   std::string backend_;
   Curve matmul_, convolution_, memory_;
   std::map<Collective, std::vector<GroupFit>> collectives_;
+  // The backend's shared_cores rows of this job's rank count (else the nearest measured), by
+  // group size; empty unless the job's ranks outnumber the profile's cores.
+  std::map<int64_t, double> shared_latency_;
   std::unordered_map<std::string, double> ops_;  // the table's timed op slices, seconds
 };
 

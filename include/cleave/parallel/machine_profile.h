@@ -14,7 +14,9 @@
 //             and a bandwidth (time = latency_s + bytes_sent / bandwidth_bytes_per_s, bytes_sent
 //             being what each rank sends in a ring algorithm, as the redistribution planner
 //             counts it) fitted to the measured points kept beside them; or not measured, with
-//             the reason ("no GPU", "not launched by mpirun").
+//             the reason ("no GPU", "not launched by mpirun"). A measured backend may add
+//             "shared_cores": the latency of a collective in a job of more ranks than cores,
+//             per job size and group size (NOTE [Collectives of ranks sharing cores]).
 // The JSON form is docs/design/cost_model.md's. Reading checks every key: a missing key, a value
 // of the wrong type, a negative or zero rate is an Error naming the file, the key and what was
 // expected.
@@ -92,12 +94,25 @@ struct CollectiveFit {
   std::vector<CollectivePoint> points;
 };
 
+// A collective's latency in a job whose `ranks` outnumber the machine's cores (NOTE
+// [Collectives of ranks sharing cores] in cleave/parallel/calibrated_cost_model.h): the step time
+// one small AllReduce over a group of `group_size` of them adds, measured with every rank of the
+// job computing between its collectives, the ranks bound to the cores in turn.
+struct SharedCoresLatency {
+  int64_t ranks = 2;
+  int64_t group_size = 2;
+  double latency_s = 0;
+};
+
 struct BackendProfile {
   bool measured = false;
   std::string reason;  // why it was not measured (empty when measured)
   std::string ranks;   // how the ranks ran: "threads", "processes"
   // Every Collective, each with its fits ascending in group size (measured backends).
   std::map<Collective, std::vector<CollectiveFit>> collectives;
+  // Optional (a profile of a machine with as many cores as ranks has none): ascending in ranks,
+  // then in group size, each pair once.
+  std::vector<SharedCoresLatency> shared_cores;
 };
 
 struct MachineProfile {
