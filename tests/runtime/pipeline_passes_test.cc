@@ -288,7 +288,9 @@ TEST(PipelinePasses, PropagationAndStepParallelBeginGiveTheSeedsStrategies) {
   auto c = from_file(seed / "train_step/01_trace.ir", seed003_options(0));
   run_pass("search_strategies", c->state);
   for (const ir::Node& n : c->state.graph.nodes) {
-    if (n.is_op()) EXPECT_FALSE(n.strategy.empty()) << n.name << " got no strategy";
+    if (n.is_op()) {
+      EXPECT_FALSE(n.strategy.empty()) << n.name << " got no strategy";
+    }
   }
   run_pass("step_parallel_begin", c->state);
   EXPECT_EQ(ir::dump_text(c->state.graph, c->state.dump_notes),
