@@ -489,7 +489,7 @@ case "$suite" in
       done
     fi
     # Kept for whoever reads the rows later (the plans depend on it; the work folder goes).
-    cp "$profile" "$build/search_profile.json"
+    [ "$profile" -ef "$build/search_profile.json" ] || cp "$profile" "$build/search_profile.json"
     echo "BENCH search_profile file=$build/search_profile.json"
     declare -A plans=(
       [mlp]="data replicated column megatron row hybrid data_fc1_column megatron_tail_replicated"
@@ -498,10 +498,16 @@ case "$suite" in
     for net in $nets; do
       for np in 2 4 8; do
         : >"$work/rows"
-        # Round by round, each plan once a round: a slow spell of the host then slows a run of
-        # every plan rather than every run of one (bench/README.md "Plans that measure alike").
+        # Round by round, each plan once a round, in an order of its own (seeded by the round):
+        # a slow spell of the host then slows a run of every plan rather than every run of one,
+        # and no plan always follows the same one (bench/README.md "Plans that measure alike").
         for ((r = 0; r < runs; ++r)); do
-          for plan in ${plans[$net]} searched; do
+          # shellcheck disable=SC2086
+          order=$("$python" -c 'import random, sys
+plans = sys.argv[2:]
+random.Random(int(sys.argv[1])).shuffle(plans)
+print(" ".join(plans))' "$r" ${plans[$net]} searched)
+          for plan in $order; do
             OMP_NUM_THREADS=1 "$bin/cleave-run" --worker_num "$np" --log_dir "$work/log" -- \
               "$build/bench/plan_train_bench" --net "$net" --plan "$plan" --profile "$profile" \
               >/dev/null 2>&1 || true
