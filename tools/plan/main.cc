@@ -8,7 +8,7 @@
 //               [--profile FILE]
 //               [--backend shm|gloo|mpi|nccl] [--eval] [--optimizer momentum|sgd|adam]
 //               [--ops K] [--runner-ups R] [--load-strategy FILE] [--save-strategy FILE]
-//               [--time-ops OUT.json]
+//               [--time-ops OUT.json] [--ranks-per-host R]
 //   cleave-plan --graph FILE.ir --device-num N [...]
 //
 // MODEL is lenet, mlp (seed 002's 784-512-512-10), resnet50 (seed 001: 32x32 CIFAR-10 images,
@@ -17,7 +17,9 @@
 // are read whole by every rank (full_batch) and its batch is the one traced. --time-ops times the
 // model's product and convolution slices on this machine into --profile's tables (NOTE [Measured
 // op slices] in cleave/parallel/search.h), writes the result to OUT.json, and plans with it; a
-// job names OUT.json as its cost_model_profile.
+// job names OUT.json as its cost_model_profile. --ranks-per-host R plans for a job whose R ranks
+// share one host: with more ranks than the profile's cores, the search and the estimate cost
+// them as the job's own search does (NOTE [Ranks sharing cores] in cleave/runtime/pipeline.h).
 //
 // Exit status 0 on success, 1 when the plan cannot be made (an Error, printed), 2 on bad usage.
 #include <fmt/format.h>
@@ -61,6 +63,7 @@ struct Settings {
   std::string optimizer = "momentum", save_strategy, load_strategy, time_ops;
   int64_t device_num = 0, batch_per_device = 32, runner_ups = 3, ops = 20, level = 2;
   int64_t layers = 2, hidden = 256, heads = 4, seq = 64;
+  int64_t ranks_per_host = 0;  // 0: every rank has cores of its own
   bool eval = false;
 };
 
@@ -294,8 +297,20 @@ int plan(const Settings& s) {
     time_ops(traced, {.step_parallel = step, .training = training}, profile, s.time_ops);
     model_source = s.time_ops;
   }
+  // NOTE [Ranks sharing cores]: as a job of ranks_per_host ranks on a host of the profile's
+  // cores plans (runtime::shared_cores_slowdown), its gradient reductions hidden only with a core
+  // left for them (as plan_train_bench predicts).
+  const double cores = static_cast<double>(std::max<int64_t>(1, profile.machine.cores));
+  const double slowdown = std::max(1.0, static_cast<double>(s.ranks_per_host) / cores);
+  if (s.ranks_per_host > 0) {
+    fmt::print("  {} ranks on a host of {} cores: computation costed {:.2f} times slower{}\n",
+               s.ranks_per_host, profile.machine.cores, slowdown,
+               slowdown > 1 ? ", collectives as ranks sharing cores" : "");
+  }
   own_model = std::make_unique<parallel::CalibratedCostModel>(
-      profile, parallel::CalibratedCostModel::Options{.backend = s.backend}, model_source);
+      profile,
+      parallel::CalibratedCostModel::Options{.backend = s.backend, .compute_slowdown = slowdown},
+      model_source);
   model = own_model.get();
 
   if (!s.load_strategy.empty()) {
@@ -306,6 +321,7 @@ int plan(const Settings& s) {
 
   parallel::EstimateOptions eo;
   eo.search = {.step_parallel = step, .cost_model = model, .training = training};
+  if (s.ranks_per_host > 0) eo.overlap_gradients = static_cast<double>(s.ranks_per_host) < cores;
   // The search's objective; the estimate below still costs every plan by time.
   parallel::SearchOptions searched = eo.search;
   searched.objective = static_cast<parallel::SearchObjective>(s.level);
@@ -345,6 +361,7 @@ int plan(const Settings& s) {
     options.search_mode = s.search_mode;
     options.search_level = static_cast<int>(s.level);
     options.cost_model_profile = s.time_ops.empty() ? s.profile : s.time_ops;
+    options.compute_slowdown = slowdown;
     options.device_num = s.device_num;
     options.step_parallel = step;
     runtime::CompileState state{.program = none, .options = options};
@@ -439,6 +456,12 @@ int main(int argc, char** argv) {
                  "time every product and convolution slice the search may cost on this machine, "
                  "add them to --profile's tables and write that profile to FILE (then plan with "
                  "it)");
+  app.add_option("--ranks-per-host", s.ranks_per_host,
+                 "plan for a job whose R ranks share one host: with more ranks than the "
+                 "profile's cores, computation and collectives are costed as sharing them; 0: "
+                 "every rank has cores of its own")
+      ->check(cleave::flags::non_negative())
+      ->capture_default_str();
   app.add_option("--layers", s.layers, "transformer: blocks")
       ->check(cleave::flags::positive())
       ->capture_default_str();
@@ -457,6 +480,13 @@ int main(int argc, char** argv) {
                  "cleave-plan: %s; expected a model (lenet, mlp, resnet50, transformer) or "
                  "--graph FILE.ir (run 'cleave-plan --help' for every flag)\n",
                  s.model.empty() ? "nothing to plan" : "both a model and --graph given");
+    return 2;
+  }
+  if (s.ranks_per_host > s.device_num) {
+    std::fprintf(stderr,
+                 "cleave-plan: --ranks-per-host %lld is more than --device-num %lld; expected at "
+                 "most the job's devices\n",
+                 static_cast<long long>(s.ranks_per_host), static_cast<long long>(s.device_num));
     return 2;
   }
   try {

@@ -57,6 +57,17 @@ awk -v a="$mem1" -v b="$mem2" 'BEGIN { exit !(a > 0 && a <= b) }' ||
   fail "level 1 plans $mem1 MiB per rank, level 2 $mem2 MiB"
 expect 0 'level 0 \(computation over communication\)' mlp --device-num 4 --level 0 --runner-ups 0
 expect 2 '--level 3 is invalid' mlp --device-num 4 --level 3
+# A job whose ranks share one host: said, and costed as the job's own search costs it (more
+# ranks than the profile's cores: a slower step than with cores of their own).
+expect 0 '^  64 ranks on a host of [0-9]+ cores: computation costed [0-9.]+ times slower, collectives as ranks sharing cores' \
+  lenet --device-num 64 --ranks-per-host 64 --runner-ups 0
+shared=$(sed -n 's/^  predicted step *\([0-9.]*\) ms.*/\1/p' "$tmp/out" | head -1)
+own=$("$plan" lenet --device-num 64 --runner-ups 0 | sed -n 's/^  predicted step *\([0-9.]*\) ms.*/\1/p' | head -1)
+awk -v a="$shared" -v b="$own" 'BEGIN { exit !(a > b && b > 0) }' ||
+  fail "64 ranks sharing a host predicted $shared ms, with cores of their own $own ms"
+expect 2 '--ranks-per-host 8 is more than --device-num 4; expected at most the job' lenet \
+  --device-num 4 --ranks-per-host 8
+expect 2 '--ranks-per-host' lenet --device-num 4 --ranks-per-host -1
 expect 1 'needs at least one operator with a strategy' mlp --device-num 4 \
   --search-mode sharding_propagation
 
