@@ -86,7 +86,7 @@ class Reader {
   }
   const json& object(const json& obj, const std::string& path, const char* key) const {
     const json& v = at(obj, path, key, "an object");
-    if (!v.is_object()) fail(join(path, key), fmt::format("is {}; expected an object", kind(v)));
+    require_object(v, join(path, key));
     return v;
   }
   const json& array(const json& obj, const std::string& path, const char* key,
@@ -127,6 +127,11 @@ class Reader {
     return v.get<int64_t>();
   }
 
+  // An element of an array that must be an object (`path` names it).
+  void require_object(const json& v, const std::string& path) const {
+    if (!v.is_object()) fail(path, fmt::format("is {}; expected an object", kind(v)));
+  }
+
   static std::string join(const std::string& path, const char* key) {
     return path.empty() ? key : path + "." + key;
   }
@@ -161,9 +166,7 @@ std::vector<OpTiming> ops_of(const Reader& r, const json& table, const std::stri
   const std::string arr_path = Reader::join(path, "ops");
   for (size_t i = 0; i < arr.size(); ++i) {
     const std::string p = Reader::index(arr_path, i);
-    if (!arr[i].is_object()) {
-      r.fail(p, fmt::format("is {}; expected an object", Reader::kind(arr[i])));
-    }
+    r.require_object(arr[i], p);
     OpTiming t;
     t.key = r.string(arr[i], p, "key");
     if (t.key.empty()) r.fail(Reader::join(p, "key"), "is empty; expected an op slice's key");
@@ -189,9 +192,7 @@ std::vector<ComputePoint> points_of(const Reader& r, const json& table, const st
   std::vector<ComputePoint> out;
   for (size_t i = 0; i < arr.size(); ++i) {
     const std::string p = Reader::index(arr_path, i);
-    if (!arr[i].is_object()) {
-      r.fail(p, fmt::format("is {}; expected an object", Reader::kind(arr[i])));
-    }
+    r.require_object(arr[i], p);
     ComputePoint point;
     point.size_class = r.string(arr[i], p, "class");
     point.shape = r.string(arr[i], p, "shape");
@@ -226,9 +227,7 @@ BackendProfile backend_of(const Reader& r, const json& comm, const char* name) {
     std::vector<CollectiveFit>& fits = out.collectives[c];
     for (size_t i = 0; i < arr.size(); ++i) {
       const std::string p = Reader::index(arr_path, i);
-      if (!arr[i].is_object()) {
-        r.fail(p, fmt::format("is {}; expected an object", Reader::kind(arr[i])));
-      }
+      r.require_object(arr[i], p);
       CollectiveFit fit;
       fit.group_size = r.integer(arr[i], p, "group_size", 2);
       if (!fits.empty() && fit.group_size <= fits.back().group_size) {
@@ -242,9 +241,7 @@ BackendProfile backend_of(const Reader& r, const json& comm, const char* name) {
       const json& pts = r.array(arr[i], p, "points", "an array of measured points");
       for (size_t k = 0; k < pts.size(); ++k) {
         const std::string pp = Reader::index(Reader::join(p, "points"), k);
-        if (!pts[k].is_object()) {
-          r.fail(pp, fmt::format("is {}; expected an object", Reader::kind(pts[k])));
-        }
+        r.require_object(pts[k], pp);
         fit.points.push_back({r.number(pts[k], pp, "bytes_sent", false, "bytes"),
                               r.number(pts[k], pp, "seconds", true, "seconds")});
       }
@@ -256,9 +253,7 @@ BackendProfile backend_of(const Reader& r, const json& comm, const char* name) {
     const std::string arr_path = Reader::join(path, "shared_cores");
     for (size_t i = 0; i < arr.size(); ++i) {
       const std::string p = Reader::index(arr_path, i);
-      if (!arr[i].is_object()) {
-        r.fail(p, fmt::format("is {}; expected an object", Reader::kind(arr[i])));
-      }
+      r.require_object(arr[i], p);
       SharedCoresLatency e;
       e.ranks = r.integer(arr[i], p, "ranks", 2);
       e.group_size = r.integer(arr[i], p, "group_size", 2);
@@ -443,9 +438,7 @@ MachineProfile profile_from_json(std::string_view text, const std::string& sourc
   if (compute.empty()) r.fail("compute", "is empty; expected at least one table");
   for (size_t i = 0; i < compute.size(); ++i) {
     const std::string path = Reader::index("compute", i);
-    if (!compute[i].is_object()) {
-      r.fail(path, fmt::format("is {}; expected an object", Reader::kind(compute[i])));
-    }
+    r.require_object(compute[i], path);
     ComputeTable t;
     t.threads = r.integer(compute[i], path, "threads", 1);
     if (!p.compute.empty() && t.threads <= p.compute.back().threads) {
