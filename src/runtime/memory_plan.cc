@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "cleave/ir/passes.h"
 #include "cleave/runtime/rpc.h"
 
 namespace cleave::runtime {
@@ -99,14 +100,20 @@ std::vector<int> collective_waits(const ir::Graph& g) {
   }
   for (const ir::ValueRef& v : g.outputs)
     first_reader[v.node] = std::min(first_reader[v.node], count);
-  int next_mutation = count;
+  // next_write[r]: the first node after the one being looked at that writes into storage r.
+  const std::vector<int> root = ir::storage_roots(g);
+  std::vector<int> next_write(count, count);
   for (int i = count - 1; i >= 0; --i) {
     const ir::Node& n = g.nodes[i];
     if (n.is_op() && n.op->async_kernel) {
-      const int at = std::min(first_reader[i], next_mutation);
+      int at = first_reader[i];
+      for (const ir::ValueRef& v : n.inputs) at = std::min(at, next_write[root[v.node]]);
       if (at > i + 1) wait_at[i] = at;
     }
-    if (n.is_op() && n.op->mutates_inputs) next_mutation = i;
+    if (!n.is_op() || !n.op->mutates_inputs) continue;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      if (n.op->writes_input(k)) next_write[root[n.inputs[k].node]] = i;
+    }
   }
   return wait_at;
 }

@@ -363,20 +363,39 @@ TEST(CollectiveWaits, ACollectiveNobodyReadsIsWaitedForAtTheEnd) {
 }
 
 TEST(CollectiveWaits, TheFirstLaterOpWritingItsInputsIsNotOvertaken) {
-  // The update writes a parameter the collective never touches: it still waits (the rule does
-  // not look at which storage an update writes).
   Builder b;
   const int x = b.input(f32(16));
   const int w = b.parameter(f32(16));
   const int early = b.op(kUpdate, {w, x}, {});
   const int r = b.op(kAllReduce, {x}, {f32(16)});
   const int c = b.op(kCompute, {x}, {f32(16)});
-  const int update = b.op(kUpdate, {w, c}, {});
-  b.op(kUpdate, {w, c}, {});
-  b.output(b.op(kCompute, {r}, {f32(16)}));
+  const int update = b.op(kUpdate, {w, x}, {});  // writes x (every input of kUpdate)
+  b.op(kUpdate, {w, x}, {});
+  b.output(b.op(kCompute, {r, c}, {f32(16)}));
   const std::vector<int> waits = collective_waits(b.g);
   EXPECT_EQ(waits[r], update);  // not the earlier update, not the later reader
   EXPECT_EQ(waits[early], -1);
+}
+
+TEST(CollectiveWaits, AnUpdateWaitsOnlyForTheCollectivesReadingWhatItWrites) {
+  // NOTE [Updates at their gradients]: an update of another parameter runs while a collective is
+  // in flight, even one reading the collective's input; writing its input through a view waits.
+  const ir::OpDef apply{.name = "Apply", .mutates_inputs = true, .mutated_inputs = {0}};
+  Builder b;
+  const int x = b.input(f32(16));
+  const int w = b.parameter(f32(16)), w2 = b.parameter(f32(16));
+  const int gather = b.op(kAllReduce, {w}, {f32(16)});  // a parameter read by a collective
+  const int reduce = b.op(kAllReduce, {x}, {f32(16)});
+  const int c = b.op(kCompute, {x}, {f32(16)});
+  const int other = b.op(apply, {w2, x}, {});  // reads x, writes only w2
+  const int view = b.op(kView, {w}, {{Shape{4, 4}, DType::kFloat32}});
+  const int through_view = b.op(apply, {view, c}, {});
+  const int reader = b.op(kCompute, {reduce, c}, {f32(16)});
+  b.output(b.op(kCompute, {gather, reader}, {f32(16)}));
+  const std::vector<int> waits = collective_waits(b.g);
+  EXPECT_EQ(waits[gather], through_view);
+  EXPECT_EQ(waits[reduce], reader);
+  EXPECT_EQ(waits[other], -1);
 }
 
 TEST(CollectiveWaits, TwoCollectivesInFlightAreWaitedForEachAtItsOwnReader) {

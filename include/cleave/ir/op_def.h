@@ -23,6 +23,7 @@
 // as an intended one.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <span>
@@ -104,6 +105,13 @@ struct OpDef {
   // every update shares); empty means every input may be written. Schedulers keep each read of a
   // written tensor on the side of the write it was traced on (NOTE [Updates in bucket order]).
   std::vector<int> mutated_inputs;
+  // Whether the op writes into its input k (mutates_inputs and k among mutated_inputs, or those
+  // empty).
+  bool writes_input(size_t k) const {
+    return mutates_inputs &&
+           (mutated_inputs.empty() || std::find(mutated_inputs.begin(), mutated_inputs.end(),
+                                                static_cast<int>(k)) != mutated_inputs.end());
+  }
   // Ops whose single output is input 0's elements under a new shape (Reshape, Squeeze, ...):
   // the output is a view sharing input 0's storage and no kernel runs.
   bool output_is_view = false;

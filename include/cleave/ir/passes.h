@@ -38,6 +38,11 @@ int constant_folding(Graph& graph);
 // inputs.
 void reorder_nodes(Graph& graph, const std::vector<int>& order);
 
+// Per node, the node whose storage its output shares: its own index, or for a view
+// (OpDef::output_is_view, like Reshape) the root of its input 0. Two values with different roots
+// never share storage within a run (the memory plan gives live buffers different bytes).
+std::vector<int> storage_roots(const Graph& graph);
+
 // "%12" for an op's single output, "%12[1]" for output 1, "%para3_fc1.weight" for a parameter:
 // how dumps and errors name a value.
 std::string value_name(const Graph& graph, ValueRef v);

@@ -17,8 +17,10 @@ namespace cleave::runtime {
 // NOTE [Collectives in flight]
 // A communication primitive with an async_kernel (AllReduce, AllGather, ReduceScatter, Broadcast)
 // is started on its group's communication thread and waited for right before the first node that
-// reads one of its outputs, the first node that writes into its inputs' storage (any op mutating
-// its inputs), or the end of the run, whichever comes first; the ops in between run meanwhile
+// reads one of its outputs, the first node that writes into its inputs' storage (an update of the
+// parameter it reads; updates of other parameters do not wait for it: NOTE [Updates at their
+// gradients] in cleave/parallel/data_parallel.h), or the end of the run, whichever comes first;
+// the ops in between run meanwhile
 // (a gradient AllReduce overlapping the rest of the backward pass). Its input buffers are kept by
 // the memory plan until that wait (read_until), its outputs from its start to that wait or their
 // last reader (an output nobody reads included), so nothing reuses them while the thread works.

@@ -56,8 +56,9 @@ MemoryPlan plan_memory(const ir::Graph& graph,
 
 // Per node, where the executor waits for it (NOTE [Collectives in flight] in
 // cleave/runtime/executor.h): for an op with an async_kernel, the index of the first node that
-// reads one of its outputs or the first later op that writes into its own inputs (any op with
-// mutates_inputs), whichever comes first (the node count: the end of the run); -1 when that is
+// reads one of its outputs or the first later op that writes into the storage of one of its
+// inputs (OpDef::writes_input, through views: ir::storage_roots), whichever comes first (the node
+// count: the end of the run); -1 when that is
 // the very next node (it runs synchronously) and for every other node. What plan_memory takes as
 // read_until.
 std::vector<int> collective_waits(const ir::Graph& graph);

@@ -207,6 +207,16 @@ void reorder_nodes(Graph& g, const std::vector<int>& order) {
   g.nodes = std::move(nodes);
 }
 
+std::vector<int> storage_roots(const Graph& g) {
+  std::vector<int> root(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    root[i] = n.is_op() && n.op->output_is_view && !n.inputs.empty() ? root[n.inputs[0].node]
+                                                                     : static_cast<int>(i);
+  }
+  return root;
+}
+
 int common_subexpression_elimination(Graph& g) {
   const size_t count = g.nodes.size();
   std::vector<int> redirect = identity(count);
