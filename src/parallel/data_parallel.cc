@@ -152,15 +152,14 @@ void order_tail_by_collectives(ir::Graph& g, int tail) {
   const auto at = [](int i) { return static_cast<size_t>(i); };
   // latest[i]: the index of the last communication op node i depends on (-1: none); base[i]: the
   // node whose storage node i's output shares (itself unless a view).
-  std::vector<int> latest(at(count), -1), base(at(count));
+  std::vector<int> latest(at(count), -1);
+  const std::vector<int> base = ir::storage_roots(g);
   for (int i = 0; i < count; ++i) {
     const ir::Node& n = g.nodes[at(i)];
     int l = -1;
     for (const ir::ValueRef& v : n.inputs) l = std::max(l, latest[at(v.node)]);
     if (n.is_op() && n.op->communicates) l = i;
     latest[at(i)] = l;
-    base[at(i)] =
-        n.is_op() && n.op->output_is_view && !n.inputs.empty() ? base[at(n.inputs[0].node)] : i;
   }
   std::vector<std::vector<int>> next(at(count));
   std::vector<int> waiting(at(count), 0);
@@ -180,11 +179,7 @@ void order_tail_by_collectives(ir::Graph& g, int tail) {
     const ir::Node& n = g.nodes[at(m)];
     if (!n.is_op() || !n.op->mutates_inputs) continue;
     for (size_t k = 0; k < n.inputs.size(); ++k) {
-      const std::vector<int>& written = n.op->mutated_inputs;
-      if (!written.empty() &&
-          std::find(written.begin(), written.end(), static_cast<int>(k)) == written.end()) {
-        continue;
-      }
+      if (!n.op->writes_input(k)) continue;
       for (int u : readers[base[at(n.inputs[k].node)]]) {
         if (u < m) edge(u, m);
         if (u > m) edge(m, u);
@@ -207,6 +202,76 @@ void order_tail_by_collectives(ir::Graph& g, int tail) {
     }
   }
   ir::reorder_nodes(g, order);  // checks that every node was placed after its inputs
+}
+
+int hoist_updates(ir::Graph& g, int tail) {
+  const int count = static_cast<int>(g.nodes.size());
+  if (tail >= count) return 0;
+  const auto at = [](int i) { return static_cast<size_t>(i); };
+  const std::vector<int> root = ir::storage_roots(g);
+  // readers[r]: the nodes reading storage r (through any view of it), in graph order, and
+  // writers[r]: those of them writing into it.
+  std::vector<std::vector<int>> readers(at(count)), writers(at(count));
+  for (int i = 0; i < count; ++i) {
+    const ir::Node& n = g.nodes[at(i)];
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const int r = root[at(n.inputs[k].node)];
+      if (readers[at(r)].empty() || readers[at(r)].back() != i) readers[at(r)].push_back(i);
+      if (n.op != nullptr && n.op->writes_input(k) &&
+          (writers[at(r)].empty() || writers[at(r)].back() != i)) {
+        writers[at(r)].push_back(i);
+      }
+    }
+  }
+  // after[a]: the updates that go right after node a, in graph order.
+  std::vector<std::vector<int>> after(at(count));
+  std::vector<bool> moved(at(count), false);
+  int hoisted = 0;
+  for (int m = tail; m < count; ++m) {
+    const ir::Node& n = g.nodes[at(m)];
+    if (!n.is_op() || !n.op->mutates_inputs || n.op->communicates) continue;
+    // The earliest place: after its inputs, after every earlier write of what it reads and
+    // after every earlier read of what it writes.
+    int place = -1;
+    bool reduced = false;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const int r = root[at(n.inputs[k].node)];
+      const ir::Node& source = g.nodes[at(r)];
+      reduced = reduced || (source.is_op() && source.op->communicates);
+      // A parameter or constant (its optimizer state, the learning rate) moves with it.
+      if (g.nodes[at(n.inputs[k].node)].is_op()) place = std::max(place, n.inputs[k].node);
+      for (int u : n.op->writes_input(k) ? readers[at(r)] : writers[at(r)]) {
+        if (u < m) place = std::max(place, u);
+      }
+    }
+    // A gradient reduced by a collective, in the tail or hoisted before it (a mirror AllReduce),
+    // is still in flight where it was made: the update stays where the tail's order put it.
+    if (reduced || place < 0 || place >= tail) continue;
+    after[at(place)].push_back(m);
+    moved[at(m)] = true;
+    ++hoisted;
+  }
+  if (hoisted == 0) return 0;
+  std::vector<int> order;
+  order.reserve(at(count));
+  std::vector<bool> placed(at(count), false);
+  const auto emit = [&](int i) {
+    if (placed[at(i)]) return;
+    placed[at(i)] = true;
+    order.push_back(i);
+  };
+  for (int i = 0; i < count; ++i) {
+    if (moved[at(i)]) continue;
+    emit(i);
+    for (int m : after[at(i)]) {
+      for (const ir::ValueRef& v : g.nodes[at(m)].inputs) {
+        if (!g.nodes[at(v.node)].is_op()) emit(v.node);
+      }
+      emit(m);
+    }
+  }
+  ir::reorder_nodes(g, order);  // checks that every node was placed after its inputs
+  return hoisted;
 }
 
 }  // namespace cleave::parallel

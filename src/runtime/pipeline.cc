@@ -496,6 +496,7 @@ void hoist_collectives(CompileState& s) {
 
 void order_tail_by_collectives(CompileState& s) {
   parallel::order_tail_by_collectives(s.graph, s.tail_begin);
+  parallel::hoist_updates(s.graph, s.tail_begin);
 }
 
 // A hash of what the partition depends on: every node's kind, primitive, attributes, inputs,
@@ -598,7 +599,9 @@ const std::vector<Pass>& compile_passes() {
        "ReduceScatters) right after its last gradient",
        "DATA_PARALLEL, SEMI_AUTO/AUTO_PARALLEL training, one micro-batch, not placed",
        overlapped_gradients, hoist_collectives},
-      {"order_tail_by_collectives", "each update right after its own gradient reduction",
+      {"order_tail_by_collectives",
+       "each update right after its own gradient reduction, or its gradient where none "
+       "(NOTE [Updates at their gradients])",
        "DATA_PARALLEL, SEMI_AUTO/AUTO_PARALLEL training, one micro-batch, not placed",
        overlapped_gradients, order_tail_by_collectives},
       {"partition", "one graph per rank joined by RpcSend/RpcRecv (place(), micro-batches)",

@@ -35,6 +35,9 @@ class SeedNet : public nn::Cell {
 struct TrainResult {
   std::vector<double> losses;
   std::vector<Tensor> params;  // gathered
+  // Updates of the compiled step that run before an op of the backward (NOTE [Updates at their
+  // gradients] in cleave/parallel/data_parallel.h).
+  int updates_in_backward = 0;
 };
 
 // The global generator is not thread-safe: thread ranks make their networks one at a time.
@@ -58,13 +61,19 @@ inline TrainResult train_seed_net(const std::function<void(SeedNet&)>& configure
   for (const Tensor& p : net->trainable_params()) {
     run.params.push_back(runtime::gather_parameter(p));
   }
+  int updates = 0;
+  for (const ir::Node& n : step.last_executor()->graph().nodes) {
+    if (!n.is_op()) continue;
+    if (n.op->mutates_inputs) ++updates;
+    if (n.name.find(".grad.") != std::string::npos) run.updates_in_backward = updates;
+  }
   return run;
 }
 
 // SeedNet configured by `configure` in SEMI_AUTO_PARALLEL on `world` thread ranks (each its rows
 // of a batch of 16) trains 5 steps as one device: every rank's losses within 1e-5 relative, its
-// gathered parameters within 1e-5 (absolute 1e-6).
-inline void expect_seed_net_trains_as_one_device(
+// gathered parameters within 1e-5 (absolute 1e-6). Returns each rank's run.
+inline std::vector<TrainResult> expect_seed_net_trains_as_one_device(
     int world, const std::function<void(SeedNet&)>& configure,
     const std::string& backend = default_job_backend()) {
   const int steps = 5;
@@ -96,6 +105,7 @@ inline void expect_seed_net_trains_as_one_device(
           << "rank " << r << " parameter " << p;
     }
   }
+  return runs;
 }
 
 // One line per op of `g`: its primitive, local shapes and group ("over" its rank_list).

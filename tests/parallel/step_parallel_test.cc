@@ -29,6 +29,21 @@ TEST(SemiAutoParallel, SeedNetOnEightThreadRanksEqualsOneDevice) {
       "gloo");
 }
 
+TEST(SemiAutoParallel, AWeightSplitOverEveryRankIsUpdatedInTheBackwardAndEqualsOneDevice) {
+  // matmul2's weight split 4 ways over 4 ranks: its gradient needs no reduction, so its update
+  // runs right after the backward's last read of it, before matmul's backward (NOTE [Updates at
+  // their gradients]); matmul's weight is replicated, its update waits for its mirror AllReduce.
+  const std::vector<testing::TrainResult> runs = testing::expect_seed_net_trains_as_one_device(
+      4,
+      [](testing::SeedNet& net) {
+        net.matmul2.shard({{1, 4}, {4, 1}});
+      },
+      "gloo");
+  for (size_t r = 0; r < runs.size(); ++r) {
+    EXPECT_EQ(runs[r].updates_in_backward, 1) << "rank " << r;
+  }
+}
+
 // ---- the plan and each rank's graph, text in and text out, without any process ----
 
 // Seed 003's forward traced with global shapes (SeedNet(32, 16, 16) on a batch of 16): matmul
