@@ -72,15 +72,25 @@ Tensor tensor_of(const Vec& v, const Shape& shape, DType dtype) {
 
 const Vec kInit0 = {0.5, -1.0, 2.0, 0.25, -0.75, 1.5};  // shape (2, 3)
 const Vec kInit1 = {1.0, -2.0, 0.1, 3.0};               // shape (4)
+// More elements than the kernels' parallel grain (src/kernels/cpu/loops.h), and an odd count: the
+// update split across the OpenMP team (range_for in src/kernels/cpu/parallel.h).
+const Vec kInit2 = [] {
+  Vec v(40003);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::cos(0.3 * static_cast<double>(i));
+  return v;
+}();
+// The state of each parameter, zeros.
+std::vector<Vec> zero_state() { return {Vec(6, 0.0), Vec(4, 0.0), Vec(kInit2.size(), 0.0)}; }
 
-// Runs `steps` updates of `opt` on params made from kInit0/kInit1 and of `reference` on
+// Runs `steps` updates of `opt` on params made from kInit0/1/2 and of `reference` on
 // vectors, then compares. `reference(k, p_index, p, g, lr)` updates one parameter.
 template <typename MakeOpt, typename Ref>
 void expect_matches_reference(DType dtype, int64_t steps, MakeOpt make_opt, Ref reference) {
-  std::vector<Tensor> params = {tensor_of(kInit0, {2, 3}, dtype), tensor_of(kInit1, {4}, dtype)};
+  std::vector<Tensor> params = {tensor_of(kInit0, {2, 3}, dtype), tensor_of(kInit1, {4}, dtype),
+                                tensor_of(kInit2, {static_cast<int64_t>(kInit2.size())}, dtype)};
   for (Tensor& p : params) p.set_requires_grad(true);
   std::unique_ptr<Optimizer> opt = make_opt(params);
-  std::vector<Vec> ref = {kInit0, kInit1};
+  std::vector<Vec> ref = {kInit0, kInit1, kInit2};
   const double tol = dtype == DType::kFloat64 ? 1e-12 : 2e-5;
   for (int64_t k = 0; k < steps; ++k) {
     std::vector<Tensor> grads;
@@ -105,7 +115,7 @@ class Optimizers : public ::testing::TestWithParam<DType> {};
 
 TEST_P(Optimizers, MomentumMatchesReference) {
   for (const bool nesterov : {false, true}) {
-    std::vector<Vec> acc = {Vec(6, 0.0), Vec(4, 0.0)};
+    std::vector<Vec> acc = zero_state();
     expect_matches_reference(
         GetParam(), 6,
         [&](std::vector<Tensor> params) {
@@ -124,8 +134,8 @@ TEST_P(Optimizers, SgdMatchesReference) {
       {.momentum = 0.8, .weight_decay = 0.05, .nesterov = true},
   };
   for (const SGDOptions& o : variants) {
-    std::vector<Vec> buf = {Vec(6, 0.0), Vec(4, 0.0)};
-    std::vector<bool> started(2, false);
+    std::vector<Vec> buf = zero_state();
+    std::vector<bool> started(buf.size(), false);
     expect_matches_reference(
         GetParam(), 6,
         [&](std::vector<Tensor> params) { return std::make_unique<SGD>(params, 0.1, o); },
@@ -140,7 +150,7 @@ TEST_P(Optimizers, SgdMatchesReference) {
 TEST_P(Optimizers, AdamAndAdamWMatchReference) {
   for (const bool decoupled : {false, true}) {
     const AdamOptions o{.beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = 0.1};
-    std::vector<Vec> m = {Vec(6, 0.0), Vec(4, 0.0)}, v = m;
+    std::vector<Vec> m = zero_state(), v = m;
     expect_matches_reference(
         GetParam(), 6,
         [&](std::vector<Tensor> params) -> std::unique_ptr<Optimizer> {

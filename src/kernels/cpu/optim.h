@@ -1,8 +1,9 @@
 // CPU kernels of the optimizer update primitives (NOTE [In-place optimizer primitives] in
 // src/ir/ops/optim.cc, where each update is stated): one fused pass over the n elements of the
 // parameter, writing it and its state in place. Every element is independent, so the loop is
-// `omp parallel for simd` with the per-element state kept in registers. T is float or double;
-// the buffers must not overlap.
+// an `omp simd` loop with the per-element state kept in registers, on this thread below the grain
+// and split across the OpenMP team above it (range_for: NOTE [Serial fast path]). T is float or
+// double; the buffers must not overlap.
 #pragma once
 
 #include <cstdint>
