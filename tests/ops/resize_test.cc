@@ -96,10 +96,15 @@ struct ResizeCase {
 
 const std::vector<ResizeCase>& resize_cases() {
   static const std::vector<ResizeCase> cases = {
-      {"up non-integer", {2, 3, 5, 7}, {9, 4}}, {"down", {1, 2, 8, 8}, {3, 5}},
-      {"to 1x1", {2, 1, 4, 4}, {1, 1}},         {"from 1x1", {1, 1, 1, 1}, {3, 2}},
-      {"identity", {2, 2, 5, 6}, {5, 6}},       {"double", {4, 3, 16, 16}, {32, 32}},
+      {"up non-integer", {2, 3, 5, 7}, {9, 4}},
+      {"down", {1, 2, 8, 8}, {3, 5}},
+      {"to 1x1", {2, 1, 4, 4}, {1, 1}},
+      {"from 1x1", {1, 1, 1, 1}, {3, 2}},
+      {"identity", {2, 2, 5, 6}, {5, 6}},
+      {"double", {4, 3, 16, 16}, {32, 32}},
       {"wide rows", {1, 2, 3, 40}, {7, 67}},
+      // 38400 outputs: above the kernels' parallel grain, rows split across the threads.
+      {"above the grain", {2, 3, 40, 40}, {80, 80}},
   };
   return cases;
 }

@@ -250,11 +250,11 @@ void arg_reduce_typed(const T* in, int32_t* out, int64_t outer, int64_t r, int64
     });
     return;
   }
-#pragma omp parallel if (total > kParallelGrain)
-  {
+  // NOTE [Serial fast path]: one range on this thread below the grain.
+  range_for(outer, total > kParallelGrain, [&](int64_t begin, int64_t end) {
+    if (begin == end) return;
     std::vector<T> best(static_cast<size_t>(inner));
-#pragma omp for
-    for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t o = begin; o < end; ++o) {
       const T* p = in + o * r * inner;
       int32_t* index = out + o * inner;
       std::copy(p, p + inner, best.begin());
@@ -271,7 +271,7 @@ void arg_reduce_typed(const T* in, int32_t* out, int64_t outer, int64_t r, int64
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace

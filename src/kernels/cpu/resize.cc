@@ -89,36 +89,36 @@ void bilinear_forward_f32(const Dims& d, const float* x, ResizeCorners corners, 
   const int32_t* c0 = cols.i0.data();
   const int32_t* c1 = cols.i1.data();
   const float* cw = cols.w1.data();
-#pragma omp parallel if (d.planes * d.oh * d.ow > kParallelGrain)
-  {
+  // NOTE [Serial fast path]: the (plane, output row) pairs, one range on this thread below the
+  // grain.
+  const auto rows_of = [&](int64_t begin, int64_t end) {
+    if (begin == end) return;
     std::vector<float> row(d.w);
     float* tmp = row.data();
-#pragma omp for collapse(2)
-    for (int64_t p = 0; p < d.planes; ++p) {
-      for (int64_t i = 0; i < d.oh; ++i) {
-        const float* r0 = x + (p * d.h + rows.i0[i]) * d.w;
-        const float* r1 = x + (p * d.h + rows.i1[i]) * d.w;
-        const float b = rows.w1[i], a = 1.0f - b;
+    for (int64_t pi = begin, p = begin / d.oh, i = begin % d.oh; pi < end; ++pi) {
+      const float* r0 = x + (p * d.h + rows.i0[i]) * d.w;
+      const float* r1 = x + (p * d.h + rows.i1[i]) * d.w;
+      const float b = rows.w1[i], a = 1.0f - b;
 #pragma omp simd
-        for (int64_t k = 0; k < d.w; ++k) tmp[k] = a * r0[k] + b * r1[k];
-        float* out = y + (p * d.oh + i) * d.ow;
+      for (int64_t k = 0; k < d.w; ++k) tmp[k] = a * r0[k] + b * r1[k];
+      float* out = y + (p * d.oh + i) * d.ow;
 #pragma omp simd
-        for (int64_t j = 0; j < d.ow; ++j)
-          out[j] = (1.0f - cw[j]) * tmp[c0[j]] + cw[j] * tmp[c1[j]];
-      }
+      for (int64_t j = 0; j < d.ow; ++j) out[j] = (1.0f - cw[j]) * tmp[c0[j]] + cw[j] * tmp[c1[j]];
+      if (++i == d.oh) i = 0, ++p;
     }
-  }
+  };
+  range_for(d.planes * d.oh, d.planes * d.oh * d.ow > kParallelGrain, rows_of);
 }
 
 void bilinear_backward_f32(const Dims& d, const float* dy, ResizeCorners corners, float* dx) {
   const LinearTable rows = linear_table(d.h, d.oh, corners);
   const LinearTable cols = linear_table(d.w, d.ow, corners);
-#pragma omp parallel if (d.planes * d.oh * d.ow > kParallelGrain)
-  {
+  // NOTE [Serial fast path]: the planes, one range on this thread below the grain.
+  range_for(d.planes, d.planes * d.oh * d.ow > kParallelGrain, [&](int64_t begin, int64_t end) {
+    if (begin == end) return;
     std::vector<float> row(d.w);
     float* tmp = row.data();
-#pragma omp for
-    for (int64_t p = 0; p < d.planes; ++p) {
+    for (int64_t p = begin; p < end; ++p) {
       float* plane = dx + p * d.h * d.w;
       std::fill(plane, plane + d.h * d.w, 0.0f);
       for (int64_t i = 0; i < d.oh; ++i) {
@@ -138,22 +138,25 @@ void bilinear_backward_f32(const Dims& d, const float* dy, ResizeCorners corners
         for (int64_t k = 0; k < d.w; ++k) r1[k] += b * tmp[k];
       }
     }
-  }
+  });
 }
 
 void nearest_forward_f32(const Dims& d, const float* x, ResizeCorners corners, float* y) {
   const std::vector<int32_t> rows = nearest_table(d.h, d.oh, corners);
   const std::vector<int32_t> cols = nearest_table(d.w, d.ow, corners);
   const int32_t* ci = cols.data();
-#pragma omp parallel for collapse(2) if (d.planes * d.oh * d.ow > kParallelGrain)
-  for (int64_t p = 0; p < d.planes; ++p) {
-    for (int64_t i = 0; i < d.oh; ++i) {
+  // NOTE [Serial fast path]: the (plane, output row) pairs, one range on this thread below the
+  // grain.
+  const auto rows_of = [&](int64_t begin, int64_t end) {
+    for (int64_t pi = begin, p = begin / d.oh, i = begin % d.oh; pi < end; ++pi) {
       const float* in = x + (p * d.h + rows[i]) * d.w;
       float* out = y + (p * d.oh + i) * d.ow;
 #pragma omp simd
       for (int64_t j = 0; j < d.ow; ++j) out[j] = in[ci[j]];
+      if (++i == d.oh) i = 0, ++p;
     }
-  }
+  };
+  range_for(d.planes * d.oh, d.planes * d.oh * d.ow > kParallelGrain, rows_of);
 }
 
 void nearest_backward_f32(const Dims& d, const float* dy, ResizeCorners corners, float* dx) {
