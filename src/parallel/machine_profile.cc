@@ -131,6 +131,16 @@ class Reader {
   void require_object(const json& v, const std::string& path) const {
     if (!v.is_object()) fail(path, fmt::format("is {}; expected an object", kind(v)));
   }
+  // Calls each(element, its path) for every element of `arr` (named `arr_path`), each of which
+  // must be an object.
+  template <typename F>
+  void each_object(const json& arr, const std::string& arr_path, F&& each) const {
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const std::string p = index(arr_path, i);
+      require_object(arr[i], p);
+      each(arr[i], p);
+    }
+  }
 
   static std::string join(const std::string& path, const char* key) {
     return path.empty() ? key : path + "." + key;
@@ -163,21 +173,18 @@ std::vector<OpTiming> ops_of(const Reader& r, const json& table, const std::stri
   std::vector<OpTiming> out;
   if (!table.contains("ops")) return out;
   const json& arr = r.array(table, path, "ops", "an array of timed op slices");
-  const std::string arr_path = Reader::join(path, "ops");
-  for (size_t i = 0; i < arr.size(); ++i) {
-    const std::string p = Reader::index(arr_path, i);
-    r.require_object(arr[i], p);
+  r.each_object(arr, Reader::join(path, "ops"), [&](const json& e, const std::string& p) {
     OpTiming t;
-    t.key = r.string(arr[i], p, "key");
+    t.key = r.string(e, p, "key");
     if (t.key.empty()) r.fail(Reader::join(p, "key"), "is empty; expected an op slice's key");
     if (!out.empty() && t.key <= out.back().key) {
       r.fail(Reader::join(p, "key"),
              fmt::format("is \"{}\"; expected the keys ascending, each once (it follows \"{}\")",
                          t.key, out.back().key));
     }
-    t.seconds = r.number(arr[i], p, "seconds", true, "seconds of one call");
+    t.seconds = r.number(e, p, "seconds", true, "seconds of one call");
     out.push_back(std::move(t));
-  }
+  });
   return out;
 }
 
@@ -190,21 +197,19 @@ std::vector<ComputePoint> points_of(const Reader& r, const json& table, const st
   const std::string rate_key = std::string(work_key) + "_per_s";
   const std::string rate_what = std::string(work_key) + " per second";
   std::vector<ComputePoint> out;
-  for (size_t i = 0; i < arr.size(); ++i) {
-    const std::string p = Reader::index(arr_path, i);
-    r.require_object(arr[i], p);
+  r.each_object(arr, arr_path, [&](const json& e, const std::string& p) {
     ComputePoint point;
-    point.size_class = r.string(arr[i], p, "class");
-    point.shape = r.string(arr[i], p, "shape");
-    point.work = r.number(arr[i], p, work_key, true, work_key);
-    point.rate = r.number(arr[i], p, rate_key.c_str(), true, rate_what.c_str());
+    point.size_class = r.string(e, p, "class");
+    point.shape = r.string(e, p, "shape");
+    point.work = r.number(e, p, work_key, true, work_key);
+    point.rate = r.number(e, p, rate_key.c_str(), true, rate_what.c_str());
     if (!out.empty() && point.work <= out.back().work) {
       r.fail(Reader::join(p, work_key),
              fmt::format("is {}; expected the points ascending in {} (the one before has {})",
                          point.work, work_key, out.back().work));
     }
     out.push_back(std::move(point));
-  }
+  });
   return out;
 }
 
@@ -225,54 +230,49 @@ BackendProfile backend_of(const Reader& r, const json& comm, const char* name) {
     const std::string arr_path = Reader::join(colls_path, collective_key(c));
     if (arr.empty()) r.fail(arr_path, "is empty; expected at least one group size");
     std::vector<CollectiveFit>& fits = out.collectives[c];
-    for (size_t i = 0; i < arr.size(); ++i) {
-      const std::string p = Reader::index(arr_path, i);
-      r.require_object(arr[i], p);
+    r.each_object(arr, arr_path, [&](const json& e, const std::string& p) {
       CollectiveFit fit;
-      fit.group_size = r.integer(arr[i], p, "group_size", 2);
+      fit.group_size = r.integer(e, p, "group_size", 2);
       if (!fits.empty() && fit.group_size <= fits.back().group_size) {
         r.fail(Reader::join(p, "group_size"),
                fmt::format("is {}; expected the group sizes ascending (the one before is {})",
                            fit.group_size, fits.back().group_size));
       }
-      fit.latency_s = r.number(arr[i], p, "latency_s", false, "seconds");
-      fit.bandwidth_bytes_per_s =
-          r.number(arr[i], p, "bandwidth_bytes_per_s", true, "bytes per second");
-      const json& pts = r.array(arr[i], p, "points", "an array of measured points");
-      for (size_t k = 0; k < pts.size(); ++k) {
-        const std::string pp = Reader::index(Reader::join(p, "points"), k);
-        r.require_object(pts[k], pp);
-        fit.points.push_back({r.number(pts[k], pp, "bytes_sent", false, "bytes"),
-                              r.number(pts[k], pp, "seconds", true, "seconds")});
-      }
+      fit.latency_s = r.number(e, p, "latency_s", false, "seconds");
+      fit.bandwidth_bytes_per_s = r.number(e, p, "bandwidth_bytes_per_s", true, "bytes per second");
+      const json& pts = r.array(e, p, "points", "an array of measured points");
+      r.each_object(pts, Reader::join(p, "points"), [&](const json& pt, const std::string& pp) {
+        fit.points.push_back({r.number(pt, pp, "bytes_sent", false, "bytes"),
+                              r.number(pt, pp, "seconds", true, "seconds")});
+      });
       fits.push_back(std::move(fit));
-    }
+    });
   }
   if (b.contains("shared_cores")) {
     const json& arr = r.array(b, path, "shared_cores", "an array of job and group sizes");
-    const std::string arr_path = Reader::join(path, "shared_cores");
-    for (size_t i = 0; i < arr.size(); ++i) {
-      const std::string p = Reader::index(arr_path, i);
-      r.require_object(arr[i], p);
-      SharedCoresLatency e;
-      e.ranks = r.integer(arr[i], p, "ranks", 2);
-      e.group_size = r.integer(arr[i], p, "group_size", 2);
-      if (e.group_size > e.ranks) {
-        r.fail(Reader::join(p, "group_size"),
-               fmt::format("is {}; expected at most the job's ranks ({})", e.group_size, e.ranks));
-      }
-      if (!out.shared_cores.empty()) {
-        const SharedCoresLatency& before = out.shared_cores.back();
-        if (std::pair(e.ranks, e.group_size) <= std::pair(before.ranks, before.group_size)) {
-          r.fail(p, fmt::format("has ranks {} and group_size {}; expected the entries ascending "
-                                "in ranks, then group_size, each pair once (the one before has "
-                                "{} and {})",
-                                e.ranks, e.group_size, before.ranks, before.group_size));
-        }
-      }
-      e.latency_s = r.number(arr[i], p, "latency_s", true, "seconds");
-      out.shared_cores.push_back(e);
-    }
+    r.each_object(
+        arr, Reader::join(path, "shared_cores"), [&](const json& v, const std::string& p) {
+          SharedCoresLatency e;
+          e.ranks = r.integer(v, p, "ranks", 2);
+          e.group_size = r.integer(v, p, "group_size", 2);
+          if (e.group_size > e.ranks) {
+            r.fail(
+                Reader::join(p, "group_size"),
+                fmt::format("is {}; expected at most the job's ranks ({})", e.group_size, e.ranks));
+          }
+          if (!out.shared_cores.empty()) {
+            const SharedCoresLatency& before = out.shared_cores.back();
+            if (std::pair(e.ranks, e.group_size) <= std::pair(before.ranks, before.group_size)) {
+              r.fail(p,
+                     fmt::format("has ranks {} and group_size {}; expected the entries ascending "
+                                 "in ranks, then group_size, each pair once (the one before has "
+                                 "{} and {})",
+                                 e.ranks, e.group_size, before.ranks, before.group_size));
+            }
+          }
+          e.latency_s = r.number(v, p, "latency_s", true, "seconds");
+          out.shared_cores.push_back(e);
+        });
   }
   return out;
 }
