@@ -3,8 +3,8 @@
 // prediction for the same plan (bench/run.sh search; the plans: bench/README.md, "search").
 //
 //   plan_train_bench --net mlp|lenet|transformer --plan NAME [--steps S] [--warmup W]
-//                    [--batch-per-device B] [--profile FILE] [--save-graphs DIR] [--op-times]
-//                    [--load-strategy FILE] [--save-strategy FILE]
+//                    [--seconds T] [--batch-per-device B] [--profile FILE] [--save-graphs DIR]
+//                    [--op-times] [--load-strategy FILE] [--save-strategy FILE]
 //
 // NAME is a hand-written plan of the network (plans(): strategies set with shard() on its
 // operators, the others data parallel where their batch allows, as SEMI_AUTO_PARALLEL gives
@@ -13,7 +13,7 @@
 // the hand plan's: any plan, one operator changed by hand, measured and predicted. Every rank reads
 // the whole batch of fixed random data (dataset_strategy "full_batch"). Rank 0 prints
 //   ROW net=<net> plan=<plan, or the strategy file's stem> np=<ranks> step_ms=<median of the
-//   measured steps>
+//   measured steps> steps=<how many were measured>
 //       samples_per_s=<global batch / median step> predicted_ms=<predicted step time>
 //       cost_ms=<the search's cost of the plan>
 // The prediction traces the same step with global shapes and costs the plan the compiler will
@@ -27,6 +27,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -243,6 +244,13 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "measured steps")->check(cleave::flags::positive());
   app.add_option("--warmup", warmup, "steps before the measured ones (compile included)")
       ->check(cleave::flags::positive());
+  double seconds = 0.5;
+  app.add_option("--seconds", seconds,
+                 "the warm-up and the measured steps each last at least this long, in a step "
+                 "count every rank agrees on (NOTE [Steady steps]); 0: exactly --warmup and "
+                 "--steps")
+      ->check(cleave::flags::non_negative_number())
+      ->capture_default_str();
   app.add_option("--batch-per-device", batch_per_device, "each rank's share of the batch")
       ->check(cleave::flags::positive());
   std::string profile;
@@ -353,7 +361,35 @@ int main(int argc, char** argv) {
     // Fixed random data, the same on every rank.
     const Tensor x = Tensor::normal(input);
     const Tensor y = ops::cast(Tensor::uniform({batch}, 0, 10), DType::kInt32);
-    for (int64_t s = 0; s < warmup; ++s) step(x, y);
+    const auto warm_start = Clock::now();
+    auto after_first = warm_start;
+    for (int64_t s = 0; s < warmup; ++s) {
+      step(x, y);
+      if (s == 0) after_first = Clock::now();
+    }
+    // NOTE [Steady steps]: the first few hundred milliseconds of a job whose ranks fill the
+    // cores run slower than the rest. LeNet's data-parallel step on 2 workers of the 2-core
+    // host, the median of each 25 steps: 1.84-1.90 ms at the start, 1.73 ms after about 0.3 s,
+    // and so to the end of 800 steps; with one worker alone, 1.63-1.65 ms from the start. Binding
+    // the workers to the cores does not remove it, and no other thread of the job runs in it.
+    // The fixed 5 warm-up steps and 30 measured ones of a 2 ms step fell inside that spell, by
+    // an amount that varied from run to run (the median 1.78-1.90 ms in six runs; after 300
+    // warm-up steps 1.72-1.75): plans that run alike measured up to 3% apart. So the warm-up
+    // and the measured steps each last --seconds, in a step count every rank agrees on: the
+    // largest of the ranks' counts (an AllReduce), from their warm-up steps' times, so that the
+    // span lasts at least --seconds on each (ranks that disagreed would hang in a collective).
+    if (seconds > 0) {
+      const double step_s =
+          warmup > 1 ? std::chrono::duration<double>(Clock::now() - after_first).count() /
+                           static_cast<double>(warmup - 1)
+                     : std::chrono::duration<double>(after_first - warm_start).count();
+      const auto per_span = static_cast<float>(std::ceil(seconds / std::max(step_s, 1e-6)));
+      const Tensor agreed = ops::all_reduce(Tensor::from_vector(std::vector<float>{per_span}),
+                                            {.op = comm::ReduceOp::kMax});
+      const auto span = static_cast<int64_t>(agreed.item());
+      for (int64_t s = warmup; s < span; ++s) step(x, y);
+      steps = std::max(steps, span);
+    }
     std::vector<double> times, waits;
     for (int64_t s = 0; s < steps; ++s) {
       const auto t0 = Clock::now();
@@ -394,12 +430,12 @@ int main(int argc, char** argv) {
     }
     if (rank == 0) {
       fmt::print(
-          "ROW net={} plan={} np={} step_ms={:.3f} samples_per_s={:.1f} predicted_ms={:.3f} "
-          "cost_ms={:.3f} predicted_compute_ms={:.3f} predicted_communication_ms={:.3f} "
-          "communication_ms={:.3f}\n",
+          "ROW net={} plan={} np={} step_ms={:.3f} steps={} samples_per_s={:.1f} "
+          "predicted_ms={:.3f} cost_ms={:.3f} predicted_compute_ms={:.3f} "
+          "predicted_communication_ms={:.3f} communication_ms={:.3f}\n",
           net_name,
           load_strategy.empty() ? plan_name : std::filesystem::path(load_strategy).stem().string(),
-          n, median * 1e3, static_cast<double>(batch) / median, predicted_ms, cost_ms,
+          n, median * 1e3, steps, static_cast<double>(batch) / median, predicted_ms, cost_ms,
           predicted_compute_ms, predicted_comm_ms, median_of(waits) * 1e3);
     }
     std::fflush(stdout);

@@ -447,6 +447,8 @@ case "$suite" in
     # searched one, on 2, 4 and 8 workers under cleave-run, SEARCH_RUNS runs each (default 5):
     #   BENCH search_<net>_np<N>_<plan> step_ms=<median> predicted_ms=.. samples_per_s=..
     #     runs_ms=<fastest run>-<slowest run>
+    # (a run's step: plan_train_bench's median step after half a second of warm-up, over at least
+    # half a second of steps: NOTE [Steady steps])
     # and per network and worker count
     #   BENCH search_<net>_np<N> searched_ms=.. best_hand=<plan> best_hand_ms=..
     #     searched_vs_best=<searched / best hand step> spearman=<rank correlation of predicted
@@ -515,8 +517,12 @@ print(" ".join(plans))' "$r" ${plans[$net]} searched)
           done
         done
         "$python" "$root/bench/search_rows.py" "$work/rows" "$net" "$np"
+        # Every run's ROW line, kept for whoever checks the medians and the groups later.
+        mkdir -p "$build/search_rows"
+        cp "$work/rows" "$build/search_rows/${net}_np${np}.rows"
       done
     done
+    echo "BENCH search_rows dir=$build/search_rows"
     rm -rf "$work"
     ;;
   *)
