@@ -29,12 +29,13 @@ line=$(row --steps 3 --warmup 2 --seconds 0)
 [ "$(field steps "$line")" = 3 ] || fail "--seconds 0 --steps 3 measured $(field steps "$line") steps: $line"
 awk -v p="$(field predicted_ms "$line")" -v m="$(field step_ms "$line")" 'BEGIN { exit !(p > 0 && m > 0) }' ||
   fail "no step time or prediction: $line"
-# At least 0.2 s of steps: a step of this MLP takes a few milliseconds, so well over 3 of them.
-line=$(row --steps 3 --warmup 2 --seconds 0.2)
+# At least 0.2 s of steps: this MLP's step takes 1-2 ms here, so many more than --steps (no
+# bound on the count itself: the test must not depend on the machine's speed).
+line=$(row --steps 3 --warmup 3 --seconds 0.2)
 steps=$(field steps "$line")
-ms=$(field step_ms "$line")
-awk -v s="$steps" -v m="$ms" 'BEGIN { exit !(s > 3 && s * m >= 100) }' ||
-  fail "--seconds 0.2 measured $steps steps of $ms ms: $line"
+if ! [[ $steps =~ ^[0-9]+$ ]] || [ "$steps" -le 3 ]; then
+  fail "--seconds 0.2 --steps 3 measured $steps steps: $line"
+fi
 
 out=$(timeout 60 "$bench/plan_train_bench" --seconds -1 2>&1)
 rc=$?
